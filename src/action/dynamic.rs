@@ -1,0 +1,199 @@
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::{Action, ActionMetadata};
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// Any action, type-erased, cheap to clone.
+///
+/// Instructions, routers, tool lists and agents hold actions as
+/// `DynAction` so that lists of different actions work. Build one with
+/// [`DynAction::new`] or `From` on any [`Action`].
+///
+/// ```
+/// # use jido::prelude::*;
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// # struct Ping;
+/// # impl Action for Ping {
+/// #     type Params = P; type Output = ();
+/// #     const NAME: &'static str = "ping";
+/// #     async fn run(&self, _: P, _: &Context) -> jido::Result<()> { Ok(()) }
+/// # }
+/// let actions: Vec<DynAction> = vec![Ping.into()];
+/// assert_eq!(actions[0].name(), "ping");
+/// ```
+#[derive(Clone)]
+pub struct DynAction(Arc<dyn Erased>);
+
+/// Params decoded and checked for one particular action.
+pub(crate) struct Prepared(Box<dyn Any + Send + Sync>);
+
+pub(crate) trait Erased: Send + Sync + 'static {
+    fn metadata(&self) -> ActionMetadata;
+    fn params_schema(&self) -> Value;
+    fn prepare(&self, params: Value) -> Result<Prepared>;
+    fn run<'a>(&'a self, prepared: &'a Prepared, ctx: &'a Context)
+    -> BoxFuture<'a, Result<Map<String, Value>>>;
+    fn compensate<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        error: &'a Error,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Value>>;
+}
+
+struct Typed<A>(A);
+
+impl<A: Action> Typed<A> {
+    fn params<'p>(&self, prepared: &'p Prepared) -> Result<&'p A::Params> {
+        prepared.0.downcast_ref::<A::Params>().ok_or_else(|| {
+            Error::internal(format!(
+                "params prepared for another action were given to {}",
+                A::NAME
+            ))
+        })
+    }
+}
+
+impl<A: Action> Erased for Typed<A> {
+    fn metadata(&self) -> ActionMetadata {
+        A::metadata()
+    }
+
+    fn params_schema(&self) -> Value {
+        A::params_schema()
+    }
+
+    fn prepare(&self, params: Value) -> Result<Prepared> {
+        let params: A::Params = serde_path_to_error::deserialize(params).map_err(|err| {
+            let path = err.path().to_string();
+            let reason = err.into_inner().to_string();
+            let message = if path == "." {
+                format!("invalid parameters for action {}: {reason}", A::NAME)
+            } else {
+                format!("invalid parameters for action {}: {path}: {reason}", A::NAME)
+            };
+            Error::validation(message)
+                .with_detail("action", A::NAME)
+                .with_detail("path", path)
+                .with_detail("reason", reason)
+        })?;
+        self.0.validate_params(&params).map_err(|err| {
+            if err.detail("action").is_some() {
+                err
+            } else {
+                err.with_detail("action", A::NAME)
+            }
+        })?;
+        Ok(Prepared(Box::new(params)))
+    }
+
+    fn run<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
+        Box::pin(async move {
+            let params = self.params(prepared)?.clone();
+            let output = self.0.run(params, ctx).await?;
+            self.0.validate_output(&output).map_err(|err| {
+                let message = format!("invalid output of action {}: {}", A::NAME, err.message());
+                Error::validation(message)
+                    .with_details(Value::Object(err.details().clone()))
+                    .with_detail("action", A::NAME)
+            })?;
+            output_to_map(A::NAME, &output)
+        })
+    }
+
+    fn compensate<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        error: &'a Error,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let params = self.params(prepared)?.clone();
+            self.0.on_error(params, error, ctx).await
+        })
+    }
+}
+
+fn output_to_map<T: serde::Serialize>(action: &str, output: &T) -> Result<Map<String, Value>> {
+    match serde_json::to_value(output) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Null) => Ok(Map::new()),
+        Ok(other) => Err(Error::execution(format!(
+            "output of action {action} must serialise to a JSON object, got {}",
+            json_type_name(&other)
+        ))
+        .with_detail("action", action.to_owned())
+        .with_retry(false)),
+        Err(err) => Err(Error::execution(format!(
+            "output of action {action} could not be serialised: {err}"
+        ))
+        .with_detail("action", action.to_owned())
+        .with_retry(false)
+        .with_source(err)),
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl DynAction {
+    /// Erases `action`.
+    pub fn new<A: Action>(action: A) -> Self {
+        Self(Arc::new(Typed(action)))
+    }
+
+    /// The action's metadata.
+    pub fn metadata(&self) -> ActionMetadata {
+        self.0.metadata()
+    }
+
+    /// The action's name.
+    pub fn name(&self) -> &'static str {
+        self.0.metadata().name
+    }
+
+    /// The JSON Schema of the action's params.
+    pub fn params_schema(&self) -> Value {
+        self.0.params_schema()
+    }
+
+    /// Whether two handles point at the same action value.
+    pub fn ptr_eq(&self, other: &DynAction) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    pub(crate) fn erased(&self) -> &Arc<dyn Erased> {
+        &self.0
+    }
+}
+
+impl<A: Action> From<A> for DynAction {
+    fn from(action: A) -> Self {
+        Self::new(action)
+    }
+}
+
+impl fmt::Debug for DynAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("DynAction").field(&self.name()).finish()
+    }
+}

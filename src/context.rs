@@ -1,0 +1,207 @@
+//! The context an action runs with.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::action::ActionMetadata;
+use crate::effect::Effect;
+use crate::error::{Error, Result};
+use crate::exec::Exec;
+
+/// What an action sees beside its params: caller values (a tenant, a
+/// request id), the action's own metadata, the deadline of the run, the
+/// agent state when run by an agent, and a place to push
+/// [effects](crate::effect::Effect).
+///
+/// Cloning is cheap. Pass the context (or a clone) to a nested
+/// [`exec::run`](crate::exec::run) so the nested action inherits the
+/// remaining time budget and the instance's task supervisor.
+///
+/// ```
+/// use jido::Context;
+/// use serde_json::json;
+///
+/// let ctx = Context::from_value(json!({"tenant": "acme"})).unwrap();
+/// assert_eq!(ctx.get("tenant"), Some(&json!("acme")));
+/// assert!(ctx.deadline().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct Context {
+    values: Map<String, Value>,
+    action: Option<ActionMetadata>,
+    deadline: Option<Instant>,
+    state: Option<Arc<Map<String, Value>>>,
+    exec: Option<Exec>,
+    effects: EffectSink,
+}
+
+#[derive(Clone, Default)]
+struct EffectSink(Arc<Mutex<Vec<Effect>>>);
+
+impl EffectSink {
+    fn push(&self, effect: Effect) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(effect);
+    }
+
+    fn take(&self) -> Vec<Effect> {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+impl Context {
+    /// An empty context.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A context from a JSON object (`null` gives an empty context).
+    ///
+    /// # Errors
+    ///
+    /// A validation error when `value` is neither an object nor `null`.
+    pub fn from_value(value: Value) -> Result<Self> {
+        match value {
+            Value::Object(values) => Ok(Self::from(values)),
+            Value::Null => Ok(Self::new()),
+            other => Err(Error::validation(format!(
+                "invalid context type: expected a JSON object, got {}",
+                crate::action::json_type_name(&other)
+            ))),
+        }
+    }
+
+    /// A caller value by key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
+    /// Sets a caller value.
+    pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Value>) -> &mut Self {
+        self.values.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets a caller value, by value.
+    #[must_use]
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.insert(key, value);
+        self
+    }
+
+    /// All caller values.
+    pub fn values(&self) -> &Map<String, Value> {
+        &self.values
+    }
+
+    /// Merges `values` into the caller values; keys in `values` win.
+    pub fn merge_values(&mut self, values: Map<String, Value>) {
+        self.values.extend(values);
+    }
+
+    /// The metadata of the running action (set by Exec).
+    pub fn action(&self) -> Option<&ActionMetadata> {
+        self.action.as_ref()
+    }
+
+    /// The absolute deadline of the current run, if any.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left before [`deadline`](Context::deadline) (zero once passed),
+    /// or `None` without a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Sets an absolute deadline: runs with this context finish by then.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The agent state, when the action runs inside an agent's `cmd`.
+    pub fn state(&self) -> Option<&Map<String, Value>> {
+        self.state.as_deref()
+    }
+
+    /// Sets the agent state seen by the action.
+    #[must_use]
+    pub fn with_state(mut self, state: Arc<Map<String, Value>>) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// The executor (instance) this run belongs to, if any.
+    pub fn exec(&self) -> Option<&Exec> {
+        self.exec.as_ref()
+    }
+
+    /// Ties the context to an executor: nested runs started with this
+    /// context use its task supervisor and defaults.
+    #[must_use]
+    pub fn with_exec(mut self, exec: Exec) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// Records an effect (a state operation or a directive) of the running
+    /// action. Exec returns the effects of the last attempt beside its
+    /// output, or beside its error.
+    pub fn push_effect(&self, effect: impl Into<Effect>) {
+        self.effects.push(effect.into());
+    }
+
+    pub(crate) fn set_values(&mut self, values: Map<String, Value>) {
+        self.values = values;
+    }
+
+    pub(crate) fn for_attempt(&self, action: ActionMetadata, deadline: Option<Instant>) -> Self {
+        Self {
+            values: self.values.clone(),
+            action: Some(action),
+            deadline,
+            state: self.state.clone(),
+            exec: self.exec.clone(),
+            effects: EffectSink::default(),
+        }
+    }
+
+    pub(crate) fn take_effects(&self) -> Vec<Effect> {
+        self.effects.take()
+    }
+}
+
+impl From<Map<String, Value>> for Context {
+    fn from(values: Map<String, Value>) -> Self {
+        Self {
+            values,
+            ..Self::default()
+        }
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("values", &self.values)
+            .field("action", &self.action.map(|a| a.name))
+            .field("deadline", &self.deadline)
+            .field("has_state", &self.state.is_some())
+            .finish_non_exhaustive()
+    }
+}

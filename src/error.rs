@@ -1,0 +1,430 @@
+//! The one error type of the crate.
+//!
+//! Every failure in `jido` is an [`Error`]: a [`kind`](Error::kind), a short
+//! message, JSON [`details`](Error::details) and an optional
+//! [`source`](std::error::Error::source) chain. Errors are plain data: they
+//! clone cheaply, travel inside directives and signals, and turn into the
+//! canonical envelope `{type, message, details, retryable}` with
+//! [`Error::to_envelope`].
+//!
+//! # Retry rules
+//!
+//! [`Error::retryable`] follows jido_action:
+//!
+//! * [`ErrorKind::Validation`] and [`ErrorKind::Configuration`] never retry;
+//! * [`ErrorKind::Timeout`] always retries;
+//! * [`ErrorKind::Cancelled`] never retries (somebody asked for it to stop);
+//! * every other kind retries unless its details carry a hint: `retry` or
+//!   `retryable` set to `false`, looked up first at the top level and then,
+//!   recursively, under `reason`.
+//!
+//! ```
+//! use jido::{Error, ErrorKind};
+//! use serde_json::json;
+//!
+//! let err = Error::execution("upstream refused").with_detail("reason", json!({"retry": false}));
+//! assert_eq!(err.kind(), ErrorKind::Execution);
+//! assert!(!err.retryable());
+//! assert!(Error::timeout("too slow").retryable());
+//! assert!(!Error::validation("bad input").retryable());
+//! ```
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, coarsely. Decides [`Error::retryable`] and the envelope's
+/// `type`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Input failed validation: params, output, signals, options given at
+    /// run time. Never retried.
+    Validation,
+    /// Something was configured wrong: an action name, a route table, an
+    /// option value. Never retried.
+    Configuration,
+    /// An action ran and failed (or panicked).
+    Execution,
+    /// A time budget ran out. Always retried.
+    Timeout,
+    /// An action failed and its compensation ran; see the details'
+    /// `compensated` flag.
+    Compensation,
+    /// No route matched a signal, or a route could not be used.
+    Routing,
+    /// A signal could not be delivered to a dispatch target.
+    Dispatch,
+    /// A queue was full and the work was refused.
+    QueueOverflow,
+    /// A target (agent, actor, child) does not exist or is no longer alive.
+    NotFound,
+    /// The work was cancelled on purpose (shutdown, `cancel()`). Never
+    /// retried.
+    Cancelled,
+    /// A bug or broken invariant inside the runtime.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The envelope `type` of this kind, e.g. `"validation_error"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Validation => "validation_error",
+            ErrorKind::Configuration => "configuration_error",
+            ErrorKind::Execution => "execution_error",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Compensation => "compensation_error",
+            ErrorKind::Routing => "routing_error",
+            ErrorKind::Dispatch => "dispatch_error",
+            ErrorKind::QueueOverflow => "queue_overflow",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of every fallible operation in `jido`.
+///
+/// Build one with a kind constructor ([`Error::validation`],
+/// [`Error::execution`], …) and refine it with [`with_detail`](Error::with_detail),
+/// [`with_details`](Error::with_details) and [`with_source`](Error::with_source).
+#[derive(Clone)]
+pub struct Error {
+    kind: ErrorKind,
+    message: Cow<'static, str>,
+    details: Map<String, Value>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+macro_rules! kind_constructors {
+    ($($(#[$doc:meta])* $name:ident => $kind:ident,)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(message: impl Into<Cow<'static, str>>) -> Self {
+                Self::new(ErrorKind::$kind, message)
+            }
+        )*
+    };
+}
+
+impl Error {
+    /// A new error of `kind` with `message` and no details.
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            details: Map::new(),
+            source: None,
+        }
+    }
+
+    kind_constructors! {
+        /// A [`ErrorKind::Validation`] error.
+        validation => Validation,
+        /// A [`ErrorKind::Configuration`] error.
+        configuration => Configuration,
+        /// An [`ErrorKind::Execution`] error.
+        execution => Execution,
+        /// A [`ErrorKind::Timeout`] error.
+        timeout => Timeout,
+        /// A [`ErrorKind::Compensation`] error.
+        compensation => Compensation,
+        /// A [`ErrorKind::Routing`] error.
+        routing => Routing,
+        /// A [`ErrorKind::Dispatch`] error.
+        dispatch => Dispatch,
+        /// A [`ErrorKind::QueueOverflow`] error.
+        queue_overflow => QueueOverflow,
+        /// A [`ErrorKind::NotFound`] error.
+        not_found => NotFound,
+        /// A [`ErrorKind::Cancelled`] error.
+        cancelled => Cancelled,
+        /// An [`ErrorKind::Internal`] error.
+        internal => Internal,
+    }
+
+    /// Adds (or replaces) one detail.
+    #[must_use]
+    pub fn with_detail(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.details.insert(key.into(), value.into());
+        self
+    }
+
+    /// Merges `details` into the error's details (later keys win). A value
+    /// that is not a JSON object is stored under `"value"`.
+    #[must_use]
+    pub fn with_details(mut self, details: impl Into<Value>) -> Self {
+        match details.into() {
+            Value::Object(map) => self.details.extend(map),
+            Value::Null => {}
+            other => {
+                self.details.insert("value".into(), other);
+            }
+        }
+        self
+    }
+
+    /// Sets the underlying cause, returned by
+    /// [`std::error::Error::source`].
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// Marks the error as not retryable (`details.retry = false`) or
+    /// retryable (`true`), overriding the kind's default where the rules
+    /// allow it (validation and configuration never retry, timeouts always
+    /// do).
+    #[must_use]
+    pub fn with_retry(self, retry: bool) -> Self {
+        self.with_detail("retry", retry)
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The short, human readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Structured details (never sanitised; see [`Error::to_envelope`]).
+    pub fn details(&self) -> &Map<String, Value> {
+        &self.details
+    }
+
+    /// One detail by key.
+    pub fn detail(&self, key: &str) -> Option<&Value> {
+        self.details.get(key)
+    }
+
+    /// Whether retrying the failed work may help. See the [module
+    /// docs](self) for the rules.
+    pub fn retryable(&self) -> bool {
+        match self.kind {
+            ErrorKind::Validation | ErrorKind::Configuration | ErrorKind::Cancelled => false,
+            ErrorKind::Timeout => true,
+            _ => retry_hint(&self.details, 0).unwrap_or(true),
+        }
+    }
+
+    /// The canonical envelope `{type, message, details, retryable}` with
+    /// the details [sanitised](sanitize).
+    ///
+    /// ```
+    /// use jido::Error;
+    /// use serde_json::json;
+    ///
+    /// let env = Error::execution("charge failed")
+    ///     .with_detail("api_key", "sk-123")
+    ///     .to_envelope();
+    /// assert_eq!(
+    ///     env,
+    ///     json!({
+    ///         "type": "execution_error",
+    ///         "message": "charge failed",
+    ///         "details": {"api_key": "[REDACTED]"},
+    ///         "retryable": true
+    ///     })
+    /// );
+    /// ```
+    pub fn to_envelope(&self) -> Value {
+        let mut env = Map::with_capacity(4);
+        env.insert("type".into(), Value::String(self.kind.as_str().into()));
+        env.insert("message".into(), Value::String(self.message.to_string()));
+        env.insert(
+            "details".into(),
+            sanitize(&Value::Object(self.details.clone())),
+        );
+        env.insert("retryable".into(), Value::Bool(self.retryable()));
+        Value::Object(env)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("message", &self.message);
+        if !self.details.is_empty() {
+            d.field("details", &self.details);
+        }
+        if let Some(source) = &self.source {
+            d.field("source", source);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl PartialEq for Error {
+    /// Two errors are equal when kind, message and details are; sources are
+    /// not compared.
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message && self.details == other.details
+    }
+}
+
+/// Reads a retry hint (`retry` / `retryable`) from details, falling back
+/// to the nested `reason` object.
+fn retry_hint(details: &Map<String, Value>, depth: usize) -> Option<bool> {
+    for key in ["retry", "retryable"] {
+        match details.get(key) {
+            Some(Value::Bool(b)) => return Some(*b),
+            Some(Value::Null) | None => {}
+            Some(_) => return Some(true),
+        }
+    }
+    match details.get("reason") {
+        Some(Value::Object(inner)) if depth < 8 => retry_hint(inner, depth + 1),
+        _ => None,
+    }
+}
+
+/// Deepest nesting kept by [`sanitize`]; deeper values are replaced.
+pub const SANITIZE_MAX_DEPTH: usize = 4;
+/// Most items kept per object or array by [`sanitize`].
+pub const SANITIZE_MAX_ITEMS: usize = 20;
+/// Longest string kept whole by [`sanitize`], in characters.
+pub const SANITIZE_MAX_STRING: usize = 512;
+
+const REDACTED: &str = "[REDACTED]";
+const SECRET_MARKERS: [&str; 8] = [
+    "password",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "authorization",
+    "credential",
+    "private_key",
+];
+
+/// Returns a copy of `value` safe to log or hand to a model:
+///
+/// * nesting deeper than [`SANITIZE_MAX_DEPTH`] becomes `"[MAX_DEPTH]"`;
+/// * objects and arrays keep their first [`SANITIZE_MAX_ITEMS`] items; an
+///   object then gets `"__truncated__": <dropped>` and an array a last
+///   string item `"...(N more)"`;
+/// * strings longer than [`SANITIZE_MAX_STRING`] characters are cut and end
+///   in `"...(truncated)"`;
+/// * values under keys that look secret (`password`, `secret`, `token`,
+///   `api_key`, `authorization`, `credential`, `private_key`, in any case,
+///   with `-` or `_`) become `"[REDACTED]"`;
+/// * values under `stacktrace` become `"[OMITTED]"`.
+///
+/// ```
+/// use jido::error::sanitize;
+/// use serde_json::json;
+///
+/// let clean = sanitize(&json!({"Auth-Token": "abc", "user": {"password": "p", "name": "ann"}}));
+/// assert_eq!(clean, json!({"Auth-Token": "[REDACTED]", "user": {"password": "[REDACTED]", "name": "ann"}}));
+/// ```
+pub fn sanitize(value: &Value) -> Value {
+    sanitize_at(value, 1)
+}
+
+fn sanitize_at(value: &Value, depth: usize) -> Value {
+    match value {
+        Value::String(s) => Value::String(truncate_string(s)),
+        Value::Object(map) => {
+            if depth > SANITIZE_MAX_DEPTH {
+                return Value::String("[MAX_DEPTH]".into());
+            }
+            let mut out = Map::with_capacity(map.len().min(SANITIZE_MAX_ITEMS + 1));
+            for (key, v) in map.iter().take(SANITIZE_MAX_ITEMS) {
+                let clean = if is_secret_key(key) {
+                    Value::String(REDACTED.into())
+                } else if key.eq_ignore_ascii_case("stacktrace") {
+                    Value::String("[OMITTED]".into())
+                } else {
+                    sanitize_at(v, depth + 1)
+                };
+                out.insert(key.clone(), clean);
+            }
+            if map.len() > SANITIZE_MAX_ITEMS {
+                out.insert(
+                    "__truncated__".into(),
+                    Value::from(map.len() - SANITIZE_MAX_ITEMS),
+                );
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            if depth > SANITIZE_MAX_DEPTH {
+                return Value::String("[MAX_DEPTH]".into());
+            }
+            let mut out: Vec<Value> = items
+                .iter()
+                .take(SANITIZE_MAX_ITEMS)
+                .map(|v| sanitize_at(v, depth + 1))
+                .collect();
+            if items.len() > SANITIZE_MAX_ITEMS {
+                out.push(Value::String(format!(
+                    "...({} more)",
+                    items.len() - SANITIZE_MAX_ITEMS
+                )));
+            }
+            Value::Array(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn truncate_string(s: &str) -> String {
+    match s.char_indices().nth(SANITIZE_MAX_STRING) {
+        Some((cut, _)) => format!("{}...(truncated)", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let normalized = key.to_ascii_lowercase().replace('-', "_");
+    SECRET_MARKERS.iter().any(|m| normalized.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nested_reason_hint_is_read() {
+        let err = Error::execution("x").with_details(json!({"reason": {"reason": {"retry": false}}}));
+        assert!(!err.retryable());
+    }
+
+    #[test]
+    fn non_bool_hint_means_retryable() {
+        let err = Error::internal("x").with_detail("retry", "maybe");
+        assert!(err.retryable());
+    }
+}

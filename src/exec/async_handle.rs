@@ -1,0 +1,92 @@
+use std::fmt;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::{DEFAULT_AWAIT_TIMEOUT, millis, panic_message};
+use crate::error::{Error, Result};
+
+/// The handle of a run started with [`Exec::run_async`](super::Exec::run_async)
+/// or [`Chain::spawn`](super::Chain::spawn).
+///
+/// Only its owner can wait for or cancel the run: the handle is not
+/// `Clone`, and [`wait`](AsyncHandle::wait) and
+/// [`cancel`](AsyncHandle::cancel) take it by value. Dropping the handle
+/// cancels the run.
+#[must_use = "dropping an AsyncHandle cancels the run"]
+pub struct AsyncHandle<T> {
+    handle: JoinHandle<Option<Result<T>>>,
+}
+
+impl<T> AsyncHandle<T> {
+    pub(crate) fn new(handle: JoinHandle<Option<Result<T>>>) -> Self {
+        Self { handle }
+    }
+
+    /// Waits up to 5 s (Jido's default) for the result.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_timeout`](AsyncHandle::wait_timeout).
+    pub async fn wait(self) -> Result<T> {
+        self.wait_timeout(DEFAULT_AWAIT_TIMEOUT).await
+    }
+
+    /// Waits up to `timeout` for the result. When the time runs out the
+    /// run is cancelled and a timeout error returned.
+    ///
+    /// # Errors
+    ///
+    /// The run's own error; a timeout error ("async action timed out after
+    /// Nms"); an execution error if the task panicked; a cancelled error if
+    /// the executor shut down first.
+    pub async fn wait_timeout(mut self, timeout: Duration) -> Result<T> {
+        match tokio::time::timeout(timeout, &mut self.handle).await {
+            Ok(Ok(Some(result))) => result,
+            Ok(Ok(None)) => Err(Error::cancelled(
+                "async action was cancelled: task supervisor shut down",
+            )),
+            Ok(Err(join)) if join.is_panic() => {
+                let msg = panic_message(&*join.into_panic());
+                Err(Error::execution(format!("async action panicked: {msg}"))
+                    .with_detail("panic", msg))
+            }
+            Ok(Err(_)) => Err(Error::cancelled("async action was cancelled")),
+            Err(_) => {
+                self.handle.abort();
+                let _ = (&mut self.handle).await;
+                Err(Error::timeout(format!(
+                    "async action timed out after {}ms",
+                    millis(timeout)
+                ))
+                .with_detail("timeout_ms", millis(timeout)))
+            }
+        }
+    }
+
+    /// Cancels the run and waits until its task has ended. Cancelling a run
+    /// that already finished is fine.
+    pub async fn cancel(mut self) {
+        self.handle.abort();
+        let _ = (&mut self.handle).await;
+    }
+
+    /// Whether the run has ended.
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+impl<T> Drop for AsyncHandle<T> {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+impl<T> fmt::Debug for AsyncHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncHandle")
+            .field("finished", &self.handle.is_finished())
+            .finish()
+    }
+}

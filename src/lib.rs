@@ -1,0 +1,58 @@
+//! # jido
+//!
+//! Jido's agent model on the [`ractor`] actor framework.
+//!
+//! * [`Action`]s are typed, validated units of work.
+//! * [`exec`] runs them with deadlines, retries and compensation.
+//! * Agents are plain data whose `cmd` returns new state plus
+//!   [directives](directive): effects described as data.
+//! * [Signals](signal) (CloudEvents 1.0.2) are how everything talks to an
+//!   agent.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+//! use jido::prelude::*;
+//! use serde_json::json;
+//!
+//! #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+//! struct Greet { name: String }
+//!
+//! struct SayHello;
+//! impl Action for SayHello {
+//!     type Params = Greet;
+//!     type Output = serde_json::Value;
+//!     const NAME: &'static str = "say_hello";
+//!     async fn run(&self, p: Greet, _: &Context) -> jido::Result<serde_json::Value> {
+//!         Ok(json!({"greeting": format!("hello, {}", p.name)}))
+//!     }
+//! }
+//!
+//! let out = jido::exec::run(SayHello, json!({"name": "ann"}), Context::new(), ExecOptions::new()).await?;
+//! assert_eq!(out.output["greeting"], "hello, ann");
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+pub mod action;
+pub mod context;
+pub mod directive;
+pub mod effect;
+pub mod error;
+pub mod exec;
+pub mod instruction;
+pub mod signal;
+
+pub use action::{Action, DynAction};
+pub use context::Context;
+pub use error::{Error, ErrorKind, Result};
+pub use instruction::Instruction;
+
+/// The items most programs need.
+pub mod prelude {
+    pub use crate::action::{Action, ActionMetadata, Compensation, DynAction};
+    pub use crate::context::Context;
+    pub use crate::effect::{Effect, StateOp};
+    pub use crate::error::{Error, ErrorKind};
+    pub use crate::exec::{Exec, ExecOptions};
+    pub use crate::instruction::{Instruction, IntoInstructions};
+}

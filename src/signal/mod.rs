@@ -1,0 +1,1 @@
+//! Signals: CloudEvents 1.0.2 envelopes, the router and dispatch.
