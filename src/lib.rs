@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod agent;
 pub mod context;
 pub mod directive;
 pub mod effect;
@@ -41,6 +42,7 @@ pub mod error;
 pub mod exec;
 pub mod instruction;
 pub mod signal;
+pub mod strategy;
 
 pub use action::{Action, DynAction};
 pub use context::Context;
