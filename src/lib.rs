@@ -58,3 +58,8 @@ pub mod prelude {
     pub use crate::exec::{Exec, ExecOptions};
     pub use crate::instruction::{Instruction, IntoInstructions};
 }
+
+/// The README's code samples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
