@@ -74,9 +74,14 @@ impl<A: Action> Erased for Typed<A> {
 
     fn prepare(&self, params: Value) -> Result<Prepared> {
         let params: A::Params = serde_path_to_error::deserialize(params).map_err(|err| {
-            let path = err.path().to_string();
+            let path = field_path(err.path());
             let reason = err.into_inner().to_string();
-            let message = if path == "." {
+            let path = match named_field(&reason) {
+                Some(field) if path.is_empty() => field.to_owned(),
+                Some(field) => format!("{path}.{field}"),
+                None => path,
+            };
+            let message = if path.is_empty() {
                 format!("invalid parameters for action {}: {reason}", A::NAME)
             } else {
                 format!(
@@ -128,6 +133,19 @@ impl<A: Action> Erased for Typed<A> {
             self.0.on_error(params, error, ctx).await
         })
     }
+}
+
+/// The path of a decode error, `""` at the root (as `garde` writes it).
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    let path = path.to_string();
+    if path == "." { String::new() } else { path }
+}
+
+/// The field of a serde "missing field `x`" message: serde reports it at
+/// the enclosing object, so the path alone would not name the field.
+fn named_field(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix("missing field `")?;
+    rest.split_once('`').map(|(field, _)| field)
 }
 
 fn output_to_map<T: serde::Serialize>(action: &str, output: &T) -> Result<Map<String, Value>> {
