@@ -101,7 +101,9 @@ impl Instruction {
     /// Reads instructions written as JSON, resolving action names against
     /// `allowed`. Accepted shapes: `"name"`, `["name", {params}]`,
     /// `{"action": "name", "params": {..}, "context": {..}, "opts": {..}}`,
-    /// or a list of those.
+    /// or a list of those. A list of two whose first item is a string and
+    /// second is not (`["ping", {..}]`) is always read as a `[name, params]`
+    /// pair; write a list of two instructions as objects.
     ///
     /// ```
     /// # use jido::prelude::*;
