@@ -170,13 +170,21 @@ impl Context {
         self.values = values;
     }
 
-    pub(crate) fn for_attempt(&self, action: ActionMetadata, deadline: Option<Instant>) -> Self {
+    /// The context of one attempt (or compensation): the caller's values
+    /// and state, the action's metadata, the resolved deadline, the
+    /// executor running it, and a fresh effect sink.
+    pub(crate) fn for_attempt(
+        &self,
+        action: ActionMetadata,
+        deadline: Option<Instant>,
+        exec: Exec,
+    ) -> Self {
         Self {
             values: self.values.clone(),
             action: Some(action),
             deadline,
             state: self.state.clone(),
-            exec: self.exec.clone(),
+            exec: Some(exec),
             effects: EffectSink::default(),
         }
     }

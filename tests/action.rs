@@ -74,9 +74,7 @@ async fn invalid_name_is_a_configuration_error_at_run() {
         (NonAscii(runs.clone()).into(), "café"),
     ];
     for (action, name) in cases {
-        let outcome = exec
-            .execute(Instruction::new(action), Context::new())
-            .await;
+        let outcome = exec.execute(Instruction::new(action), Context::new()).await;
         let err = outcome.result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Configuration);
         assert_eq!(
@@ -200,7 +198,8 @@ async fn missing_fields_name_the_missing_field() {
         "invalid parameters for action place_order: customer: missing field `customer`"
     );
 
-    let (res, runs) = order(json!({"customer": "ann", "items": [{"sku": "a", "qty": 1}, {"sku": "b"}]})).await;
+    let (res, runs) =
+        order(json!({"customer": "ann", "items": [{"sku": "a", "qty": 1}, {"sku": "b"}]})).await;
     let err = res.unwrap_err();
     assert_eq!(err.detail("path"), Some(&json!("items[1].qty")));
     assert_eq!(
@@ -435,7 +434,10 @@ fn compensation_constants() {
 #[test]
 fn params_schema_describes_params() {
     let schema = PlaceOrder::params_schema();
-    assert_eq!(schema, DynAction::new(PlaceOrder(Arc::default())).params_schema());
+    assert_eq!(
+        schema,
+        DynAction::new(PlaceOrder(Arc::default())).params_schema()
+    );
     assert_eq!(schema["type"], "object");
     assert_eq!(schema["title"], "OrderParams");
     assert_eq!(schema["required"], json!(["customer", "items"]));
@@ -539,7 +541,10 @@ mod garde_rules {
             ]))
         );
         assert_eq!(err.detail("path"), Some(&json!("name")));
-        assert_eq!(err.message(), "invalid parameters: name: length is lower than 2");
+        assert_eq!(
+            err.message(),
+            "invalid parameters: name: length is lower than 2"
+        );
         assert_eq!(runs, 0);
 
         let err = validate_garde(&Booking {
@@ -549,7 +554,10 @@ mod garde_rules {
         })
         .unwrap_err();
         assert_eq!(err.detail("path"), Some(&json!("rooms[1].beds")));
-        assert_eq!(err.message(), "invalid parameters: rooms[1].beds: lower than 1");
+        assert_eq!(
+            err.message(),
+            "invalid parameters: rooms[1].beds: lower than 1"
+        );
         assert!(
             validate_garde(&Booking {
                 name: "bob".into(),
@@ -622,8 +630,9 @@ impl Action for Emit {
 
     fn validate_output(&self, out: &AnyOut) -> jido::Result<()> {
         match out {
-            AnyOut::Map { total } if *total < 0 => Err(Error::validation("total must not be negative")
-                .with_detail("path", "total")),
+            AnyOut::Map { total } if *total < 0 => {
+                Err(Error::validation("total must not be negative").with_detail("path", "total"))
+            }
             _ => Ok(()),
         }
     }
@@ -647,7 +656,11 @@ async fn output_must_be_an_object() {
     let (unit, _) = emit("unit").await;
     assert_eq!(unit.result.unwrap(), serde_json::Map::new());
 
-    for (kind, got) in [("number", "a number"), ("list", "an array"), ("text", "a string")] {
+    for (kind, got) in [
+        ("number", "a number"),
+        ("list", "an array"),
+        ("text", "a string"),
+    ] {
         let (outcome, runs) = emit(kind).await;
         let err = outcome.result.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Execution);
@@ -703,9 +716,14 @@ async fn unit_output_and_typed_output_structs() {
             })
         }
     }
-    let out = jido::exec::run(Add, json!({"a": 2, "b": 40}), Context::new(), ExecOptions::new())
-        .await
-        .unwrap();
+    let out = jido::exec::run(
+        Add,
+        json!({"a": 2, "b": 40}),
+        Context::new(),
+        ExecOptions::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(Value::Object(out.output), json!({"sum": 42}));
     assert!(out.effects.is_empty());
 }

@@ -16,14 +16,34 @@ fn limits_are_jidos() {
 #[test]
 fn constructors_set_kind_and_message() {
     let cases: [(Error, ErrorKind, &str); 11] = [
-        (Error::validation("v"), ErrorKind::Validation, "validation_error"),
-        (Error::configuration("c"), ErrorKind::Configuration, "configuration_error"),
-        (Error::execution("e"), ErrorKind::Execution, "execution_error"),
+        (
+            Error::validation("v"),
+            ErrorKind::Validation,
+            "validation_error",
+        ),
+        (
+            Error::configuration("c"),
+            ErrorKind::Configuration,
+            "configuration_error",
+        ),
+        (
+            Error::execution("e"),
+            ErrorKind::Execution,
+            "execution_error",
+        ),
         (Error::timeout("t"), ErrorKind::Timeout, "timeout"),
-        (Error::compensation("c"), ErrorKind::Compensation, "compensation_error"),
+        (
+            Error::compensation("c"),
+            ErrorKind::Compensation,
+            "compensation_error",
+        ),
         (Error::routing("r"), ErrorKind::Routing, "routing_error"),
         (Error::dispatch("d"), ErrorKind::Dispatch, "dispatch_error"),
-        (Error::queue_overflow("q"), ErrorKind::QueueOverflow, "queue_overflow"),
+        (
+            Error::queue_overflow("q"),
+            ErrorKind::QueueOverflow,
+            "queue_overflow",
+        ),
         (Error::not_found("n"), ErrorKind::NotFound, "not_found"),
         (Error::cancelled("x"), ErrorKind::Cancelled, "cancelled"),
         (Error::internal("i"), ErrorKind::Internal, "internal"),
@@ -63,10 +83,18 @@ fn retryable_by_kind() {
 #[test]
 fn hints_cannot_override_fixed_kinds() {
     assert!(!Error::validation("x").with_retry(true).retryable());
-    assert!(!Error::configuration("x").with_detail("retryable", true).retryable());
+    assert!(
+        !Error::configuration("x")
+            .with_detail("retryable", true)
+            .retryable()
+    );
     assert!(!Error::cancelled("x").with_retry(true).retryable());
     assert!(Error::timeout("x").with_retry(false).retryable());
-    assert!(Error::timeout("x").with_detail("retryable", false).retryable());
+    assert!(
+        Error::timeout("x")
+            .with_detail("retryable", false)
+            .retryable()
+    );
 }
 
 #[test]
@@ -121,7 +149,10 @@ fn retry_hints_nested_under_reason() {
     assert!(e().with_detail("reason", "retry: false").retryable());
     assert!(e().with_detail("reason", json!({"code": 503})).retryable());
     // Other keys are not looked into.
-    assert!(e().with_detail("error", json!({"retry": false})).retryable());
+    assert!(
+        e().with_detail("error", json!({"retry": false}))
+            .retryable()
+    );
 }
 
 #[test]
@@ -224,11 +255,21 @@ fn sanitize_cuts_long_strings() {
     let long = "b".repeat(513);
     // Cut by characters, not bytes.
     let wide = "é".repeat(600);
-    let out = sanitize(&json!({"exact": exact, "long": long, "wide": wide, "list": ["c".repeat(1000)]}));
+    let out =
+        sanitize(&json!({"exact": exact, "long": long, "wide": wide, "list": ["c".repeat(1000)]}));
     assert_eq!(out["exact"], json!("a".repeat(512)));
-    assert_eq!(out["long"], json!(format!("{}...(truncated)", "b".repeat(512))));
-    assert_eq!(out["wide"], json!(format!("{}...(truncated)", "é".repeat(512))));
-    assert_eq!(out["list"][0], json!(format!("{}...(truncated)", "c".repeat(512))));
+    assert_eq!(
+        out["long"],
+        json!(format!("{}...(truncated)", "b".repeat(512)))
+    );
+    assert_eq!(
+        out["wide"],
+        json!(format!("{}...(truncated)", "é".repeat(512)))
+    );
+    assert_eq!(
+        out["list"][0],
+        json!(format!("{}...(truncated)", "c".repeat(512)))
+    );
     // A bare string is cut too.
     assert_eq!(
         sanitize(&json!("d".repeat(600))),
@@ -258,7 +299,10 @@ fn sanitize_keeps_twenty_items_per_level() {
     let mut expected_list: Vec<Value> = (0..20).map(Value::from).collect();
     expected_list.push(json!("...(3 more)"));
     assert_eq!(out["list"], Value::Array(expected_list));
-    assert_eq!(out["twenty"], Value::Array((0..20).map(Value::from).collect()));
+    assert_eq!(
+        out["twenty"],
+        Value::Array((0..20).map(Value::from).collect())
+    );
 }
 
 #[test]
@@ -268,7 +312,10 @@ fn sanitize_stops_at_depth_four() {
     assert_eq!(sanitize(&four), four);
     // A fifth level of nesting is replaced.
     let five = json!({"a": {"b": {"c": {"d": {"e": 1}}}}});
-    assert_eq!(sanitize(&five), json!({"a": {"b": {"c": {"d": "[MAX_DEPTH]"}}}}));
+    assert_eq!(
+        sanitize(&five),
+        json!({"a": {"b": {"c": {"d": "[MAX_DEPTH]"}}}})
+    );
     let arrays = json!([[[[["x"]], "y"]]]);
     assert_eq!(sanitize(&arrays), json!([[[["[MAX_DEPTH]"], "y"]]]));
     // Through an envelope: the details object is level 1.
@@ -281,7 +328,13 @@ fn sanitize_stops_at_depth_four() {
 
 #[test]
 fn sanitize_leaves_scalars_alone() {
-    for v in [json!(null), json!(true), json!(1.5), json!(-3), json!("short")] {
+    for v in [
+        json!(null),
+        json!(true),
+        json!(1.5),
+        json!(-3),
+        json!("short"),
+    ] {
         assert_eq!(sanitize(&v), v);
     }
 }
@@ -318,7 +371,9 @@ fn source_chains_are_walkable() {
 #[test]
 fn equality_ignores_source() {
     let a = Error::execution("x").with_detail("k", 1);
-    let b = Error::execution("x").with_detail("k", 1).with_source(Io("y"));
+    let b = Error::execution("x")
+        .with_detail("k", 1)
+        .with_source(Io("y"));
     assert_eq!(a, b);
     assert_ne!(a, Error::execution("x").with_detail("k", 2));
     assert_ne!(a, Error::internal("x").with_detail("k", 1));

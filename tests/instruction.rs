@@ -117,8 +117,11 @@ fn every_accepted_shape() {
     let list = vec![DynAction::new(Ping), DynAction::new(Pong)].into_instructions();
     assert_eq!(names(&list), ["ping", "pong"]);
 
-    let list = vec![(DynAction::new(Pong), json!({"x": 1})), (DynAction::new(Ping), json!({"x": 2}))]
-        .into_instructions();
+    let list = vec![
+        (DynAction::new(Pong), json!({"x": 1})),
+        (DynAction::new(Ping), json!({"x": 2})),
+    ]
+    .into_instructions();
     assert_eq!(names(&list), ["pong", "ping"]);
     assert_eq!(list[1].params, json!({"x": 2}));
 
@@ -191,7 +194,10 @@ fn from_json_shapes() {
     let list = Instruction::from_json(&json!("ping"), &allowed).unwrap();
     assert_eq!(names(&list), ["ping"]);
     assert_eq!(list[0].params, json!({}));
-    assert!(list[0].action.ptr_eq(&allowed[0]), "the allowed action is reused");
+    assert!(
+        list[0].action.ptr_eq(&allowed[0]),
+        "the allowed action is reused"
+    );
 
     let list = Instruction::from_json(&json!(["pong", {"n": 1}]), &allowed).unwrap();
     assert_eq!(names(&list), ["pong"]);
@@ -244,7 +250,11 @@ fn from_json_shapes() {
     let list = Instruction::from_json(&json!([["ping", {}], ["pong", {}]]), &allowed).unwrap();
     assert_eq!(names(&list), ["ping", "pong"]);
 
-    assert!(Instruction::from_json(&json!([]), &allowed).unwrap().is_empty());
+    assert!(
+        Instruction::from_json(&json!([]), &allowed)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[track_caller]
@@ -276,22 +286,78 @@ fn from_json_unknown_action_is_a_configuration_error() {
 #[test]
 fn from_json_bad_shapes_are_validation_errors() {
     let cases = [
-        (json!([["ping"]]), "invalid instruction format: nested lists are not allowed", Some(0)),
-        (json!(["ping", [["pong", {}]]]), "invalid params format: expected a JSON object, got an array", None),
-        (json!(["pong", [[]], "ping"]), "invalid instruction format: nested lists are not allowed", Some(1)),
-        (json!(["ping", 5]), "invalid params format: expected a JSON object, got a number", None),
-        (json!({"action": "ping", "params": [1]}), "invalid params format: expected a JSON object, got an array", None),
-        (json!({"action": "ping", "context": "acme"}), "invalid context format: expected a JSON object, got a string", None),
-        (json!({"action": "ping", "opts": 5}), "invalid opts format: expected a JSON object", None),
-        (json!({"action": "ping", "opts": {"timeout": -1}}), "invalid opts: timeout must be a non-negative integer", None),
-        (json!({"action": "ping", "opts": {"max_retries": "3"}}), "invalid opts: max_retries must be a non-negative integer", None),
-        (json!({"action": "ping", "opts": {"backoff": 1.5}}), "invalid opts: backoff must be a non-negative integer", None),
-        (json!({"params": {}}), "invalid instruction format: missing action name", None),
-        (json!({"action": 5}), "invalid instruction format: missing action name", None),
+        (
+            json!([["ping"]]),
+            "invalid instruction format: nested lists are not allowed",
+            Some(0),
+        ),
+        (
+            json!(["ping", [["pong", {}]]]),
+            "invalid params format: expected a JSON object, got an array",
+            None,
+        ),
+        (
+            json!(["pong", [[]], "ping"]),
+            "invalid instruction format: nested lists are not allowed",
+            Some(1),
+        ),
+        (
+            json!(["ping", 5]),
+            "invalid params format: expected a JSON object, got a number",
+            None,
+        ),
+        (
+            json!({"action": "ping", "params": [1]}),
+            "invalid params format: expected a JSON object, got an array",
+            None,
+        ),
+        (
+            json!({"action": "ping", "context": "acme"}),
+            "invalid context format: expected a JSON object, got a string",
+            None,
+        ),
+        (
+            json!({"action": "ping", "opts": 5}),
+            "invalid opts format: expected a JSON object",
+            None,
+        ),
+        (
+            json!({"action": "ping", "opts": {"timeout": -1}}),
+            "invalid opts: timeout must be a non-negative integer",
+            None,
+        ),
+        (
+            json!({"action": "ping", "opts": {"max_retries": "3"}}),
+            "invalid opts: max_retries must be a non-negative integer",
+            None,
+        ),
+        (
+            json!({"action": "ping", "opts": {"backoff": 1.5}}),
+            "invalid opts: backoff must be a non-negative integer",
+            None,
+        ),
+        (
+            json!({"params": {}}),
+            "invalid instruction format: missing action name",
+            None,
+        ),
+        (
+            json!({"action": 5}),
+            "invalid instruction format: missing action name",
+            None,
+        ),
         (json!(5), "invalid instruction format: got a number", None),
         (json!(null), "invalid instruction format: got null", None),
-        (json!(true), "invalid instruction format: got a boolean", None),
-        (json!(["pong", "ping", {"action": "ping", "params": 1}]), "invalid params format: expected a JSON object, got a number", Some(2)),
+        (
+            json!(true),
+            "invalid instruction format: got a boolean",
+            None,
+        ),
+        (
+            json!(["pong", "ping", {"action": "ping", "params": 1}]),
+            "invalid params format: expected a JSON object, got a number",
+            Some(2),
+        ),
     ];
     for (input, message, index) in cases {
         let err = json_err(input.clone());
@@ -303,10 +369,22 @@ fn from_json_bad_shapes_are_validation_errors() {
         }
     }
     // Paths name the bad field.
-    assert_eq!(json_err(json!({"action": "ping", "context": 1})).detail("path"), Some(&json!("context")));
-    assert_eq!(json_err(json!({"action": "ping", "params": 1})).detail("path"), Some(&json!("params")));
-    assert_eq!(json_err(json!({"action": "ping", "opts": {"timeout": "x"}})).detail("path"), Some(&json!("timeout")));
-    assert_eq!(json_err(json!({"params": {}})).detail("path"), Some(&json!("action")));
+    assert_eq!(
+        json_err(json!({"action": "ping", "context": 1})).detail("path"),
+        Some(&json!("context"))
+    );
+    assert_eq!(
+        json_err(json!({"action": "ping", "params": 1})).detail("path"),
+        Some(&json!("params"))
+    );
+    assert_eq!(
+        json_err(json!({"action": "ping", "opts": {"timeout": "x"}})).detail("path"),
+        Some(&json!("timeout"))
+    );
+    assert_eq!(
+        json_err(json!({"params": {}})).detail("path"),
+        Some(&json!("action"))
+    );
 }
 
 /// `[string, object]` is always read as a `(name, params)` pair, even when
@@ -317,14 +395,19 @@ fn a_two_item_list_with_a_name_first_is_a_pair() {
     let list = Instruction::from_json(&json!(["ping", {"action": "pong"}]), &allowed()).unwrap();
     assert_eq!(names(&list), ["ping"]);
     assert_eq!(list[0].params, json!({"action": "pong"}));
-    let list = Instruction::from_json(&json!([{"action": "ping"}, {"action": "pong"}]), &allowed()).unwrap();
+    let list = Instruction::from_json(&json!([{"action": "ping"}, {"action": "pong"}]), &allowed())
+        .unwrap();
     assert_eq!(names(&list), ["ping", "pong"]);
 }
 
 #[tokio::test]
 async fn json_instructions_run() {
     let allowed = allowed();
-    let list = Instruction::from_json(&json!([{"action": "ping", "context": {"k": 1}}, "pong"]), &allowed).unwrap();
+    let list = Instruction::from_json(
+        &json!([{"action": "ping", "context": {"k": 1}}, "pong"]),
+        &allowed,
+    )
+    .unwrap();
     let exec = Exec::new();
     for ins in list {
         exec.run_instruction(ins).await.unwrap();

@@ -40,7 +40,7 @@ mod metadata;
 
 pub use dynamic::DynAction;
 pub(crate) use dynamic::{Prepared, json_type_name};
-pub use metadata::{ActionMetadata, Compensation, validate_name};
+pub use metadata::{ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name};
 
 use std::future::Future;
 
