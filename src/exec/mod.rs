@@ -180,7 +180,10 @@ impl Exec {
         &self.inner.defaults
     }
 
-    /// Cancels every task of this executor and refuses new runs.
+    /// Cancels every task of this executor (runs, attempts, compensations,
+    /// spawned chains), waits until they have ended, and refuses new runs,
+    /// inline ones included, with a cancelled error. Other executors are
+    /// not affected.
     pub async fn shutdown(&self) {
         self.inner.supervisor.shutdown().await;
     }
