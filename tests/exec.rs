@@ -374,6 +374,18 @@ async fn effects_of_a_failed_run_are_kept_in_the_outcome() {
     assert_eq!(outcome.into_result().unwrap_err().message(), "half done");
 }
 
+#[tokio::test]
+async fn effects_pushed_outside_a_run_are_discarded() {
+    let ctx = Context::new();
+    ctx.push_effect(StateOp::DeleteKeys(vec!["x".into()]));
+    // The caller's context does not leak into the run's effects.
+    let out = Exec::new()
+        .run(Greet, json!({"name": "a"}), ctx, once())
+        .await
+        .unwrap();
+    assert_eq!(out.effects.len(), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn effects_are_those_of_the_last_attempt() {
     struct Twice(Arc<AtomicUsize>);

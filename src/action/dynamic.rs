@@ -30,8 +30,10 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct DynAction(Arc<dyn Erased>);
 
-/// Params decoded and checked for one particular action.
-pub(crate) struct Prepared(Box<dyn Any + Send + Sync>);
+/// Params decoded and checked for one particular action; cheap to clone
+/// (attempts and compensations share them).
+#[derive(Clone)]
+pub(crate) struct Prepared(Arc<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: Send + Sync + 'static {
     fn metadata(&self) -> ActionMetadata;
@@ -101,7 +103,7 @@ impl<A: Action> Erased for Typed<A> {
                 err.with_detail("action", A::NAME)
             }
         })?;
-        Ok(Prepared(Box::new(params)))
+        Ok(Prepared(Arc::new(params)))
     }
 
     fn run<'a>(

@@ -296,7 +296,7 @@ impl Exec {
 
         // 3. Validate params.
         let prepared = match action.erased().prepare(params) {
-            Ok(p) => Arc::new(p),
+            Ok(p) => p,
             Err(err) => return Outcome::failed(err),
         };
 
@@ -361,7 +361,7 @@ impl Exec {
 struct Run<'a> {
     exec: &'a Exec,
     action: &'a DynAction,
-    prepared: &'a Arc<Prepared>,
+    prepared: &'a Prepared,
     meta: ActionMetadata,
     opts: &'a ExecOptions,
     ctx: &'a Context,
@@ -386,13 +386,24 @@ impl Run<'_> {
 
         // Resolve the time budget.
         let timeout = self.opts.get_timeout();
-        let now = Instant::now();
-        let own = (!timeout.is_zero()).then(|| instant_after(now, timeout));
-        let deadline = match (self.ctx.deadline(), own) {
+        let inherited = self.ctx.deadline();
+        // Inline runs (zero timeout, no inherited deadline) never read the
+        // clock.
+        let now = if timeout.is_zero() && inherited.is_none() {
+            None
+        } else {
+            Some(Instant::now())
+        };
+        let own = now
+            .filter(|_| !timeout.is_zero())
+            .map(|now| instant_after(now, timeout));
+        let deadline = match (inherited, own) {
             (Some(inherited), Some(own)) => Some(inherited.min(own)),
             (inherited, own) => inherited.or(own),
         };
-        if deadline.is_some_and(|d| d <= now) {
+        // `Some((deadline, started))` when the attempt has a time limit.
+        let budget = deadline.zip(now);
+        if budget.is_some_and(|(deadline, now)| deadline <= now) {
             let result = Err(
                 Error::timeout("execution deadline exceeded before action dispatch")
                     .with_detail("action", meta.name),
@@ -403,12 +414,16 @@ impl Run<'_> {
         let actx = self.ctx.for_attempt(meta, deadline, self.exec.clone());
 
         let result = self
-            .run_attempt(&actx, deadline, now)
+            .run_attempt(&actx, budget, &span)
             .instrument(span.clone())
             .await;
         let result = match result {
             Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
-                Err(self.compensate(&actx, err).instrument(span.clone()).await)
+                // Boxed: the cold path would otherwise triple the size of
+                // every run's future.
+                Err(Box::pin(self.compensate(&actx, err))
+                    .instrument(span.clone())
+                    .await)
             }
             other => other,
         };
@@ -419,11 +434,11 @@ impl Run<'_> {
     async fn run_attempt(
         &self,
         actx: &Context,
-        deadline: Option<Instant>,
-        started: Instant,
+        budget: Option<(Instant, Instant)>,
+        span: &Span,
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
-        let Some(deadline) = deadline else {
+        let Some((deadline, started)) = budget else {
             // Inline: no task, no limit.
             return match AssertUnwindSafe(self.action.erased().run(self.prepared, actx))
                 .catch_unwind()
@@ -434,13 +449,12 @@ impl Run<'_> {
             };
         };
         let erased = Arc::clone(self.action.erased());
-        let prepared = Arc::clone(self.prepared);
+        let prepared = self.prepared.clone();
         let task_ctx = actx.clone();
-        let spawned = self
-            .exec
-            .inner
-            .supervisor
-            .spawn(async move { erased.run(&prepared, &task_ctx).await }.in_current_span());
+        let spawned =
+            self.exec.inner.supervisor.spawn(
+                async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
+            );
         // Dropping the guard (the caller gave up) aborts the task.
         let mut task = match spawned {
             Ok(handle) => AbortOnDrop(handle),
@@ -478,7 +492,7 @@ impl Run<'_> {
             .unwrap_or(meta.compensation.timeout);
         let deadline = instant_after(Instant::now(), timeout);
         let erased = Arc::clone(self.action.erased());
-        let prepared = Arc::clone(self.prepared);
+        let prepared = self.prepared.clone();
         let task_error = original.clone();
         let cctx = actx.for_attempt(meta, Some(deadline), self.exec.clone());
         let spawned = self.exec.inner.supervisor.spawn(
