@@ -17,7 +17,13 @@
 //!    timeouts included, when the action enables it;
 //! 10. close the span with the outcome;
 //! 11. retry retryable failures with exponential backoff (250 ms doubling,
-//!     capped at 30 s, one retry by default).
+//!     capped at 30 s, one retry by default), logging each retry at info
+//!     level; a timeout caused by an inherited deadline is not retried.
+//!
+//! A run stops its action when it is abandoned: dropping the `run` future,
+//! an [`AsyncHandle`] that is dropped, cancelled or whose wait times out,
+//! and [`Exec::shutdown`] all end the action's task (its future is
+//! dropped), so nothing keeps running in the background.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
