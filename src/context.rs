@@ -39,24 +39,33 @@ pub struct Context {
     effects: EffectSink,
 }
 
+/// Where an action's effects go. Only the context Exec builds for an
+/// attempt has one: a context built by hand needs no allocation.
 #[derive(Clone, Default)]
-struct EffectSink(Arc<Mutex<Vec<Effect>>>);
+struct EffectSink(Option<Arc<Mutex<Vec<Effect>>>>);
 
 impl EffectSink {
+    fn active() -> Self {
+        Self(Some(Arc::default()))
+    }
+
     fn push(&self, effect: Effect) {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(effect);
+        if let Some(sink) = &self.0 {
+            sink.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(effect);
+        }
     }
 
     fn take(&self) -> Vec<Effect> {
-        std::mem::take(
-            &mut *self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        match &self.0 {
+            Some(sink) => std::mem::take(
+                &mut *sink
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ),
+            None => Vec::new(),
+        }
     }
 }
 
@@ -161,7 +170,9 @@ impl Context {
 
     /// Records an effect (a state operation or a directive) of the running
     /// action. Exec returns the effects of the last attempt beside its
-    /// output, or beside its error.
+    /// output, or beside its error. Only the context Exec hands to an
+    /// action collects effects: on a context built by hand (not yet given
+    /// to a run) they are discarded.
     pub fn push_effect(&self, effect: impl Into<Effect>) {
         self.effects.push(effect.into());
     }
@@ -170,14 +181,22 @@ impl Context {
         self.values = values;
     }
 
-    pub(crate) fn for_attempt(&self, action: ActionMetadata, deadline: Option<Instant>) -> Self {
+    /// The context of one attempt (or compensation): the caller's values
+    /// and state, the action's metadata, the resolved deadline, the
+    /// executor running it, and a fresh effect sink.
+    pub(crate) fn for_attempt(
+        &self,
+        action: ActionMetadata,
+        deadline: Option<Instant>,
+        exec: Exec,
+    ) -> Self {
         Self {
             values: self.values.clone(),
             action: Some(action),
             deadline,
             state: self.state.clone(),
-            exec: self.exec.clone(),
-            effects: EffectSink::default(),
+            exec: Some(exec),
+            effects: EffectSink::active(),
         }
     }
 

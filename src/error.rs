@@ -317,15 +317,16 @@ pub const SANITIZE_MAX_ITEMS: usize = 20;
 pub const SANITIZE_MAX_STRING: usize = 512;
 
 const REDACTED: &str = "[REDACTED]";
-const SECRET_MARKERS: [&str; 8] = [
+/// Markers looked for in keys with case, `-` and `_` removed, so that
+/// `api_key`, `API-KEY` and `apiKey` all match.
+const SECRET_MARKERS: [&str; 7] = [
     "password",
     "secret",
     "token",
-    "api_key",
     "apikey",
     "authorization",
     "credential",
-    "private_key",
+    "privatekey",
 ];
 
 /// Returns a copy of `value` safe to log or hand to a model:
@@ -336,10 +337,11 @@ const SECRET_MARKERS: [&str; 8] = [
 ///   string item `"...(N more)"`;
 /// * strings longer than [`SANITIZE_MAX_STRING`] characters are cut and end
 ///   in `"...(truncated)"`;
-/// * values under keys that look secret (`password`, `secret`, `token`,
-///   `api_key`, `authorization`, `credential`, `private_key`, in any case,
-///   with `-` or `_`) become `"[REDACTED]"`;
-/// * values under `stacktrace` become `"[OMITTED]"`.
+/// * values under keys that look secret (containing `password`, `secret`,
+///   `token`, `api_key`, `authorization`, `credential` or `private_key`,
+///   compared in any case and with `-` / `_` ignored, so `API-KEY` and
+///   `privateKey` match) become `"[REDACTED]"`;
+/// * values under `stacktrace` (same comparison) become `"[OMITTED]"`.
 ///
 /// ```
 /// use jido::error::sanitize;
@@ -363,7 +365,7 @@ fn sanitize_at(value: &Value, depth: usize) -> Value {
             for (key, v) in map.iter().take(SANITIZE_MAX_ITEMS) {
                 let clean = if is_secret_key(key) {
                     Value::String(REDACTED.into())
-                } else if key.eq_ignore_ascii_case("stacktrace") {
+                } else if is_stacktrace_key(key) {
                     Value::String("[OMITTED]".into())
                 } else {
                     sanitize_at(v, depth + 1)
@@ -407,8 +409,20 @@ fn truncate_string(s: &str) -> String {
 }
 
 fn is_secret_key(key: &str) -> bool {
-    let normalized = key.to_ascii_lowercase().replace('-', "_");
+    let normalized = normalize_key(key);
     SECRET_MARKERS.iter().any(|m| normalized.contains(m))
+}
+
+fn is_stacktrace_key(key: &str) -> bool {
+    normalize_key(key) == "stacktrace"
+}
+
+/// Lowercase ASCII with `-` and `_` removed.
+fn normalize_key(key: &str) -> String {
+    key.chars()
+        .filter(|c| *c != '-' && *c != '_')
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 #[cfg(test)]
@@ -418,7 +432,8 @@ mod tests {
 
     #[test]
     fn nested_reason_hint_is_read() {
-        let err = Error::execution("x").with_details(json!({"reason": {"reason": {"retry": false}}}));
+        let err =
+            Error::execution("x").with_details(json!({"reason": {"reason": {"retry": false}}}));
         assert!(!err.retryable());
     }
 

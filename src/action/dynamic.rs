@@ -30,15 +30,20 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct DynAction(Arc<dyn Erased>);
 
-/// Params decoded and checked for one particular action.
-pub(crate) struct Prepared(Box<dyn Any + Send + Sync>);
+/// Params decoded and checked for one particular action; cheap to clone
+/// (attempts and compensations share them).
+#[derive(Clone)]
+pub(crate) struct Prepared(Arc<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: Send + Sync + 'static {
     fn metadata(&self) -> ActionMetadata;
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
-    fn run<'a>(&'a self, prepared: &'a Prepared, ctx: &'a Context)
-    -> BoxFuture<'a, Result<Map<String, Value>>>;
+    fn run<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Map<String, Value>>>;
     fn compensate<'a>(
         &'a self,
         prepared: &'a Prepared,
@@ -71,12 +76,20 @@ impl<A: Action> Erased for Typed<A> {
 
     fn prepare(&self, params: Value) -> Result<Prepared> {
         let params: A::Params = serde_path_to_error::deserialize(params).map_err(|err| {
-            let path = err.path().to_string();
+            let path = field_path(err.path());
             let reason = err.into_inner().to_string();
-            let message = if path == "." {
+            let path = match named_field(&reason) {
+                Some(field) if path.is_empty() => field.to_owned(),
+                Some(field) => format!("{path}.{field}"),
+                None => path,
+            };
+            let message = if path.is_empty() {
                 format!("invalid parameters for action {}: {reason}", A::NAME)
             } else {
-                format!("invalid parameters for action {}: {path}: {reason}", A::NAME)
+                format!(
+                    "invalid parameters for action {}: {path}: {reason}",
+                    A::NAME
+                )
             };
             Error::validation(message)
                 .with_detail("action", A::NAME)
@@ -90,7 +103,7 @@ impl<A: Action> Erased for Typed<A> {
                 err.with_detail("action", A::NAME)
             }
         })?;
-        Ok(Prepared(Box::new(params)))
+        Ok(Prepared(Arc::new(params)))
     }
 
     fn run<'a>(
@@ -122,6 +135,19 @@ impl<A: Action> Erased for Typed<A> {
             self.0.on_error(params, error, ctx).await
         })
     }
+}
+
+/// The path of a decode error, `""` at the root (as `garde` writes it).
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    let path = path.to_string();
+    if path == "." { String::new() } else { path }
+}
+
+/// The field of a serde "missing field `x`" message: serde reports it at
+/// the enclosing object, so the path alone would not name the field.
+fn named_field(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix("missing field `")?;
+    rest.split_once('`').map(|(field, _)| field)
 }
 
 fn output_to_map<T: serde::Serialize>(action: &str, output: &T) -> Result<Map<String, Value>> {

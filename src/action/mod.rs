@@ -40,7 +40,7 @@ mod metadata;
 
 pub use dynamic::DynAction;
 pub(crate) use dynamic::{Prepared, json_type_name};
-pub use metadata::{ActionMetadata, Compensation, validate_name};
+pub use metadata::{ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name};
 
 use std::future::Future;
 
@@ -189,7 +189,9 @@ where
     };
     let errors: Vec<Value> = report
         .iter()
-        .map(|(path, err)| serde_json::json!({"path": path.to_string(), "message": err.to_string()}))
+        .map(
+            |(path, err)| serde_json::json!({"path": path.to_string(), "message": err.to_string()}),
+        )
         .collect();
     let first = report
         .iter()

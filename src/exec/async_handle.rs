@@ -12,7 +12,42 @@ use crate::error::{Error, Result};
 /// Only its owner can wait for or cancel the run: the handle is not
 /// `Clone`, and [`wait`](AsyncHandle::wait) and
 /// [`cancel`](AsyncHandle::cancel) take it by value. Dropping the handle
-/// cancels the run.
+/// cancels the run, and so does a [`wait`](AsyncHandle::wait) that times
+/// out: the action's own task is stopped too, not only the waiting.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use serde_json::json;
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct N { n: i64 }
+/// struct Square;
+/// impl Action for Square {
+///     type Params = N;
+///     type Output = serde_json::Value;
+///     const NAME: &'static str = "square";
+///     async fn run(&self, p: N, _: &Context) -> jido::Result<serde_json::Value> {
+///         Ok(json!({"n": p.n * p.n}))
+///     }
+/// }
+///
+/// let exec = Exec::new();
+/// let handle = exec.run_async(Instruction::new(Square).with_params(json!({"n": 9})), Context::new())?;
+/// let out = handle.wait().await?;
+/// assert_eq!(out.output["n"], 81);
+/// # Ok(()) }
+/// ```
+///
+/// The handle cannot be shared, so nobody else can wait for or cancel the
+/// run:
+///
+/// ```compile_fail
+/// fn shareable<T: Clone>() {}
+/// shareable::<jido::exec::AsyncHandle<jido::exec::ExecOutput>>();
+/// ```
 #[must_use = "dropping an AsyncHandle cancels the run"]
 pub struct AsyncHandle<T> {
     handle: JoinHandle<Option<Result<T>>>,

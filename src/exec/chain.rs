@@ -25,10 +25,12 @@ type InterruptCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 /// Actions run one after another, each output merged into the params of the
 /// next.
 ///
-/// The accumulated map starts as the initial params. Each step runs with
-/// the accumulated map plus its own params (its own win), and its output is
-/// merged (shallowly) into the accumulated map. The first error halts the
-/// chain. Effects of the steps are dropped, as in Jido.
+/// The accumulated map starts as the initial params. Before each step its
+/// own params are merged into the accumulated map (its own win), the step
+/// runs with that map, and its output is merged (shallowly) into it, so a
+/// step's params stay visible to the steps after it, as in Jido. The first
+/// error halts the chain (later steps do not run). Effects of the steps are
+/// dropped, as in Jido.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
@@ -113,12 +115,21 @@ impl Chain {
         let mut acc = into_object(params, "params")?;
         for step in &self.steps {
             if self.interrupt.as_ref().is_some_and(|check| check()) {
+                let name = step.action.name();
+                tracing::info!(action = name, "chain interrupted before action {name}");
                 return Ok(ChainOutcome::Interrupted(acc));
             }
-            let mut step_params = acc.clone();
-            step_params.extend(into_object(step.params.clone(), "step params")?);
-            let ins = step.clone().with_params(Value::Object(step_params));
-            let out = exec.execute(ins, ctx.clone()).await.into_result()?;
+            acc.extend(into_object(step.params.clone(), "step params")?);
+            let out = exec
+                .execute_parts(
+                    step.action.clone(),
+                    Value::Object(acc.clone()),
+                    step.context.clone(),
+                    step.opts,
+                    ctx.clone(),
+                )
+                .await
+                .into_result()?;
             acc.extend(out.output);
         }
         Ok(ChainOutcome::Completed(acc))
@@ -129,7 +140,12 @@ impl Chain {
     /// # Errors
     ///
     /// A cancelled error when the executor is shut down.
-    pub fn spawn(self, exec: &Exec, params: Value, ctx: Context) -> Result<AsyncHandle<ChainOutcome>> {
+    pub fn spawn(
+        self,
+        exec: &Exec,
+        params: Value,
+        ctx: Context,
+    ) -> Result<AsyncHandle<ChainOutcome>> {
         let exec2 = exec.clone();
         let handle = exec
             .supervisor()
@@ -152,7 +168,14 @@ fn into_object(value: Value, what: &str) -> Result<Map<String, Value>> {
 impl fmt::Debug for Chain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Chain")
-            .field("steps", &self.steps.iter().map(|s| s.action.name()).collect::<Vec<_>>())
+            .field(
+                "steps",
+                &self
+                    .steps
+                    .iter()
+                    .map(|s| s.action.name())
+                    .collect::<Vec<_>>(),
+            )
             .field("interruptible", &self.interrupt.is_some())
             .finish()
     }

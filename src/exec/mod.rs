@@ -17,7 +17,13 @@
 //!    timeouts included, when the action enables it;
 //! 10. close the span with the outcome;
 //! 11. retry retryable failures with exponential backoff (250 ms doubling,
-//!     capped at 30 s, one retry by default).
+//!     capped at 30 s, one retry by default), logging each retry at info
+//!     level; a timeout caused by an inherited deadline is not retried.
+//!
+//! A run stops its action when it is abandoned: dropping the `run` future,
+//! an [`AsyncHandle`] that is dropped, cancelled or whose wait times out,
+//! and [`Exec::shutdown`] all end the action's task (its future is
+//! dropped), so nothing keeps running in the background.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
@@ -57,6 +63,7 @@ pub use options::{
     DEFAULT_AWAIT_TIMEOUT, DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT, ExecOptions, Telemetry,
 };
+use supervisor::AbortOnDrop;
 pub use supervisor::TaskSupervisor;
 
 use std::any::Any;
@@ -64,7 +71,6 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
 use futures::FutureExt;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
@@ -180,7 +186,10 @@ impl Exec {
         &self.inner.defaults
     }
 
-    /// Cancels every task of this executor and refuses new runs.
+    /// Cancels every task of this executor (runs, attempts, compensations,
+    /// spawned chains), waits until they have ended, and refuses new runs,
+    /// inline ones included, with a cancelled error. Other executors are
+    /// not affected.
     pub async fn shutdown(&self) {
         self.inner.supervisor.shutdown().await;
     }
@@ -201,8 +210,9 @@ impl Exec {
         ctx: Context,
         opts: ExecOptions,
     ) -> Result<ExecOutput> {
-        let ins = Instruction::new(action).with_params(params).with_opts(opts);
-        self.execute(ins, ctx).await.into_result()
+        self.execute_parts(action.into(), params, Map::new(), opts, ctx)
+            .await
+            .into_result()
     }
 
     /// Runs an instruction with its own context values and options.
@@ -211,16 +221,22 @@ impl Exec {
     ///
     /// As [`Exec::run`].
     pub async fn run_instruction(&self, instruction: Instruction) -> Result<ExecOutput> {
-        self.execute(instruction, Context::new()).await.into_result()
+        self.execute(instruction, Context::new())
+            .await
+            .into_result()
     }
 
     /// Starts a run in a supervised task and returns a handle that only its
-    /// owner can wait for or cancel.
+    /// owner can wait for or cancel. Dropping the handle cancels the run.
     ///
     /// # Errors
     ///
     /// A cancelled error when the executor is shut down.
-    pub fn run_async(&self, instruction: Instruction, ctx: Context) -> Result<AsyncHandle<ExecOutput>> {
+    pub fn run_async(
+        &self,
+        instruction: Instruction,
+        ctx: Context,
+    ) -> Result<AsyncHandle<ExecOutput>> {
         let exec = self.clone();
         let handle = self
             .inner
@@ -240,6 +256,22 @@ impl Exec {
             opts,
             ..
         } = instruction;
+        self.execute_parts(action, params, context, opts, base)
+            .await
+    }
+
+    async fn execute_parts(
+        &self,
+        action: DynAction,
+        params: Value,
+        context: Map<String, Value>,
+        opts: ExecOptions,
+        base: Context,
+    ) -> Outcome {
+        let meta = action.metadata();
+        if self.inner.supervisor.is_shut_down() {
+            return Outcome::failed(shut_down(meta.name));
+        }
         let opts = opts.or(&self.inner.defaults);
 
         // 1. Normalise params and context.
@@ -252,7 +284,7 @@ impl Exec {
                         "invalid params type: expected a JSON object, got {}",
                         json_type_name(&other)
                     ))
-                    .with_detail("action", action.name()),
+                    .with_detail("action", meta.name),
                 );
             }
         };
@@ -262,33 +294,32 @@ impl Exec {
             values.extend(ctx.values().iter().map(|(k, v)| (k.clone(), v.clone())));
             ctx.set_values(values);
         }
-        if ctx.exec().is_none() {
-            ctx = ctx.with_exec(self.clone());
-        }
 
         // 2. Check the action.
-        let meta = action.metadata();
         if let Err(err) = validate_name(meta.name) {
             return Outcome::failed(err);
         }
 
         // 3. Validate params.
         let prepared = match action.erased().prepare(params) {
-            Ok(p) => Arc::new(p),
+            Ok(p) => p,
             Err(err) => return Outcome::failed(err),
         };
 
-        // 4..11. Attempts, with retries.
+        // 4..11. Attempts, with retries. Nested runs started with the
+        // action's context stay on this executor.
+        let run = Run {
+            exec: self,
+            action: &action,
+            prepared: &prepared,
+            meta,
+            opts: &opts,
+            ctx: &ctx,
+        };
         let max_retries = opts.get_max_retries();
-        let mut delays = ExponentialBuilder::default()
-            .with_min_delay(opts.get_backoff())
-            .with_max_delay(opts.get_max_backoff())
-            .with_factor(2.0)
-            .without_max_times()
-            .build();
         let mut attempt: u32 = 0;
         loop {
-            let (result, effects) = self.attempt(&action, &prepared, &ctx, meta, &opts, attempt).await;
+            let (result, effects, dispatched) = run.attempt(attempt).await;
             let error = match result {
                 Ok(output) => {
                     return Outcome {
@@ -304,18 +335,21 @@ impl Exec {
                 effects,
                 attempts: attempt + 1,
             };
-            if attempt >= max_retries || !error.retryable() || error.detail(BUDGET_EXHAUSTED).is_some() {
+            if !dispatched || attempt >= max_retries || !error.retryable() {
                 return done(error);
             }
-            let delay = delays.next().unwrap_or_else(|| opts.get_max_backoff());
-            if ctx.deadline().is_some_and(|d| Instant::now() + delay >= d) {
+            let delay = backoff_delay(opts.get_backoff(), attempt, opts.get_max_backoff());
+            if ctx
+                .deadline()
+                .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
+            {
                 // The inherited budget cannot fit another attempt.
                 return done(error);
             }
             tracing::info!(
                 action = meta.name,
                 attempt = attempt + 1,
-                max_attempts = max_retries + 1,
+                max_retries,
                 delay_ms = millis(delay),
                 "retrying {} (attempt {}/{}) after {}ms backoff",
                 meta.name,
@@ -327,17 +361,24 @@ impl Exec {
             attempt += 1;
         }
     }
+}
 
-    async fn attempt(
-        &self,
-        action: &DynAction,
-        prepared: &Arc<Prepared>,
-        ctx: &Context,
-        meta: ActionMetadata,
-        opts: &ExecOptions,
-        attempt: u32,
-    ) -> (Result<Map<String, Value>>, Vec<Effect>) {
-        let span = match opts.get_telemetry() {
+/// One run of one action: what every attempt needs.
+struct Run<'a> {
+    exec: &'a Exec,
+    action: &'a DynAction,
+    prepared: &'a Prepared,
+    meta: ActionMetadata,
+    opts: &'a ExecOptions,
+    ctx: &'a Context,
+}
+
+impl Run<'_> {
+    /// One attempt: span, budget, run, compensation. The flag is `false`
+    /// when the action was not dispatched because the budget was gone.
+    async fn attempt(&self, attempt: u32) -> (Result<Map<String, Value>>, Vec<Effect>, bool) {
+        let meta = self.meta;
+        let span = match self.opts.get_telemetry() {
             Telemetry::Full => tracing::info_span!(
                 "jido.action",
                 action = meta.name,
@@ -350,129 +391,142 @@ impl Exec {
         };
 
         // Resolve the time budget.
-        let timeout = opts.get_timeout();
-        let now = Instant::now();
-        let own = (!timeout.is_zero()).then(|| now + timeout);
-        let deadline = match (ctx.deadline(), own) {
+        let timeout = self.opts.get_timeout();
+        let inherited = self.ctx.deadline();
+        // Inline runs (zero timeout, no inherited deadline) never read the
+        // clock.
+        let now = if timeout.is_zero() && inherited.is_none() {
+            None
+        } else {
+            Some(Instant::now())
+        };
+        let own = now
+            .filter(|_| !timeout.is_zero())
+            .map(|now| instant_after(now, timeout));
+        let deadline = match (inherited, own) {
             (Some(inherited), Some(own)) => Some(inherited.min(own)),
             (inherited, own) => inherited.or(own),
         };
-        if let Some(deadline) = deadline {
-            if deadline <= now {
-                let err = Error::timeout("execution deadline exceeded before action dispatch")
-                    .with_detail("action", meta.name)
-                    .with_detail(BUDGET_EXHAUSTED, true);
-                record(&span, &Err(err.clone()));
-                return (Err(err), Vec::new());
-            }
+        // `Some((deadline, started))` when the attempt has a time limit.
+        let budget = deadline.zip(now);
+        if budget.is_some_and(|(deadline, now)| deadline <= now) {
+            let result = Err(
+                Error::timeout("execution deadline exceeded before action dispatch")
+                    .with_detail("action", meta.name),
+            );
+            record(&span, &result);
+            return (result, Vec::new(), false);
         }
-        let actx = ctx.for_attempt(meta, deadline);
+        let actx = self.ctx.for_attempt(meta, deadline, self.exec.clone());
 
         let result = self
-            .run_attempt(action, prepared, &actx, meta, deadline, now)
+            .run_attempt(&actx, budget, &span)
             .instrument(span.clone())
             .await;
         let result = match result {
-            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => Err(self
-                .compensate(action, prepared, &actx, meta, opts, err)
-                .instrument(span.clone())
-                .await),
+            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
+                // Boxed: the cold path would otherwise triple the size of
+                // every run's future.
+                Err(Box::pin(self.compensate(&actx, err))
+                    .instrument(span.clone())
+                    .await)
+            }
             other => other,
         };
         record(&span, &result);
-        (result, actx.take_effects())
+        (result, actx.take_effects(), true)
     }
 
     async fn run_attempt(
         &self,
-        action: &DynAction,
-        prepared: &Arc<Prepared>,
         actx: &Context,
-        meta: ActionMetadata,
-        deadline: Option<Instant>,
-        started: Instant,
+        budget: Option<(Instant, Instant)>,
+        span: &Span,
     ) -> Result<Map<String, Value>> {
-        let Some(deadline) = deadline else {
+        let name = self.meta.name;
+        let Some((deadline, started)) = budget else {
             // Inline: no task, no limit.
-            return match AssertUnwindSafe(action.erased().run(prepared, actx))
+            return match AssertUnwindSafe(self.action.erased().run(self.prepared, actx))
                 .catch_unwind()
                 .await
             {
                 Ok(result) => result,
-                Err(panic) => Err(panicked(meta.name, &*panic)),
+                Err(panic) => Err(panicked(name, &*panic)),
             };
         };
-        let erased = Arc::clone(action.erased());
-        let task_prepared = Arc::clone(prepared);
+        let erased = Arc::clone(self.action.erased());
+        let prepared = self.prepared.clone();
         let task_ctx = actx.clone();
-        let mut handle = match self.inner.supervisor.spawn(
-            async move { erased.run(&task_prepared, &task_ctx).await }.in_current_span(),
-        ) {
-            Ok(h) => h,
-            Err(err) => return Err(err.with_detail("action", meta.name)),
+        let spawned =
+            self.exec.inner.supervisor.spawn(
+                async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
+            );
+        // Dropping the guard (the caller gave up) aborts the task.
+        let mut task = match spawned {
+            Ok(handle) => AbortOnDrop(handle),
+            Err(err) => return Err(err.with_detail("action", name)),
         };
-        match tokio::time::timeout_at(deadline, &mut handle).await {
+        match tokio::time::timeout_at(deadline, &mut task.0).await {
             Ok(Ok(Some(result))) => result,
             Ok(Ok(None)) => Err(Error::cancelled(format!(
-                "action {} was cancelled: task supervisor shut down",
-                meta.name
+                "action {name} was cancelled: task supervisor shut down"
             ))
-            .with_detail("action", meta.name)),
-            Ok(Err(join)) if join.is_panic() => Err(panicked(meta.name, &*join.into_panic())),
-            Ok(Err(_)) => Err(Error::cancelled(format!("action {} was cancelled", meta.name))
-                .with_detail("action", meta.name)),
+            .with_detail("action", name)),
+            Ok(Err(join)) if join.is_panic() => Err(panicked(name, &*join.into_panic())),
+            Ok(Err(_)) => Err(Error::cancelled(format!("action {name} was cancelled"))
+                .with_detail("action", name)),
             Err(_elapsed) => {
-                handle.abort();
+                // Make sure the attempt is gone before compensation or a
+                // retry starts.
+                task.0.abort();
+                let _ = (&mut task.0).await;
                 let ms = millis(deadline.saturating_duration_since(started));
                 Err(
-                    Error::timeout(format!("action {} timed out after {ms}ms", meta.name))
-                        .with_detail("action", meta.name)
+                    Error::timeout(format!("action {name} timed out after {ms}ms"))
+                        .with_detail("action", name)
                         .with_detail("timeout_ms", ms),
                 )
             }
         }
     }
 
-    async fn compensate(
-        &self,
-        action: &DynAction,
-        prepared: &Arc<Prepared>,
-        actx: &Context,
-        meta: ActionMetadata,
-        opts: &ExecOptions,
-        original: Error,
-    ) -> Error {
-        let timeout = opts
+    async fn compensate(&self, actx: &Context, original: Error) -> Error {
+        let meta = self.meta;
+        let timeout = self
+            .opts
             .get_compensation_timeout()
             .unwrap_or(meta.compensation.timeout);
-        let erased = Arc::clone(action.erased());
-        let task_prepared = Arc::clone(prepared);
+        let deadline = instant_after(Instant::now(), timeout);
+        let erased = Arc::clone(self.action.erased());
+        let prepared = self.prepared.clone();
         let task_error = original.clone();
-        let cctx = actx.for_attempt(meta, Some(Instant::now() + timeout));
-        let spawned = self.inner.supervisor.spawn(
-            async move { erased.compensate(&task_prepared, &task_error, &cctx).await }.in_current_span(),
+        let cctx = actx.for_attempt(meta, Some(deadline), self.exec.clone());
+        let spawned = self.exec.inner.supervisor.spawn(
+            async move { erased.compensate(&prepared, &task_error, &cctx).await }.in_current_span(),
         );
         let envelope = original.to_envelope();
         let retry = original.retryable();
-        let base = |message: String, compensated: bool| {
+        let orig_msg = original.message().to_owned();
+        let base = move |message: String, compensated: bool| {
             Error::compensation(message)
                 .with_detail("compensated", compensated)
-                .with_detail("original_error", envelope.clone())
+                .with_detail("original_error", envelope)
                 .with_detail("action", meta.name)
                 .with_retry(retry)
-                .with_source(original.clone())
+                .with_source(original)
         };
-        let orig_msg = original.message();
-        let mut handle = match spawned {
-            Ok(h) => h,
+        let mut task = match spawned {
+            Ok(h) => AbortOnDrop(h),
             Err(err) => {
                 return base(format!("compensation failed for: {orig_msg}"), false)
                     .with_detail("compensation_error", err.to_envelope());
             }
         };
-        match tokio::time::timeout(timeout, &mut handle).await {
-            Ok(Ok(Some(Ok(result)))) => base(format!("compensation completed for: {orig_msg}"), true)
-                .with_detail("compensation_result", result),
+        match tokio::time::timeout_at(deadline, &mut task.0).await {
+            Ok(Ok(Some(Ok(result)))) => {
+                base(format!("compensation completed for: {orig_msg}"), true)
+                    .with_detail("compensation_result", result)
+            }
             Ok(Ok(Some(Err(err)))) => base(format!("compensation failed for: {orig_msg}"), false)
                 .with_detail("compensation_error", err.to_envelope()),
             Ok(Ok(None)) => base(format!("compensation crashed for: {orig_msg}"), false)
@@ -487,9 +541,13 @@ impl Exec {
                     .with_detail("exit_reason", reason)
             }
             Err(_) => {
-                handle.abort();
+                task.0.abort();
+                let _ = (&mut task.0).await;
                 base(
-                    format!("compensation timed out after {}ms for: {orig_msg}", millis(timeout)),
+                    format!(
+                        "compensation timed out after {}ms for: {orig_msg}",
+                        millis(timeout)
+                    ),
                     false,
                 )
             }
@@ -497,9 +555,25 @@ impl Exec {
     }
 }
 
-/// Detail set on a timeout that happened because the inherited budget was
-/// already gone: retrying cannot help.
-const BUDGET_EXHAUSTED: &str = "budget_exhausted";
+/// Delay before retry `retry` (from 0): `first · 2^retry`, capped at `cap`.
+/// Exact integer arithmetic, so a 100 ms backoff gives 100, 200, 400 ms.
+fn backoff_delay(first: Duration, retry: u32, cap: Duration) -> Duration {
+    first
+        .checked_mul(2_u32.saturating_pow(retry))
+        .unwrap_or(Duration::MAX)
+        .min(cap)
+}
+
+/// `now + d`, or a point ~30 years away when that overflows (a timeout of
+/// `Duration::MAX` means "no practical limit", not a panic).
+fn instant_after(now: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(d).unwrap_or_else(|| now + FAR)
+}
+
+fn shut_down(action: &'static str) -> Error {
+    Error::cancelled("task supervisor is shut down").with_detail("action", action)
+}
 
 fn record(span: &Span, result: &Result<Map<String, Value>>) {
     match result {
@@ -547,7 +621,10 @@ pub async fn run(
     ctx: Context,
     opts: ExecOptions,
 ) -> Result<ExecOutput> {
-    let exec = ctx.exec().cloned().unwrap_or_else(|| Exec::global().clone());
+    let exec = ctx
+        .exec()
+        .cloned()
+        .unwrap_or_else(|| Exec::global().clone());
     exec.run(action, params, ctx, opts).await
 }
 

@@ -84,3 +84,18 @@ impl TaskSupervisor {
         self.tracker.wait().await;
     }
 }
+
+/// A join handle that aborts its task when dropped.
+///
+/// Exec awaits the task of an attempt (and of a compensation) through this
+/// guard, so that a caller that stops waiting — a cancelled
+/// [`AsyncHandle`](crate::exec::AsyncHandle), a dropped `run` future, an
+/// outer timeout — also stops the action instead of leaving it running
+/// until its own deadline.
+pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
