@@ -55,6 +55,7 @@
 mod async_handle;
 mod chain;
 mod options;
+mod retry;
 mod supervisor;
 
 pub use async_handle::AsyncHandle;
@@ -63,6 +64,7 @@ pub use options::{
     DEFAULT_AWAIT_TIMEOUT, DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT, ExecOptions, Telemetry,
 };
+pub use retry::RetryPolicy;
 use supervisor::AbortOnDrop;
 pub use supervisor::TaskSupervisor;
 
@@ -317,6 +319,7 @@ impl Exec {
             ctx: &ctx,
         };
         let max_retries = opts.get_max_retries();
+        let mut delays = opts.retry_policy().delays();
         let mut attempt: u32 = 0;
         loop {
             let (result, effects, dispatched) = run.attempt(attempt).await;
@@ -338,7 +341,9 @@ impl Exec {
             if !dispatched || attempt >= max_retries || !error.retryable() {
                 return done(error);
             }
-            let delay = backoff_delay(opts.get_backoff(), attempt, opts.get_max_backoff());
+            let Some(delay) = delays.next() else {
+                return done(error);
+            };
             if ctx
                 .deadline()
                 .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
@@ -553,15 +558,6 @@ impl Run<'_> {
             }
         }
     }
-}
-
-/// Delay before retry `retry` (from 0): `first · 2^retry`, capped at `cap`.
-/// Exact integer arithmetic, so a 100 ms backoff gives 100, 200, 400 ms.
-fn backoff_delay(first: Duration, retry: u32, cap: Duration) -> Duration {
-    first
-        .checked_mul(2_u32.saturating_pow(retry))
-        .unwrap_or(Duration::MAX)
-        .min(cap)
 }
 
 /// `now + d`, or a point ~30 years away when that overflows (a timeout of

@@ -145,6 +145,15 @@ impl ExecOptions {
         self.compensation_timeout
     }
 
+    /// The retry policy these options describe.
+    pub fn retry_policy(&self) -> super::RetryPolicy {
+        super::RetryPolicy::new(
+            self.get_max_retries(),
+            self.get_backoff(),
+            self.get_max_backoff(),
+        )
+    }
+
     /// The telemetry mode, or [`Telemetry::Full`].
     pub fn get_telemetry(&self) -> Telemetry {
         self.telemetry.unwrap_or_default()
