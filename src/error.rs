@@ -340,7 +340,8 @@ const SECRET_MARKERS: [&str; 7] = [
 /// * values under keys that look secret (containing `password`, `secret`,
 ///   `token`, `api_key`, `authorization`, `credential` or `private_key`,
 ///   compared in any case and with `-` / `_` ignored, so `API-KEY` and
-///   `privateKey` match) become `"[REDACTED]"`;
+///   `privateKey` match) become `"[REDACTED]"`; token counts such as
+///   `max_tokens` or `input_tokens` are kept;
 /// * values under `stacktrace` (same comparison) become `"[OMITTED]"`.
 ///
 /// ```
@@ -410,7 +411,12 @@ fn truncate_string(s: &str) -> String {
 
 fn is_secret_key(key: &str) -> bool {
     let normalized = normalize_key(key);
-    SECRET_MARKERS.iter().any(|m| normalized.contains(m))
+    SECRET_MARKERS.iter().any(|m| {
+        normalized.match_indices(m).any(|(at, _)| {
+            // `max_tokens`, `input_tokens`: token counts, not tokens.
+            !(*m == "token" && normalized[at + m.len()..].starts_with('s'))
+        })
+    })
 }
 
 fn is_stacktrace_key(key: &str) -> bool {
@@ -429,6 +435,17 @@ fn normalize_key(key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn token_counts_are_not_secrets() {
+        let clean = sanitize(
+            &json!({"max_tokens": 10, "usage": {"input_tokens": 3}, "id_token": "x", "tokenSecret": "y"}),
+        );
+        assert_eq!(
+            clean,
+            json!({"max_tokens": 10, "usage": {"input_tokens": 3}, "id_token": "[REDACTED]", "tokenSecret": "[REDACTED]"})
+        );
+    }
 
     #[test]
     fn nested_reason_hint_is_read() {
