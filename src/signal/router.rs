@@ -555,6 +555,7 @@ impl<T> Node<T> {
 
 /// Segments of a type, without allocating for types of up to 16
 /// segments.
+#[allow(clippy::large_enum_variant)] // lives on the stack on purpose
 enum Segments<'a> {
     Inline([&'a str; 16], usize),
     Heap(Vec<&'a str>),
