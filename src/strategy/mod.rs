@@ -131,11 +131,8 @@ trait ErasedStrategy: Send + Sync + 'static {
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
-    fn tick<'a>(
-        &'a self,
-        agent: &'a mut AgentState,
-        ctx: &'a StrategyContext,
-    ) -> BoxFuture<'a, Vec<Directive>>;
+    fn tick<'a>(&'a self, agent: &'a mut AgentState, ctx: &'a StrategyContext)
+    -> BoxFuture<'a, Vec<Directive>>;
     fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot;
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute>;
 }
