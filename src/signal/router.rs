@@ -879,14 +879,10 @@ mod tests {
 
     #[test]
     fn fx_hash_distinguishes_lengths() {
-        use std::hash::{BuildHasher, Hash};
+        use std::hash::BuildHasher;
         let b = FxBuild::default();
-        let h = |s: &str| {
-            let mut h = b.build_hasher();
-            s.hash(&mut h);
-            h.finish()
-        };
-        assert_ne!(h("abcd"), h("abcd\0"));
-        assert_ne!(h("user"), h("users"));
+        assert_ne!(b.hash_one("abcd"), b.hash_one("abcd\0"));
+        assert_ne!(b.hash_one("user"), b.hash_one("users"));
+        assert_eq!(b.hash_one("order"), b.hash_one(String::from("order")));
     }
 }
