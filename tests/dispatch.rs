@@ -1259,6 +1259,18 @@ mod http {
     }
 
     #[tokio::test]
+    async fn an_unchecked_bad_url_fails_without_retrying() {
+        let err = jido::signal::dispatch::deliver(&HttpTarget::new("not a url"), &sig("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Dispatch);
+        assert_eq!(err.message(), "http request could not be built");
+        assert_eq!(reason(&err), "invalid_target");
+        assert_eq!(err.detail("attempts"), Some(&json!(1)));
+        assert!(!err.retryable());
+    }
+
+    #[tokio::test]
     async fn debug_output_hides_secrets() {
         let target = WebhookTarget::new("https://example.com/h?token=abc")
             .secret("s3cret")

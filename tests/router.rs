@@ -119,7 +119,7 @@ fn priorities_are_bounded() {
     router.add_route(Route::new("a", 1).priority(100)).unwrap();
     router.add_route(Route::new("a", 2).priority(-100)).unwrap();
     assert_eq!(router.len(), 2);
-    assert_eq!(router.list()[0].priority_value(), 100);
+    assert_eq!(router.list()[0].get_priority(), 100);
 }
 
 // ---------------------------------------------------------------- wildcards

@@ -78,7 +78,7 @@ pub type MatchFn = Arc<dyn Fn(&Signal) -> bool + Send + Sync>;
 /// use jido::signal::Route;
 ///
 /// let route = Route::new(" user.*.created ", 7).priority(-5);
-/// assert_eq!(route.priority_value(), -5);
+/// assert_eq!(route.get_priority(), -5);
 /// assert_eq!(*route.target(), 7);
 /// ```
 #[must_use]
@@ -137,7 +137,7 @@ impl<T> Route<T> {
     }
 
     /// The priority.
-    pub fn priority_value(&self) -> i32 {
+    pub fn get_priority(&self) -> i32 {
         self.priority
     }
 
