@@ -373,6 +373,13 @@ fn add_all_is_all_or_nothing() {
 }
 
 #[test]
+fn routers_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Router<String>>();
+    assert_send_sync::<Route<String>>();
+}
+
+#[test]
 fn clones_are_independent() {
     let mut a = Router::new();
     a.add("x", 1).unwrap();

@@ -848,18 +848,6 @@ impl<T> Router<T> {
     }
 }
 
-impl<T> Extend<Route<T>> for Router<T> {
-    /// Adds routes, skipping (and logging) invalid ones. Prefer
-    /// [`Router::add_all`], which reports them.
-    fn extend<I: IntoIterator<Item = Route<T>>>(&mut self, iter: I) {
-        for route in iter {
-            if let Err(err) = self.add_route(route) {
-                tracing::warn!(error = %err, "invalid route skipped");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
