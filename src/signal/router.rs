@@ -7,7 +7,7 @@
 //! * `*` matches exactly one segment;
 //! * `**` matches **one or more** segments, so `"audit.**"` does not match
 //!   `"audit"` and `"user.**.created"` does not match `"user.created"`; a
-//!   bare `"**"` matches every type. (The free function [`matches`] follows
+//!   bare `"**"` matches every type. (The free function [`matches()`] follows
 //!   Jido's `matches?/2` instead, where `**` matches zero or more.)
 //!
 //! [`Router::route`] returns every matching target, ordered by complexity
