@@ -48,6 +48,7 @@ pub use action::{Action, DynAction};
 pub use context::Context;
 pub use error::{Error, ErrorKind, Result};
 pub use instruction::Instruction;
+pub use signal::Signal;
 
 /// The items most programs need.
 pub mod prelude {
@@ -57,6 +58,8 @@ pub mod prelude {
     pub use crate::error::{Error, ErrorKind};
     pub use crate::exec::{Exec, ExecOptions};
     pub use crate::instruction::{Instruction, IntoInstructions};
+    pub use crate::signal::dispatch::{Dispatch, DispatchConfig};
+    pub use crate::signal::{Route, Router, Signal, TypedSignal};
 }
 
 /// The README's code samples, compiled and run as doctests.
