@@ -2035,12 +2035,62 @@ mod capture {
         }
     }
 
-    pub fn install() -> (Captured, tracing::subscriber::DefaultGuard) {
+    // One global subscriber routes every callback to the capture installed
+    // on the current thread (tests run on current-thread runtimes). Scoped
+    // `set_default` subscribers race on tracing's callsite-interest cache
+    // when tests run in parallel and lose events now and then.
+    thread_local! {
+        static CURRENT: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+    }
+
+    struct ThreadRouted;
+
+    fn current() -> Option<Captured> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for ThreadRouted {
+        fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: LayerCtx<'_, S>) {
+            if let Some(c) = current() {
+                c.on_new_span(attrs, id, ctx);
+            }
+        }
+        fn on_record(&self, id: &Id, values: &Record<'_>, ctx: LayerCtx<'_, S>) {
+            if let Some(c) = current() {
+                c.on_record(id, values, ctx);
+            }
+        }
+        fn on_close(&self, id: Id, ctx: LayerCtx<'_, S>) {
+            if let Some(c) = current() {
+                Layer::<S>::on_close(&c, id, ctx);
+            }
+        }
+        fn on_event(&self, event: &Event<'_>, ctx: LayerCtx<'_, S>) {
+            if let Some(c) = current() {
+                c.on_event(event, ctx);
+            }
+        }
+    }
+
+    pub struct Guard;
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.borrow_mut().take());
+        }
+    }
+
+    pub fn install() -> (Captured, Guard) {
         use tracing_subscriber::layer::SubscriberExt;
+        static INIT: std::sync::Once = std::sync::Once::new();
+        INIT.call_once(|| {
+            let subscriber = tracing_subscriber::registry().with(ThreadRouted);
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in this test binary");
+        });
         let captured = Captured::default();
-        let subscriber = tracing_subscriber::registry().with(captured.clone());
-        let guard = tracing::subscriber::set_default(subscriber);
-        (captured, guard)
+        CURRENT.with(|c| *c.borrow_mut() = Some(captured.clone()));
+        (captured, Guard)
     }
 }
 
