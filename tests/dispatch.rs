@@ -884,7 +884,11 @@ mod http {
     }
 
     fn fast_retry(attempts: u32) -> RetryPolicy {
-        RetryPolicy::new(attempts, Duration::from_millis(1), Duration::from_millis(2))
+        RetryPolicy::new(
+            attempts - 1,
+            Duration::from_millis(1),
+            Duration::from_millis(2),
+        )
     }
 
     fn header<'a>(hit: &'a Hit, name: &str) -> Vec<&'a str> {
@@ -1188,13 +1192,8 @@ mod http {
                 "timeout",
             ),
             (
-                HttpTarget::new(url).retry(RetryPolicy::new(0, Duration::ZERO, Duration::ZERO)),
-                "retry max_attempts must be at least 1",
-                "retry",
-            ),
-            (
-                HttpTarget::new(url).retry(RetryPolicy::new(11, Duration::ZERO, Duration::ZERO)),
-                "retry max_attempts exceeds 10",
+                HttpTarget::new(url).retry(RetryPolicy::new(10, Duration::ZERO, Duration::ZERO)),
+                "retry attempts exceed 10",
                 "retry",
             ),
             (
@@ -1212,7 +1211,7 @@ mod http {
                     Duration::from_secs(2),
                     Duration::from_secs(1),
                 )),
-                "retry max_delay must be at least base_delay",
+                "retry max_backoff must be at least backoff",
                 "retry",
             ),
             (
@@ -1241,21 +1240,29 @@ mod http {
         let err = DispatchConfig::new(WebhookTarget::new(url).signature_header("bad header"))
             .unwrap_err();
         assert_eq!(err.detail("option"), Some(&json!("headers")));
-        let defaults = RetryPolicy::default();
+        let defaults = jido::signal::dispatch::DEFAULT_HTTP_RETRY;
         assert_eq!(
-            (
-                defaults.max_attempts(),
-                defaults.base_delay(),
-                defaults.max_delay()
-            ),
-            (3, Duration::from_millis(1000), Duration::from_millis(5000))
+            (defaults.max_retries, defaults.backoff, defaults.max_backoff),
+            (2, Duration::from_millis(1000), Duration::from_millis(5000))
         );
         assert_eq!(
-            (1..=5)
-                .map(|k| defaults.delay(k).as_millis())
-                .collect::<Vec<_>>(),
-            vec![1000, 2000, 4000, 5000, 5000]
+            defaults.delays().map(|d| d.as_millis()).collect::<Vec<_>>(),
+            vec![1000, 2000]
         );
+        let longer = RetryPolicy {
+            max_retries: 4,
+            ..defaults
+        };
+        assert_eq!(
+            longer.delays().map(|d| d.as_millis()).collect::<Vec<_>>(),
+            vec![1000, 2000, 4000, 5000]
+        );
+        DispatchConfig::new(HttpTarget::new(url).retry(RetryPolicy::new(
+            9,
+            Duration::ZERO,
+            Duration::ZERO,
+        )))
+        .unwrap();
     }
 
     #[tokio::test]

@@ -48,6 +48,11 @@ impl RetryPolicy {
         }
     }
 
+    /// No retry at all.
+    pub const fn none() -> Self {
+        Self::new(0, Duration::ZERO, Duration::ZERO)
+    }
+
     /// The delay before each retry, in order (`max_retries` items).
     pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
         let cap = self.max_backoff;

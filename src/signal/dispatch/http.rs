@@ -13,15 +13,16 @@ use sha2::Sha256;
 
 use super::{Dispatch, invalid_options, invalid_target, status_error, timeout};
 use crate::error::{Error, Result};
+pub use crate::exec::RetryPolicy;
 use crate::signal::Signal;
 
 /// The default timeout of one HTTP request.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest timeout an HTTP target accepts.
 pub const MAX_HTTP_TIMEOUT: Duration = Duration::from_secs(60);
-/// The most attempts a [`RetryPolicy`] accepts.
+/// The most attempts (first try included) an HTTP target's [`RetryPolicy`] accepts.
 pub const MAX_ATTEMPTS: u32 = 10;
-/// The longest delay a [`RetryPolicy`] accepts.
+/// The longest delay an HTTP target's [`RetryPolicy`] accepts.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// How much of an error response's body is kept in the error.
 const MAX_ERROR_BODY: usize = 4096;
@@ -49,110 +50,34 @@ impl HttpMethod {
     }
 }
 
-/// Retries of an HTTP delivery: at most `max_attempts` attempts, waiting
-/// `min(base_delay · 2^(k−1), max_delay)` after failed attempt `k`. Only
-/// retryable failures (timeouts, connection failures, 408/425/429/5xx) are
-/// retried. The default is Jido's: 3 attempts, 1 s base, 5 s cap.
-///
-/// ```
-/// use std::time::Duration;
-/// use jido::signal::dispatch::RetryPolicy;
-///
-/// let p = RetryPolicy::default();
-/// assert_eq!(p.max_attempts(), 3);
-/// assert_eq!(p.delay(1), Duration::from_secs(1));
-/// assert_eq!(p.delay(2), Duration::from_secs(2));
-/// assert_eq!(p.delay(4), Duration::from_secs(5)); // capped
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    max_attempts: u32,
-    base_delay: Duration,
-    max_delay: Duration,
-}
+/// The retry policy of HTTP targets unless they set one: Jido's 3 attempts
+/// (2 retries), 1 s doubling to a 5 s cap.
+pub const DEFAULT_HTTP_RETRY: RetryPolicy =
+    RetryPolicy::new(2, Duration::from_millis(1000), Duration::from_millis(5000));
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            base_delay: Duration::from_millis(1000),
-            max_delay: Duration::from_millis(5000),
-        }
+fn validate_retry(retry: &RetryPolicy, target: &str) -> Result<()> {
+    if retry.max_retries >= MAX_ATTEMPTS {
+        return Err(invalid_options(
+            format!("retry attempts exceed {MAX_ATTEMPTS}"),
+            target,
+            "retry",
+        ));
     }
-}
-
-impl RetryPolicy {
-    /// A policy of `max_attempts` attempts (1..=10) with delays from
-    /// `base_delay` doubling up to `max_delay` (both at most 60 s,
-    /// `max_delay >= base_delay`; checked by the target's validation).
-    pub const fn new(max_attempts: u32, base_delay: Duration, max_delay: Duration) -> Self {
-        Self {
-            max_attempts,
-            base_delay,
-            max_delay,
-        }
+    if retry.backoff > MAX_RETRY_DELAY || retry.max_backoff > MAX_RETRY_DELAY {
+        return Err(invalid_options(
+            format!("retry delay exceeds {}ms", MAX_RETRY_DELAY.as_millis()),
+            target,
+            "retry",
+        ));
     }
-
-    /// One attempt, no retry.
-    pub const fn none() -> Self {
-        Self::new(1, Duration::ZERO, Duration::ZERO)
+    if retry.max_backoff < retry.backoff {
+        return Err(invalid_options(
+            "retry max_backoff must be at least backoff",
+            target,
+            "retry",
+        ));
     }
-
-    /// The number of attempts.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// The first delay.
-    pub fn base_delay(&self) -> Duration {
-        self.base_delay
-    }
-
-    /// The longest delay.
-    pub fn max_delay(&self) -> Duration {
-        self.max_delay
-    }
-
-    /// The delay after failed attempt `attempt` (1-based).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        self.base_delay
-            .checked_mul(factor)
-            .unwrap_or(Duration::MAX)
-            .min(self.max_delay)
-    }
-
-    fn validate(&self, target: &str) -> Result<()> {
-        if self.max_attempts == 0 {
-            return Err(invalid_options(
-                "retry max_attempts must be at least 1",
-                target,
-                "retry",
-            ));
-        }
-        if self.max_attempts > MAX_ATTEMPTS {
-            return Err(invalid_options(
-                format!("retry max_attempts exceeds {MAX_ATTEMPTS}"),
-                target,
-                "retry",
-            ));
-        }
-        if self.base_delay > MAX_RETRY_DELAY || self.max_delay > MAX_RETRY_DELAY {
-            return Err(invalid_options(
-                format!("retry delay exceeds {}ms", MAX_RETRY_DELAY.as_millis()),
-                target,
-                "retry",
-            ));
-        }
-        if self.max_delay < self.base_delay {
-            return Err(invalid_options(
-                "retry max_delay must be at least base_delay",
-                target,
-                "retry",
-            ));
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The URL without userinfo, query and fragment, for telemetry and errors.
@@ -209,7 +134,7 @@ fn header_pair(name: &str, value: &str, target: &str) -> Result<(HeaderName, Hea
 /// (Jido's `:http` adapter).
 ///
 /// Options and defaults: method POST, no extra headers, timeout 5 s (at
-/// most 60 s), [`RetryPolicy::default`] (3 attempts, 1 s doubling to 5 s).
+/// most 60 s), [`DEFAULT_HTTP_RETRY`] (3 attempts, 1 s doubling to 5 s).
 /// A 2xx answer is a success; anything else fails with `status_error`
 /// (`status`, first 4 KiB of `body`). Redirects are not followed.
 /// Generated headers (`content-type: application/json`) override the
@@ -265,7 +190,7 @@ impl HttpTarget {
             method: HttpMethod::Post,
             headers: Vec::new(),
             timeout: DEFAULT_HTTP_TIMEOUT,
-            retry: RetryPolicy::default(),
+            retry: DEFAULT_HTTP_RETRY,
             cloudevents: false,
             client: Arc::new(OnceLock::new()),
         }
@@ -292,7 +217,9 @@ impl HttpTarget {
         self
     }
 
-    /// Sets the retry policy.
+    /// Sets the retry policy: at most 9 retries (10 attempts), delays at
+    /// most 60 s, `max_backoff >= backoff`; checked when the config is
+    /// built. [`RetryPolicy::none`] sends once.
     #[must_use]
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
@@ -359,7 +286,7 @@ impl HttpTarget {
                 "timeout",
             ));
         }
-        self.retry.validate(&target)?;
+        validate_retry(&self.retry, &target)?;
         for (name, value) in &self.headers {
             header_pair(name, value, &target)?;
         }
@@ -381,6 +308,7 @@ impl HttpTarget {
             headers.insert(n, v);
         }
         let client = self.get_client()?;
+        let mut delays = self.retry.delays();
         let mut attempt = 1;
         loop {
             match self
@@ -389,15 +317,15 @@ impl HttpTarget {
             {
                 Ok(()) => return Ok(()),
                 Err(err) => {
-                    if attempt >= self.retry.max_attempts || !err.retryable() {
+                    let next = if err.retryable() { delays.next() } else { None };
+                    let Some(delay) = next else {
                         return Err(err.with_detail("attempts", attempt));
-                    }
-                    let delay = self.retry.delay(attempt);
+                    };
                     tracing::debug!(
                         target: "jido::dispatch",
                         url = %target,
                         attempt,
-                        max_attempts = self.retry.max_attempts,
+                        max_retries = self.retry.max_retries,
                         delay_ms = delay.as_millis() as u64,
                         error = %err,
                         "retrying http dispatch"

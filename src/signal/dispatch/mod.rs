@@ -80,8 +80,8 @@ pub use adapters::{ChannelTarget, ConsoleTarget, LogLevel, LoggerTarget, NoopTar
 pub use circuit::{CircuitSettings, CircuitState, circuit_state, reset_circuit};
 #[cfg(feature = "http")]
 pub use http::{
-    DEFAULT_HTTP_TIMEOUT, HttpMethod, HttpTarget, MAX_ATTEMPTS, MAX_HTTP_TIMEOUT, MAX_RETRY_DELAY,
-    RetryPolicy, WebhookTarget,
+    DEFAULT_HTTP_RETRY, DEFAULT_HTTP_TIMEOUT, HttpMethod, HttpTarget, MAX_ATTEMPTS,
+    MAX_HTTP_TIMEOUT, MAX_RETRY_DELAY, RetryPolicy, WebhookTarget,
 };
 
 use std::fmt;
