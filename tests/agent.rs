@@ -15,7 +15,7 @@ use jido::directive::{
 use jido::effect::StateOp;
 use jido::prelude::*;
 use jido::signal::Signal;
-use jido::strategy::StrategyContext;
+use jido::strategy::{Strategy, StrategyContext};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
