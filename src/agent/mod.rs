@@ -476,7 +476,7 @@ impl AgentState {
     ///
     /// # Errors
     ///
-    /// A validation error "state validation failed: <path>: <reason>" with
+    /// A validation error `"state validation failed: <path>: <reason>"` with
     /// `path` and `reason` details; the state is left unchanged.
     pub fn validate(&mut self) -> Result<()> {
         self.validate_with(false)
