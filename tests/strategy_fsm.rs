@@ -499,3 +499,25 @@ async fn checkpoint_keeps_the_machine_but_not_the_pending_batch() {
     assert_eq!(machine(&back), machine(&agent));
     assert_eq!(back.strategy_snapshot(), agent.strategy_snapshot());
 }
+
+#[tokio::test]
+async fn a_batch_interrupted_by_a_checkpoint_returns_to_the_initial_state_on_init() {
+    let mut agent = AgentState::new(Machine, AgentOptions::new().id("m2"));
+    let d = agent
+        .cmd(vec![step("a"), step("b")], ExecOptions::new())
+        .await;
+    let _ = feed(&mut agent, d).await;
+    let saved = agent.checkpoint();
+    let mut back = AgentState::restore(Machine, &saved).unwrap();
+    assert_eq!(machine(&back)["status"], "processing");
+    assert!(back.init_strategy(CmdOptions::new()).is_empty());
+    assert_eq!(machine(&back)["status"], "idle");
+    assert_eq!(machine(&back)["processed_count"], 1);
+    assert_eq!(back.state()["log"], json!(["a"]));
+    // It takes new work again.
+    let d = back.cmd(step("c"), ExecOptions::new()).await;
+    assert_eq!(labels(&d), ["run:c"]);
+    // The live agent is not affected by init while its batch runs.
+    assert!(agent.init_strategy(CmdOptions::new()).is_empty());
+    assert_eq!(machine(&agent)["status"], "processing");
+}
