@@ -8,7 +8,7 @@ use jido::effect::StateOp;
 use jido::exec::Exec;
 use jido::prelude::*;
 use jido::signal::Signal;
-use jido::strategy::{FSM_RESULT_ACTION, Fsm, STRATEGY_KEY, instruction_feedback};
+use jido::strategy::{FSM_RESULT_ACTION, Fsm, STRATEGY_KEY, run_instruction_directive};
 use serde_json::{Map, Value, json};
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -114,18 +114,14 @@ fn labels(ds: &[Directive]) -> Vec<String> {
 /// Does what the runtime does with the single RunInstruction among
 /// `directives`: runs it and feeds the result back.
 async fn feed(agent: &mut AgentState, directives: Vec<Directive>) -> Vec<Directive> {
-    let [
-        Directive::RunInstruction {
-            instruction,
-            result_action,
-            meta,
-        },
-    ] = <[Directive; 1]>::try_from(directives).unwrap()
-    else {
-        panic!("expected one RunInstruction")
-    };
-    let feedback =
-        instruction_feedback(agent, *instruction, &result_action, &meta, &Exec::new()).await;
+    assert_eq!(
+        directives.len(),
+        1,
+        "expected one RunInstruction: {directives:?}"
+    );
+    let feedback = run_instruction_directive(agent, &directives[0], &Exec::new())
+        .await
+        .expect("a RunInstruction");
     agent.cmd(feedback, ExecOptions::new()).await
 }
 

@@ -872,6 +872,48 @@ pub async fn instruction_feedback(
     }
 }
 
+/// [`instruction_feedback`] for a directive: runs the instruction of a
+/// [`Directive::RunInstruction`] and returns the command to feed back into
+/// `cmd`, or `None` for any other directive.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # use jido::prelude::*;
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// # struct Ping;
+/// # impl Action for Ping {
+/// #     type Params = P; type Output = serde_json::Value;
+/// #     const NAME: &'static str = "ping";
+/// #     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> { Ok(serde_json::json!({"pong": true})) }
+/// # }
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::exec::Exec;
+/// use jido::strategy::run_instruction_directive;
+///
+/// let mut agent = AgentState::new(A, AgentOptions::new());
+/// let directive = Directive::run_instruction(Instruction::new(Ping));
+/// let feedback = run_instruction_directive(&agent, &directive, &Exec::new()).await.unwrap();
+/// assert!(agent.cmd(feedback, ExecOptions::new()).await.is_empty());
+/// assert_eq!(agent.state()["pong"], true);
+/// assert!(run_instruction_directive(&agent, &Directive::stop(), &Exec::new()).await.is_none());
+/// # }
+/// ```
+pub async fn run_instruction_directive(
+    agent: &AgentState,
+    directive: &Directive,
+    exec: &Exec,
+) -> Option<Command> {
+    let Directive::RunInstruction {
+        instruction,
+        result_action,
+        meta,
+    } = directive
+    else {
+        return None;
+    };
+    Some(instruction_feedback(agent, (**instruction).clone(), result_action, meta, exec).await)
+}
+
 /// A parsed instruction result (see [`instruction_feedback`]).
 pub(crate) enum InstructionResult {
     Ok(Map<String, Value>),
