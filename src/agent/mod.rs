@@ -17,8 +17,14 @@ use crate::strategy::{Command, DynStrategy};
 
 /// A typed state schema: defaults, validation and typed reads. `()` means
 /// no schema.
-pub trait StateSchema: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema for T {}
+pub trait StateSchema:
+    Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
+{
+}
+impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema
+    for T
+{
+}
 
 /// What a route sends a matching signal to.
 #[non_exhaustive]
@@ -76,7 +82,11 @@ pub trait Agent: Send + Sync + 'static {
     /// # Errors
     ///
     /// An error aborts the `cmd` with an Error directive.
-    fn on_before_cmd(&self, agent: &mut AgentState, commands: Vec<Command>) -> Result<Vec<Command>> {
+    fn on_before_cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+    ) -> Result<Vec<Command>> {
         let _ = agent;
         Ok(commands)
     }

@@ -14,6 +14,8 @@ use crate::directive::Directive;
 use crate::exec::{Exec, ExecOptions};
 use crate::instruction::Instruction;
 
+pub mod behavior_tree;
+
 /// Key of the strategy's own state inside the agent state.
 pub const STRATEGY_KEY: &str = "__strategy__";
 
@@ -131,8 +133,11 @@ trait ErasedStrategy: Send + Sync + 'static {
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
-    fn tick<'a>(&'a self, agent: &'a mut AgentState, ctx: &'a StrategyContext)
-    -> BoxFuture<'a, Vec<Directive>>;
+    fn tick<'a>(
+        &'a self,
+        agent: &'a mut AgentState,
+        ctx: &'a StrategyContext,
+    ) -> BoxFuture<'a, Vec<Directive>>;
     fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot;
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute>;
 }

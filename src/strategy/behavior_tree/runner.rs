@@ -1,0 +1,132 @@
+//! How an action node runs its action, and how the result lands in the
+//! agent state.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use crate::action::DynAction;
+use crate::context::Context;
+use crate::directive::Directive;
+use crate::effect::{Effect, StateOp};
+use crate::error::Result;
+use crate::exec::{Exec, ExecOptions, Outcome};
+use crate::instruction::Instruction;
+
+/// Runs the action of an action node. The strategy uses [`ExecRunner`];
+/// unit tests fake it.
+pub(crate) trait ActionRunner: Send + Sync {
+    /// Runs `action` with resolved `params` and the node's `opts`, the agent
+    /// state (as it is at this point of the tick) in the context.
+    fn run<'a>(
+        &'a self,
+        action: &'a DynAction,
+        params: Value,
+        opts: ExecOptions,
+        state: Arc<Map<String, Value>>,
+    ) -> BoxFuture<'a, Outcome>;
+}
+
+/// Runs actions through an [`Exec`]; the node's options win over the
+/// options of the `cmd`.
+pub(crate) struct ExecRunner<'a> {
+    pub(crate) exec: &'a Exec,
+    pub(crate) opts: ExecOptions,
+}
+
+impl ActionRunner for ExecRunner<'_> {
+    fn run<'a>(
+        &'a self,
+        action: &'a DynAction,
+        params: Value,
+        opts: ExecOptions,
+        state: Arc<Map<String, Value>>,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let instruction = Instruction::new(action.clone())
+                .with_params(params)
+                .with_opts(opts.or(&self.opts));
+            self.exec
+                .execute(instruction, Context::new().with_state(state))
+                .await
+        })
+    }
+}
+
+/// Applies a run to the agent state: on success the output is deep-merged,
+/// then the state operations are applied in order; the other effects are
+/// returned as directives. The effects of a failed run are applied the same
+/// way (Exec keeps them for this); its output does not exist.
+pub(crate) fn apply_outcome(
+    state: &mut Map<String, Value>,
+    outcome: Outcome,
+) -> (Result<Map<String, Value>>, Vec<Directive>) {
+    if let Ok(output) = &outcome.result {
+        deep_merge(state, output.clone());
+    }
+    let mut directives = Vec::new();
+    for effect in outcome.effects {
+        match effect {
+            Effect::State(op) => apply_op(state, op),
+            Effect::Directive(d) => directives.push(d),
+        }
+    }
+    (outcome.result, directives)
+}
+
+/// Deep-merges `from` into `into`: objects merge key by key, anything else
+/// replaces.
+pub(crate) fn deep_merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Object(dst)), Value::Object(src)) => deep_merge(dst, src),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Applies one state operation.
+pub(crate) fn apply_op(state: &mut Map<String, Value>, op: StateOp) {
+    match op {
+        StateOp::SetState(m) => deep_merge(state, m),
+        StateOp::ReplaceState(m) => *state = m,
+        StateOp::DeleteKeys(keys) => {
+            for k in keys {
+                state.remove(&k);
+            }
+        }
+        StateOp::SetPath { path, value } => {
+            let Some((last, parents)) = path.split_last() else {
+                return;
+            };
+            let mut cur = state;
+            for p in parents {
+                let slot = cur
+                    .entry(p.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !slot.is_object() {
+                    *slot = Value::Object(Map::new());
+                }
+                let Value::Object(next) = slot else { return };
+                cur = next;
+            }
+            cur.insert(last.clone(), value);
+        }
+        StateOp::DeletePath(path) => {
+            let Some((last, parents)) = path.split_last() else {
+                return;
+            };
+            let mut cur = state;
+            for p in parents {
+                let Some(Value::Object(next)) = cur.get_mut(p) else {
+                    return;
+                };
+                cur = next;
+            }
+            cur.remove(last);
+        }
+    }
+}
