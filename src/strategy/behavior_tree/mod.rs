@@ -75,8 +75,9 @@
 //! operations among its effects are applied in order, its other effects
 //! are returned as directives, and the output is stored on the blackboard
 //! as `last_result`. Failure: [`Status::Error`] with the run's error, whose
-//! envelope is stored on the blackboard as `error`; the effects the failed
-//! run pushed are applied in the same way.
+//! envelope is stored on the blackboard as `error`; as in the Direct
+//! strategy, the failed run's state operations are dropped and the
+//! directives among its effects are returned.
 //!
 //! **Halting** a node resets the memory of its whole subtree (sequence and
 //! selector indexes, counts, wait starts, parallel results) and calls
@@ -124,7 +125,7 @@
 //! State under `__strategy__`:
 //!
 //! ```json
-//! {"strategy": "behavior_tree", "status": "idle", "tick_count": 0,
+//! {"module": "behavior_tree", "status": "idle", "tick_count": 0,
 //!  "last_result": null, "error": null, "blackboard": {},
 //!  "tree": {"clock": "<process clock id>", "nodes": [ … one entry per node … ]}}
 //! ```
@@ -179,7 +180,7 @@ pub const CMD_HALT: &str = "bt_halt";
 /// Command: halt, restore the initial blackboard, clear result and error.
 pub const CMD_RESET: &str = "bt_reset";
 
-/// The `strategy` marker written under `__strategy__`.
+/// The `module` marker written under `__strategy__`.
 const MARKER: &str = "behavior_tree";
 
 /// The behaviour-tree strategy. See the [module docs](self).
@@ -271,7 +272,7 @@ impl BehaviorTree {
         let Some(Value::Object(s)) = state.get(STRATEGY_KEY) else {
             return self.fresh();
         };
-        if s.get("strategy").and_then(Value::as_str) != Some(MARKER) {
+        if s.get("module").and_then(Value::as_str) != Some(MARKER) {
             return self.fresh();
         }
         BtState {
@@ -293,7 +294,7 @@ impl BehaviorTree {
 
     fn store(state: &mut Map<String, Value>, bt: BtState) {
         let mut s = Map::with_capacity(7);
-        s.insert("strategy".into(), Value::String(MARKER.into()));
+        s.insert("module".into(), Value::String(MARKER.into()));
         s.insert("status".into(), Value::String(bt.status));
         s.insert("tick_count".into(), Value::from(bt.tick_count));
         s.insert("last_result".into(), bt.last_result);
@@ -490,7 +491,7 @@ impl Strategy for BehaviorTree {
     fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
         let ours = matches!(
             agent.state().get(STRATEGY_KEY),
-            Some(Value::Object(s)) if s.get("strategy").and_then(Value::as_str) == Some(MARKER)
+            Some(Value::Object(s)) if s.get("module").and_then(Value::as_str) == Some(MARKER)
         );
         if !ours {
             let mut bt = self.fresh();
@@ -516,7 +517,7 @@ impl Strategy for BehaviorTree {
     fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
         let has_state = matches!(
             agent.state().get(STRATEGY_KEY),
-            Some(Value::Object(s)) if s.get("strategy").and_then(Value::as_str) == Some(MARKER)
+            Some(Value::Object(s)) if s.get("module").and_then(Value::as_str) == Some(MARKER)
         );
         let bt = self.load(agent.state());
         let status = match bt.status.as_str() {

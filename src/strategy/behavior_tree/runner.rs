@@ -54,21 +54,24 @@ impl ActionRunner for ExecRunner<'_> {
     }
 }
 
-/// Applies a run to the agent state: on success the output is deep-merged,
-/// then the state operations are applied in order; the other effects are
-/// returned as directives. The effects of a failed run are applied the same
-/// way (Exec keeps them for this); its output does not exist.
+/// Applies a run to the agent state as the Direct strategy does: on
+/// success the output is deep-merged, then the state operations are
+/// applied in order; the other effects are returned as directives. A failed
+/// run applies no state operation; the directives among its effects are
+/// still returned.
 pub(crate) fn apply_outcome(
     state: &mut Map<String, Value>,
     outcome: Outcome,
 ) -> (Result<Map<String, Value>>, Vec<Directive>) {
+    let ok = outcome.result.is_ok();
     if let Ok(output) = &outcome.result {
         deep_merge(state, output.clone());
     }
     let mut directives = Vec::new();
     for effect in outcome.effects {
         match effect {
-            Effect::State(op) => apply_op(state, op),
+            Effect::State(op) if ok => apply_op(state, op),
+            Effect::State(_) => {}
             Effect::Directive(d) => directives.push(d),
         }
     }

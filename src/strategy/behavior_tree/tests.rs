@@ -145,22 +145,30 @@ async fn action_output_merges_and_effects_apply() {
 }
 
 #[tokio::test]
-async fn action_error_sets_blackboard_error_and_keeps_effects() {
+async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
     let tree = Tree::new(action(Named)).unwrap();
     let runner = FakeRunner::default();
     let err = Error::execution("no fuel").with_detail("retry", false);
     runner.push_err(
         err.clone(),
-        vec![StateOp::DeleteKeys(vec!["a".into()]).into()],
+        vec![
+            StateOp::DeleteKeys(vec!["a".into()]).into(),
+            Directive::Error {
+                error: Error::execution("side"),
+                context: "x".into(),
+            }
+            .into(),
+        ],
     );
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
     let mut state = json!({"a": 1, "b": 2}).as_object().cloned().unwrap();
-    let (status, _, _) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
+    let (status, directives, _) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(status, Status::Error(err.clone()));
     assert_eq!(bb["error"], err.to_envelope());
     assert!(!bb.contains_key("last_result"));
-    assert_eq!(Value::Object(state), json!({"b": 2}));
+    assert_eq!(Value::Object(state), json!({"a": 1, "b": 2}));
+    assert_eq!(directives.len(), 1);
 }
 
 #[test]
