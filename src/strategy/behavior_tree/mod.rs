@@ -165,10 +165,14 @@ use serde_json::{Map, Value};
 use self::runner::ExecRunner;
 use self::tree::TickCx;
 use crate::agent::{AgentState, RouteTarget, SignalRoute};
-use crate::directive::Directive;
+use crate::directive::{Directive, error_context};
 use crate::error::{Error, Result};
+use crate::signal::Signal;
 use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 
+/// The signal type of a tick (routed to a strategy tick; also what the
+/// Schedule directive of a running tree delivers).
+pub const TICK_SIGNAL: &str = "jido.bt.tick";
 /// Command: force a tick (`{instructions?}`).
 pub const CMD_TICK: &str = "bt_tick";
 /// Command: set one blackboard key (`{key, value}`).
@@ -324,13 +328,16 @@ impl BehaviorTree {
                     m.insert("params".into(), ins.params);
                     pending.push(Value::Object(m));
                 }
-                Command::Strategy { name, params } => {
+                Command::Strategy {
+                    name,
+                    params,
+                    effects,
+                } => {
+                    directives.extend(agent.apply_effects(effects));
                     match self.command(&mut bt, &name, params, &mut pending) {
                         Ok(tick) => force |= tick,
-                        Err(error) => directives.push(Directive::Error {
-                            error,
-                            context: "bt_command".into(),
-                        }),
+                        Err(error) => directives
+                            .push(Directive::error(error, error_context::STRATEGY_COMMAND)),
                     }
                 }
             }
@@ -411,6 +418,7 @@ impl BehaviorTree {
         pending: Vec<Value>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
+        let base = ctx.action_context(agent);
         let state = agent.state_mut();
         let strategy_state = state.remove(STRATEGY_KEY);
         bt.blackboard
@@ -419,8 +427,9 @@ impl BehaviorTree {
             .insert("agent_state".into(), Value::Object(state.clone()));
         let mut ts = self.tree.state_from_json(Some(&bt.tree));
         let runner = ExecRunner {
-            exec: &ctx.exec,
-            opts: ctx.exec_options,
+            exec: ctx.exec(),
+            opts: *ctx.exec_options(),
+            base,
         };
         let mut cx = TickCx {
             blackboard: &mut bt.blackboard,
@@ -479,15 +488,17 @@ struct BtState {
     tree: Value,
 }
 
+/// The Schedule directive of the next tick: a `jido.bt.tick` signal to
+/// the agent itself, which the strategy's route turns into a strategy tick.
 fn schedule_tick(delay: Duration) -> Directive {
-    // Placeholder until the agent branch lands Directive::Schedule.
-    Directive::Error {
-        error: Error::internal("schedule").with_detail("delay_ms", crate::exec::millis(delay)),
-        context: "schedule".into(),
-    }
+    Directive::schedule(delay, Signal::new(TICK_SIGNAL, Value::Null))
 }
 
 impl Strategy for BehaviorTree {
+    fn name(&self) -> &'static str {
+        MARKER
+    }
+
     fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
         let ours = matches!(
             agent.state().get(STRATEGY_KEY),
@@ -536,22 +547,16 @@ impl Strategy for BehaviorTree {
         details.insert("tick_count".into(), Value::from(bt.tick_count));
         details.insert("error".into(), bt.error);
         details.insert("tree_depth".into(), Value::from(self.tree.depth()));
-        Snapshot {
-            status,
-            done: matches!(status, SnapshotStatus::Success | SnapshotStatus::Failure),
-            result: (!bt.last_result.is_null()).then_some(bt.last_result),
-            details,
-        }
+        let mut snapshot = Snapshot::new(status);
+        snapshot.result = (!bt.last_result.is_null()).then_some(bt.last_result);
+        snapshot.details = details;
+        snapshot
     }
 
     fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
-        let route = |path: &str, target: RouteTarget| SignalRoute {
-            path: path.into(),
-            target,
-            priority: None,
-        };
+        let route = SignalRoute::new;
         vec![
-            route("jido.bt.tick", RouteTarget::StrategyTick),
+            route(TICK_SIGNAL, RouteTarget::StrategyTick),
             route(
                 "jido.bt.blackboard.put",
                 RouteTarget::StrategyCmd(CMD_BLACKBOARD_PUT.into()),

@@ -7,9 +7,10 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::action::DynAction;
+use crate::agent::{apply_state_op, deep_merge};
 use crate::context::Context;
 use crate::directive::Directive;
-use crate::effect::{Effect, StateOp};
+use crate::effect::Effect;
 use crate::error::Result;
 use crate::exec::{Exec, ExecOptions, Outcome};
 use crate::instruction::Instruction;
@@ -33,6 +34,8 @@ pub(crate) trait ActionRunner: Send + Sync {
 pub(crate) struct ExecRunner<'a> {
     pub(crate) exec: &'a Exec,
     pub(crate) opts: ExecOptions,
+    /// The strategy context's action context; each run replaces its state.
+    pub(crate) base: Context,
 }
 
 impl ActionRunner for ExecRunner<'_> {
@@ -48,7 +51,7 @@ impl ActionRunner for ExecRunner<'_> {
                 .with_params(params)
                 .with_opts(opts.or(&self.opts));
             self.exec
-                .execute(instruction, Context::new().with_state(state))
+                .execute(instruction, self.base.clone().with_state(state))
                 .await
         })
     }
@@ -70,66 +73,10 @@ pub(crate) fn apply_outcome(
     let mut directives = Vec::new();
     for effect in outcome.effects {
         match effect {
-            Effect::State(op) if ok => apply_op(state, op),
+            Effect::State(op) if ok => apply_state_op(state, op),
             Effect::State(_) => {}
             Effect::Directive(d) => directives.push(d),
         }
     }
     (outcome.result, directives)
-}
-
-/// Deep-merges `from` into `into`: objects merge key by key, anything else
-/// replaces.
-pub(crate) fn deep_merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
-    for (k, v) in from {
-        match (into.get_mut(&k), v) {
-            (Some(Value::Object(dst)), Value::Object(src)) => deep_merge(dst, src),
-            (_, v) => {
-                into.insert(k, v);
-            }
-        }
-    }
-}
-
-/// Applies one state operation.
-pub(crate) fn apply_op(state: &mut Map<String, Value>, op: StateOp) {
-    match op {
-        StateOp::SetState(m) => deep_merge(state, m),
-        StateOp::ReplaceState(m) => *state = m,
-        StateOp::DeleteKeys(keys) => {
-            for k in keys {
-                state.remove(&k);
-            }
-        }
-        StateOp::SetPath { path, value } => {
-            let Some((last, parents)) = path.split_last() else {
-                return;
-            };
-            let mut cur = state;
-            for p in parents {
-                let slot = cur
-                    .entry(p.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !slot.is_object() {
-                    *slot = Value::Object(Map::new());
-                }
-                let Value::Object(next) = slot else { return };
-                cur = next;
-            }
-            cur.insert(last.clone(), value);
-        }
-        StateOp::DeletePath(path) => {
-            let Some((last, parents)) = path.split_last() else {
-                return;
-            };
-            let mut cur = state;
-            for p in parents {
-                let Some(Value::Object(next)) = cur.get_mut(p) else {
-                    return;
-                };
-                cur = next;
-            }
-            cur.remove(last);
-        }
-    }
 }

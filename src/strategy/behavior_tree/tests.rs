@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
-use super::runner::{ActionRunner, apply_op, apply_outcome, deep_merge};
+use super::runner::{ActionRunner, apply_outcome};
 use super::tree::{TickCx, TreeState, resolve_params};
 use super::*;
 use crate::action::DynAction;
@@ -183,48 +183,17 @@ fn params_resolve_at_any_depth_and_missing_keys_are_null() {
 }
 
 #[test]
-fn state_ops_follow_jido() {
-    let mut s = json!({"a": {"b": 1, "c": [1]}, "d": 1})
-        .as_object()
-        .cloned()
-        .unwrap();
-    deep_merge(
-        &mut s,
-        json!({"a": {"c": [2], "e": 3}})
-            .as_object()
-            .cloned()
-            .unwrap(),
-    );
-    assert_eq!(
-        Value::Object(s.clone()),
-        json!({"a": {"b": 1, "c": [2], "e": 3}, "d": 1})
-    );
-    apply_op(
-        &mut s,
-        StateOp::SetPath {
-            path: vec!["d".into(), "x".into()],
-            value: json!(true),
-        },
-    );
-    assert_eq!(s["d"], json!({"x": true}));
-    apply_op(&mut s, StateOp::DeletePath(vec!["a".into(), "b".into()]));
-    apply_op(&mut s, StateOp::DeletePath(vec!["nope".into(), "b".into()]));
-    assert_eq!(
-        Value::Object(s.clone()),
-        json!({"a": {"c": [2], "e": 3}, "d": {"x": true}})
-    );
-    apply_op(&mut s, StateOp::ReplaceState(Map::new()));
-    assert!(s.is_empty());
+fn failed_outcome_applies_no_state_op() {
+    let mut s = Map::new();
     let (res, dirs) = apply_outcome(
         &mut s,
         Outcome {
-            result: Ok(Map::new()),
+            result: Err(Error::execution("x")),
             effects: vec![StateOp::SetState(json!({"k": 1}).as_object().cloned().unwrap()).into()],
             attempts: 1,
         },
     );
-    assert!(res.is_ok() && dirs.is_empty());
-    assert_eq!(s["k"], 1);
+    assert!(res.is_err() && dirs.is_empty() && s.is_empty());
 }
 
 #[tokio::test(start_paused = true)]
