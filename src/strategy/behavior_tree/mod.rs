@@ -101,8 +101,11 @@
 //! | `bt_reset` | — | halts the tree; blackboard back to the initial one; status idle; `last_result` and error cleared (`tick_count` kept) |
 //! | `bt_tick` | `{instructions?}` | forces a tick; a JSON `instructions` list is added to the pending ones |
 //!
-//! A command with bad params or an unknown name gives an Error directive
-//! (context `"bt_command"`) and changes nothing. Then **one tick** runs if
+//! A command with bad params (`"invalid bt_… params: …"`) or an unknown
+//! name (`"unknown strategy command: …"`) gives an Error directive (context
+//! `"strategy_command"`, validation error, `command` detail) and changes
+//! nothing. Effects carried by a strategy command are applied first (state
+//! operations) or returned (directives). Then **one tick** runs if
 //! `bt_tick` was given, if instructions ([`Command::Run`]) are pending, or
 //! if the command list is empty; so `[bt_halt]` alone halts without
 //! ticking. Before the tick the blackboard gets `instructions` (the pending
@@ -397,7 +400,7 @@ impl BehaviorTree {
                 Ok(false)
             }
             other => Err(
-                Error::validation(format!("unknown behaviour tree command: {other}"))
+                Error::validation(format!("unknown strategy command: {other}"))
                     .with_detail("command", other.to_owned()),
             ),
         }
