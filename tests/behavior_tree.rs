@@ -852,8 +852,9 @@ async fn action_results_merge_effects_apply_and_directives_return() {
     );
     let d = tick(&mut a).await;
     assert_eq!(a.state()["pos"], json!({"z": 0, "x": 1, "y": 2}));
-    // The action saw the state without the strategy's own key.
-    assert_eq!(a.state()["saw"], json!({"count": 4, "has_strategy": false}));
+    // The action saw the state as it was after the previous action (the
+    // strategy's key included, as under Direct).
+    assert_eq!(a.state()["saw"], json!({"count": 4, "has_strategy": true}));
     match &d[..] {
         [
             Directive::Schedule {

@@ -69,7 +69,9 @@
 //! (at any depth), or [`Param::FromBlackboard`], is replaced by the
 //! blackboard value under `key` (`null` when absent). The action runs
 //! through [`Exec::execute`](crate::exec::Exec::execute) with the agent
-//! state (without `__strategy__`) in its [`Context`](crate::Context) and
+//! state as it is at that point of the tick in its
+//! [`Context`](crate::Context) (as under the Direct strategy, that includes
+//! `__strategy__`, as stored before this `cmd`) and
 //! the node's [`ExecOptions`](crate::exec::ExecOptions) over the `cmd`'s.
 //! Success: the output is deep-merged into the agent state, the state
 //! operations among its effects are applied in order, its other effects
@@ -161,6 +163,7 @@ pub use node::{
 };
 pub use tree::Tree;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -421,13 +424,20 @@ impl BehaviorTree {
         pending: Vec<Value>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
-        let base = ctx.action_context(agent);
-        let state = agent.state_mut();
-        let strategy_state = state.remove(STRATEGY_KEY);
+        // The base context of every action run; each run sets the state as
+        // it is then (an Arc clone), so the agent state is copied only when
+        // an action keeps its context alive.
+        let base = ctx.action_context(agent).with_state(Arc::default());
+        let visible: Map<String, Value> = agent
+            .state()
+            .iter()
+            .filter(|(k, _)| k.as_str() != STRATEGY_KEY)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         bt.blackboard
             .insert("instructions".into(), Value::Array(pending));
         bt.blackboard
-            .insert("agent_state".into(), Value::Object(state.clone()));
+            .insert("agent_state".into(), Value::Object(visible));
         let mut ts = self.tree.state_from_json(Some(&bt.tree));
         let runner = ExecRunner {
             exec: ctx.exec(),
@@ -436,7 +446,7 @@ impl BehaviorTree {
         };
         let mut cx = TickCx {
             blackboard: &mut bt.blackboard,
-            state: &mut *state,
+            agent,
             directives: Vec::new(),
             runner: &runner,
             sequence: bt.tick_count,
@@ -448,9 +458,6 @@ impl BehaviorTree {
             wake,
             ..
         } = cx;
-        if let Some(s) = strategy_state {
-            state.insert(STRATEGY_KEY.into(), s);
-        }
         bt.blackboard.remove("instructions");
         bt.blackboard.remove("agent_state");
 

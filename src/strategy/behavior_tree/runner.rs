@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::action::DynAction;
-use crate::agent::{apply_state_op, deep_merge};
+use crate::agent::AgentState;
 use crate::context::Context;
 use crate::directive::Directive;
 use crate::effect::Effect;
@@ -57,26 +57,30 @@ impl ActionRunner for ExecRunner<'_> {
     }
 }
 
-/// Applies a run to the agent state as the Direct strategy does: on
-/// success the output is deep-merged, then the state operations are
-/// applied in order; the other effects are returned as directives. A failed
+/// Applies a run to the agent as the Direct strategy does: on success the
+/// output is deep-merged, then the state operations among the effects are
+/// applied in order and the other effects returned as directives. A failed
 /// run applies no state operation; the directives among its effects are
 /// still returned.
 pub(crate) fn apply_outcome(
-    state: &mut Map<String, Value>,
+    agent: &mut AgentState,
     outcome: Outcome,
 ) -> (Result<Map<String, Value>>, Vec<Directive>) {
-    let ok = outcome.result.is_ok();
-    if let Ok(output) = &outcome.result {
-        deep_merge(state, output.clone());
-    }
-    let mut directives = Vec::new();
-    for effect in outcome.effects {
-        match effect {
-            Effect::State(op) if ok => apply_state_op(state, op),
-            Effect::State(_) => {}
-            Effect::Directive(d) => directives.push(d),
+    match outcome.result {
+        Ok(output) => {
+            let directives = agent.apply_output(output.clone(), outcome.effects);
+            (Ok(output), directives)
+        }
+        Err(error) => {
+            let directives = outcome
+                .effects
+                .into_iter()
+                .filter_map(|e| match e {
+                    Effect::Directive(d) => Some(d),
+                    Effect::State(_) => None,
+                })
+                .collect();
+            (Err(error), directives)
         }
     }
-    (outcome.result, directives)
 }

@@ -78,16 +78,29 @@ impl ActionRunner for FakeRunner {
     }
 }
 
+struct Plain;
+impl crate::agent::Agent for Plain {
+    const NAME: &'static str = "plain";
+    type Schema = ();
+}
+
+fn agent_with(state: Value) -> AgentState {
+    let Value::Object(state) = state else {
+        panic!("object")
+    };
+    AgentState::new(Plain, crate::agent::AgentOptions::new().state(state))
+}
+
 async fn tick(
     tree: &Tree,
     ts: &mut TreeState,
     bb: &mut Blackboard,
-    state: &mut Map<String, Value>,
+    agent: &mut AgentState,
     runner: &FakeRunner,
 ) -> (Status, Vec<Directive>, Option<Duration>) {
     let mut cx = TickCx {
         blackboard: bb,
-        state,
+        agent,
         directives: Vec::new(),
         runner,
         sequence: 0,
@@ -124,15 +137,12 @@ async fn action_output_merges_and_effects_apply() {
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
     bb.insert("who".into(), json!("ann"));
-    let mut state = json!({"pos": {"z": 0}, "seen": true})
-        .as_object()
-        .cloned()
-        .unwrap();
+    let mut state = agent_with(json!({"pos": {"z": 0}, "seen": true}));
     let (status, directives, wake) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(status, Status::Success);
     assert_eq!(wake, None);
     assert_eq!(
-        Value::Object(state),
+        Value::Object(state.state().clone()),
         json!({"pos": {"z": 0, "x": 1, "y": 2}, "seen": true})
     );
     assert_eq!(bb["last_result"], json!({"pos": {"x": 1}}));
@@ -162,12 +172,15 @@ async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
     );
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
-    let mut state = json!({"a": 1, "b": 2}).as_object().cloned().unwrap();
+    let mut state = agent_with(json!({"a": 1, "b": 2}));
     let (status, directives, _) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(status, Status::Error(err.clone()));
     assert_eq!(bb["error"], err.to_envelope());
     assert!(!bb.contains_key("last_result"));
-    assert_eq!(Value::Object(state), json!({"a": 1, "b": 2}));
+    assert_eq!(
+        Value::Object(state.state().clone()),
+        json!({"a": 1, "b": 2})
+    );
     assert_eq!(directives.len(), 1);
 }
 
@@ -184,7 +197,7 @@ fn params_resolve_at_any_depth_and_missing_keys_are_null() {
 
 #[test]
 fn failed_outcome_applies_no_state_op() {
-    let mut s = Map::new();
+    let mut s = agent_with(json!({}));
     let (res, dirs) = apply_outcome(
         &mut s,
         Outcome {
@@ -193,7 +206,7 @@ fn failed_outcome_applies_no_state_op() {
             attempts: 1,
         },
     );
-    assert!(res.is_err() && dirs.is_empty() && s.is_empty());
+    assert!(res.is_err() && dirs.is_empty() && !s.state().contains_key("k"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -209,7 +222,7 @@ async fn memory_round_trips_through_json() {
     let runner = FakeRunner::default();
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
-    let mut state = Map::new();
+    let mut state = agent_with(json!({}));
     let (status, _, wake) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(
         (status, wake),

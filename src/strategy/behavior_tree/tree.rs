@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::node::{BLACKBOARD_REF, Blackboard, Kind, Leaf, LeafContext, Node, Predicate, Status};
 use super::runner::{ActionRunner, apply_outcome};
 use crate::action::DynAction;
+use crate::agent::AgentState;
 use crate::directive::Directive;
 use crate::error::{Error, Result};
 use crate::exec::ExecOptions;
@@ -526,7 +527,7 @@ impl Tree {
                     }
                 }
                 FlatKind::Condition(predicate) => {
-                    let (bb, state) = (&*cx.blackboard, &*cx.state);
+                    let (bb, state) = (&*cx.blackboard, cx.agent.state());
                     match std::panic::catch_unwind(AssertUnwindSafe(|| predicate(bb, state))) {
                         Ok(true) => Status::Success,
                         Ok(false) => Status::Failure,
@@ -552,9 +553,9 @@ impl Tree {
                     opts,
                 } => {
                     let params = resolve_params(params, cx.blackboard);
-                    let snapshot = Arc::new(cx.state.clone());
+                    let snapshot = Arc::clone(cx.agent.shared_state());
                     let outcome = cx.runner.run(action, params, *opts, snapshot).await;
-                    let (result, directives) = apply_outcome(cx.state, outcome);
+                    let (result, directives) = apply_outcome(cx.agent, outcome);
                     cx.directives.extend(directives);
                     match result {
                         Ok(output) => {
@@ -575,7 +576,7 @@ impl Tree {
                     let before = memory.clone();
                     let mut lcx = LeafContext {
                         blackboard: &mut *cx.blackboard,
-                        agent_state: &*cx.state,
+                        agent_state: cx.agent.state(),
                         sequence: cx.sequence,
                         directives: &mut cx.directives,
                         wake: &mut cx.wake,
@@ -723,7 +724,7 @@ enum Mem {
 /// Everything a tick threads through the nodes.
 pub(crate) struct TickCx<'a> {
     pub(crate) blackboard: &'a mut Blackboard,
-    pub(crate) state: &'a mut Map<String, Value>,
+    pub(crate) agent: &'a mut AgentState,
     pub(crate) directives: Vec<Directive>,
     pub(crate) runner: &'a dyn ActionRunner,
     pub(crate) sequence: u64,
