@@ -194,6 +194,51 @@ pub const CMD_RESET: &str = "bt_reset";
 const MARKER: &str = "behavior_tree";
 
 /// The behaviour-tree strategy. See the [module docs](self).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use jido::strategy::behavior_tree::*;
+/// use serde_json::{Value, json};
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct Charge { to: i64 }
+///
+/// struct ChargeBattery;
+/// impl Action for ChargeBattery {
+///     type Params = Charge;
+///     type Output = Value;
+///     const NAME: &'static str = "charge_battery";
+///     async fn run(&self, p: Charge, _: &Context) -> jido::Result<Value> {
+///         Ok(json!({"battery": p.to}))
+///     }
+/// }
+///
+/// struct Robot(BehaviorTree);
+/// impl Agent for Robot {
+///     const NAME: &'static str = "robot";
+///     type Schema = ();
+///     fn strategy(&self) -> DynStrategy { DynStrategy::new(self.0.clone()) }
+/// }
+///
+/// let tree = BehaviorTree::new(selector([
+///     condition("charged", |_, state| state["battery"].as_i64().unwrap_or(0) >= 20),
+///     sequence([
+///         wait(std::time::Duration::from_secs(1)).named("dock"),
+///         action(ChargeBattery).param("to", Param::from_blackboard("full")),
+///     ]),
+/// ]))?
+/// .with_blackboard([("full", json!(100))]);
+///
+/// let mut robot = AgentState::new(Robot(tree), AgentOptions::new().state(json!({"battery": 5}).as_object().unwrap().clone()));
+/// // First tick: not charged, docking has begun; the strategy asks for the next tick in 1 s.
+/// let directives = robot.tick(CmdOptions::new()).await;
+/// assert!(matches!(&directives[..], [Directive::Schedule { delay, .. }] if delay.as_secs() == 1));
+/// assert_eq!(robot.strategy_snapshot().status, SnapshotStatus::Running);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct BehaviorTree {
     tree: Tree,
