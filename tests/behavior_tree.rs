@@ -71,19 +71,30 @@ fn blackboard(agent: &AgentState) -> Value {
     bt_state(agent)["blackboard"].clone()
 }
 
-fn schedule_delay(directives: &[Directive]) -> Option<Duration> {
+/// The tick scheduled by `directives`: (delay, the `tick` token).
+fn scheduled(directives: &[Directive]) -> Option<(Duration, u64)> {
     let mut found = None;
     for d in directives {
         if let Directive::Schedule { delay, message } = d {
             let ScheduledMessage::Signal(signal) = message else {
-                panic!("schedule of a non-signal: {message:?}")
+                continue;
             };
-            assert_eq!(signal.ty(), "jido.bt.tick");
+            assert_eq!(signal.ty(), "jido.bt.scheduled_tick");
             assert!(found.is_none(), "two schedules in one cmd");
-            found = Some(*delay);
+            let tick = signal.data().unwrap()["tick"].as_u64().unwrap();
+            found = Some((*delay, tick));
         }
     }
     found
+}
+
+fn schedule_delay(directives: &[Directive]) -> Option<Duration> {
+    scheduled(directives).map(|(d, _)| d)
+}
+
+/// Feeds back the tick a previous cmd scheduled.
+async fn scheduled_tick(agent: &mut AgentState, token: u64) -> Vec<Directive> {
+    command(agent, CMD_SCHEDULED_TICK, json!({ "tick": token })).await
 }
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -546,19 +557,21 @@ async fn wait_follows_the_paused_clock_and_sets_the_schedule() {
     ]));
     let d = tick(&mut a).await;
     assert_eq!(
-        (outcome(&a), schedule_delay(&d)),
-        ("running", Some(Duration::from_millis(500)))
+        (outcome(&a), scheduled(&d)),
+        ("running", Some((Duration::from_millis(500), 1)))
     );
+    // An early forced tick: still running, the rest of the wait is scheduled.
     tokio::time::advance(Duration::from_millis(200)).await;
     let d = tick(&mut a).await;
     assert_eq!(
-        (outcome(&a), schedule_delay(&d)),
-        ("running", Some(Duration::from_millis(300)))
+        (outcome(&a), scheduled(&d)),
+        ("running", Some((Duration::from_millis(300), 2)))
     );
     assert!(take(&log).is_empty());
+    // The scheduled tick, when it is due.
     tokio::time::advance(Duration::from_millis(300)).await;
-    let d = tick(&mut a).await;
-    assert_eq!((outcome(&a), schedule_delay(&d)), ("success", None));
+    let d = scheduled_tick(&mut a, 2).await;
+    assert_eq!((outcome(&a), scheduled(&d)), ("success", None));
     assert_eq!(take(&log), vec!["after"]);
     assert_eq!(tick_count(&a), 3);
 }
@@ -595,6 +608,44 @@ async fn schedule_delay_is_the_shortest_wake_else_tick_interval() {
         schedule_delay(&tick(&mut a).await),
         Some(Duration::from_secs(2))
     );
+}
+
+#[tokio::test]
+async fn scheduled_ticks_run_only_while_current() {
+    let log = log();
+    let mut a = agent_of(sequence([
+        script(&log, "a", &[St::S]),
+        script(&log, "b", &[St::R]),
+    ]));
+    let first = scheduled(&tick(&mut a).await).unwrap();
+    assert_eq!(first, (Duration::ZERO, 1));
+    assert_eq!(take(&log), vec!["a", "b"]);
+
+    // The current token ticks and schedules the next one.
+    let second = scheduled(&scheduled_tick(&mut a, first.1).await).unwrap();
+    assert_eq!(second, (Duration::ZERO, 2));
+    assert_eq!(take(&log), vec!["b"]);
+
+    // A stale token (another tick came in between) does nothing.
+    let third = scheduled(&tick(&mut a).await).unwrap();
+    take(&log);
+    assert!(scheduled_tick(&mut a, second.1).await.is_empty());
+    assert!(take(&log).is_empty());
+    assert_eq!(tick_count(&a), 3);
+
+    // After a halt, even the current token does nothing: a halted tree stays halted.
+    command(&mut a, CMD_HALT, json!({})).await;
+    take(&log);
+    assert!(scheduled_tick(&mut a, third.1).await.is_empty());
+    assert_eq!(
+        (outcome(&a), take(&log), tick_count(&a)),
+        ("idle", vec![], 3)
+    );
+
+    // A bad token is a command error.
+    let d = command(&mut a, CMD_SCHEDULED_TICK, json!({"tick": "x"})).await;
+    assert!(matches!(&d[..], [Directive::Error { error, .. }]
+        if error.message() == "invalid bt_scheduled_tick params: tick must be a non-negative integer"));
 }
 
 #[tokio::test]
@@ -1078,8 +1129,10 @@ async fn tree_memory_survives_checkpoint_and_restore() {
     assert_eq!(take(&log), vec!["a", "b", "b"]);
     let checkpoint = a.checkpoint();
     let mut restored = AgentState::restore(BtAgent(bt.clone()), &checkpoint).unwrap();
-    // The runtime's init after a restore keeps the tree's state.
-    restored.init_strategy(CmdOptions::new());
+    // The runtime's init after a restore keeps the tree's state and, as the
+    // tree was running, schedules an immediate tick.
+    let d = restored.init_strategy(CmdOptions::new());
+    assert_eq!(scheduled(&d), Some((Duration::ZERO, 2)));
     assert_eq!(bt_state(&restored), bt_state(&a));
     tick(&mut restored).await;
     assert_eq!(
@@ -1090,7 +1143,7 @@ async fn tree_memory_survives_checkpoint_and_restore() {
 }
 
 #[test]
-fn signal_routes_are_the_five_bt_routes() {
+fn signal_routes_are_the_bt_routes() {
     let a = agent_of(wait(Duration::ZERO));
     let routes: Vec<(String, String, Option<i32>)> = a
         .signal_routes()
@@ -1121,6 +1174,11 @@ fn signal_routes_are_the_five_bt_routes() {
             ),
             ("jido.bt.halt".into(), "bt_halt".into(), p),
             ("jido.bt.reset".into(), "bt_reset".into(), p),
+            (
+                "jido.bt.scheduled_tick".into(),
+                "bt_scheduled_tick".into(),
+                p
+            ),
         ]
     );
 }

@@ -102,13 +102,14 @@
 //! | `bt_halt` | — | halts the tree; status idle; error cleared |
 //! | `bt_reset` | — | halts the tree; blackboard back to the initial one; status idle; `last_result` and error cleared (`tick_count` kept) |
 //! | `bt_tick` | `{instructions?}` | forces a tick; a JSON `instructions` list is added to the pending ones |
+//! | `bt_scheduled_tick` | `{tick}` | the tick a running tree scheduled: forces a tick only if the tree is still running and `tick` is the current `tick_count` (nothing ticked, halted or reset since); else nothing |
 //!
 //! A command with bad params (`"invalid bt_… params: …"`) or an unknown
 //! name (`"unknown strategy command: …"`) gives an Error directive (context
 //! `"strategy_command"`, validation error, `command` detail) and changes
 //! nothing. Effects carried by a strategy command are applied first (state
 //! operations) or returned (directives). Then **one tick** runs if
-//! `bt_tick` was given, if instructions ([`Command::Run`]) are pending, or
+//! `bt_tick` (or a current `bt_scheduled_tick`) was given, if instructions ([`Command::Run`]) are pending, or
 //! if the command list is empty; so `[bt_halt]` alone halts without
 //! ticking. Before the tick the blackboard gets `instructions` (the pending
 //! instructions as `{id, action, params}` JSON) and `agent_state` (the
@@ -119,7 +120,10 @@
 //! After the tick: success → status success; failure → failure; error →
 //! **failure** with the error envelope kept as `error` (and in the
 //! snapshot's `details.error`); running → running and a
-//! [`Directive::Schedule`] of a strategy tick. Its delay is the shortest
+//! [`Directive::Schedule`] of a `jido.bt.scheduled_tick` signal
+//! `{"tick": tick_count}`, routed to `bt_scheduled_tick`: a halt, a reset
+//! or any other tick in the meantime makes it a no-op, so a halted tree
+//! stays halted and schedules never pile up. Its delay is the shortest
 //! one asked for by the running nodes (the time left of a [`wait`], 0 after
 //! a [`repeat`] or [`retry`] step, what a [`Leaf`] gave to
 //! [`LeafContext::wake_in`]), else `tick_interval`. With
@@ -141,16 +145,19 @@
 //! process starts again; and memory written for a tree with a different
 //! number of nodes is discarded (the tree starts fresh). [`Strategy::init`]
 //! leaves an existing behaviour-tree state alone, so a restored agent keeps
-//! its tree, blackboard and status.
+//! its tree, blackboard and status; if that tree was running, `init`
+//! returns a Schedule of an immediate tick so it resumes when the runtime
+//! starts the agent.
 //!
 //! Snapshot: success and failure are done, running is running, idle is
 //! idle, an unknown status reads as failure; `result` is `last_result`;
 //! `details` are `tick_count`, `error` and `tree_depth`. No state yet →
 //! idle with `tick_count` 0.
 //!
-//! Signal routes (priority 50): `jido.bt.tick` → strategy tick,
-//! `jido.bt.blackboard.put`, `jido.bt.blackboard.merge`, `jido.bt.halt`,
-//! `jido.bt.reset` → the matching command.
+//! Signal routes (priority 50): `jido.bt.tick` → strategy tick (a forced
+//! tick), `jido.bt.blackboard.put`, `jido.bt.blackboard.merge`,
+//! `jido.bt.halt`, `jido.bt.reset`, `jido.bt.scheduled_tick` → the matching
+//! command.
 
 mod node;
 mod runner;
@@ -176,8 +183,7 @@ use crate::error::{Error, Result};
 use crate::signal::Signal;
 use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 
-/// The signal type of a tick (routed to a strategy tick; also what the
-/// Schedule directive of a running tree delivers).
+/// The signal type of a forced tick (routed to a strategy tick).
 pub const TICK_SIGNAL: &str = "jido.bt.tick";
 /// Command: force a tick (`{instructions?}`).
 pub const CMD_TICK: &str = "bt_tick";
@@ -189,6 +195,14 @@ pub const CMD_BLACKBOARD_MERGE: &str = "bt_blackboard_merge";
 pub const CMD_HALT: &str = "bt_halt";
 /// Command: halt, restore the initial blackboard, clear result and error.
 pub const CMD_RESET: &str = "bt_reset";
+/// Command: the tick a running tree scheduled (`{tick}`). It ticks only
+/// when the tree is still running and `tick` equals the current
+/// `tick_count`, i.e. no other tick, halt or reset came in between; else
+/// it does nothing.
+pub const CMD_SCHEDULED_TICK: &str = "bt_scheduled_tick";
+/// The signal type of the Schedule directive of a running tree (routed to
+/// [`CMD_SCHEDULED_TICK`]).
+pub const SCHEDULED_TICK_SIGNAL: &str = "jido.bt.scheduled_tick";
 
 /// The `module` marker written under `__strategy__`.
 const MARKER: &str = "behavior_tree";
@@ -421,6 +435,12 @@ impl BehaviorTree {
                 }
                 Ok(true)
             }
+            CMD_SCHEDULED_TICK => {
+                let Some(tick) = params.get("tick").and_then(Value::as_u64) else {
+                    return Err(bad("tick must be a non-negative integer"));
+                };
+                Ok(bt.status == "running" && tick == bt.tick_count)
+            }
             CMD_BLACKBOARD_PUT => {
                 let Some(key) = params.get("key").and_then(Value::as_str) else {
                     return Err(bad("key must be a string"));
@@ -528,7 +548,10 @@ impl BehaviorTree {
             .cloned()
             .unwrap_or(Value::Null);
         if status == Status::Running {
-            directives.push(schedule_tick(wake.unwrap_or(self.tick_interval)));
+            directives.push(schedule_tick(
+                wake.unwrap_or(self.tick_interval),
+                bt.tick_count,
+            ));
         }
         directives
     }
@@ -543,10 +566,16 @@ struct BtState {
     tree: Value,
 }
 
-/// The Schedule directive of the next tick: a `jido.bt.tick` signal to
-/// the agent itself, which the strategy's route turns into a strategy tick.
-fn schedule_tick(delay: Duration) -> Directive {
-    Directive::schedule(delay, Signal::new(TICK_SIGNAL, Value::Null))
+/// The Schedule directive of the next tick: a `jido.bt.scheduled_tick`
+/// signal `{"tick": tick_count}` to the agent itself, which the strategy's
+/// route turns into the `bt_scheduled_tick` command.
+fn schedule_tick(delay: Duration, tick_count: u64) -> Directive {
+    let mut data = Map::with_capacity(1);
+    data.insert("tick".into(), Value::from(tick_count));
+    Directive::schedule(
+        delay,
+        Signal::new(SCHEDULED_TICK_SIGNAL, Value::Object(data)),
+    )
 }
 
 impl Strategy for BehaviorTree {
@@ -563,8 +592,15 @@ impl Strategy for BehaviorTree {
             let mut bt = self.fresh();
             bt.tree = self.tree.state_to_json(&self.tree.new_state());
             Self::store(agent.state_mut(), bt);
+            return Vec::new();
         }
-        Vec::new()
+        // A restored agent whose tree was running resumes on its own.
+        let bt = self.load(agent.state());
+        if bt.status == "running" {
+            vec![schedule_tick(Duration::ZERO, bt.tick_count)]
+        } else {
+            Vec::new()
+        }
     }
 
     async fn cmd(
@@ -586,15 +622,8 @@ impl Strategy for BehaviorTree {
             Some(Value::Object(s)) if s.get("module").and_then(Value::as_str) == Some(MARKER)
         );
         let bt = self.load(agent.state());
-        let status = match bt.status.as_str() {
-            "idle" => SnapshotStatus::Idle,
-            "running" => SnapshotStatus::Running,
-            "waiting" => SnapshotStatus::Waiting,
-            "success" => SnapshotStatus::Success,
-            _ => SnapshotStatus::Failure,
-        };
         let status = if has_state {
-            status
+            SnapshotStatus::parse(&bt.status).unwrap_or(SnapshotStatus::Failure)
         } else {
             SnapshotStatus::Idle
         };
@@ -622,6 +651,10 @@ impl Strategy for BehaviorTree {
             ),
             route("jido.bt.halt", RouteTarget::StrategyCmd(CMD_HALT.into())),
             route("jido.bt.reset", RouteTarget::StrategyCmd(CMD_RESET.into())),
+            route(
+                SCHEDULED_TICK_SIGNAL,
+                RouteTarget::StrategyCmd(CMD_SCHEDULED_TICK.into()),
+            ),
         ]
     }
 }
