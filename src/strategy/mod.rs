@@ -86,6 +86,7 @@
 //! # }
 //! ```
 
+pub mod behavior_tree;
 mod direct;
 mod fsm;
 
