@@ -90,6 +90,7 @@ pub mod behavior_tree;
 mod direct;
 mod fsm;
 
+pub use behavior_tree::BehaviorTree;
 pub use direct::Direct;
 pub use fsm::{FSM_RESULT_ACTION, Fsm};
 
