@@ -45,18 +45,25 @@ pub mod signal;
 pub mod strategy;
 
 pub use action::{Action, DynAction};
+pub use agent::{Agent, AgentState};
 pub use context::Context;
+pub use directive::Directive;
 pub use error::{Error, ErrorKind, Result};
 pub use instruction::Instruction;
 
 /// The items most programs need.
 pub mod prelude {
     pub use crate::action::{Action, ActionMetadata, Compensation, DynAction};
+    pub use crate::agent::{Agent, AgentOptions, AgentState, CmdOptions};
     pub use crate::context::Context;
+    pub use crate::directive::Directive;
     pub use crate::effect::{Effect, StateOp};
     pub use crate::error::{Error, ErrorKind};
     pub use crate::exec::{Exec, ExecOptions};
     pub use crate::instruction::{Instruction, IntoInstructions};
+    pub use crate::strategy::{
+        Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus, Strategy,
+    };
 }
 
 /// The README's code samples, compiled and run as doctests.

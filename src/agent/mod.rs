@@ -1,8 +1,63 @@
-//! Agents: plain data whose `cmd` returns directives.
+//! Agents: plain data whose `cmd` runs actions and returns directives.
 //!
-//! (Skeleton: the full agent value, state operations, hooks and
-//! checkpoints land with the agent work. The names below are kept.)
+//! An agent has two parts:
+//!
+//! * a **definition**, a type implementing [`Agent`]: name and metadata, an
+//!   optional typed state schema, the [strategy](crate::strategy) that runs
+//!   its instructions, its signal routes and hooks;
+//! * a **value**, [`AgentState`]: an id, the state (a JSON object) and the
+//!   definition, type-erased, so agents of every type look the same to the
+//!   runtime and can travel inside a [`Directive::SpawnAgent`].
+//!
+//! [`AgentState::cmd`] runs instructions through the strategy with no actor
+//! involved: action outputs are deep-merged into the state, state
+//! operations edit it, and every other effect comes back as a
+//! [`Directive`] for the runtime.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+//! use jido::prelude::*;
+//! use serde_json::json;
+//!
+//! #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+//! struct Amount { by: i64 }
+//!
+//! struct Increment;
+//! impl Action for Increment {
+//!     type Params = Amount;
+//!     type Output = serde_json::Value;
+//!     const NAME: &'static str = "increment";
+//!     async fn run(&self, p: Amount, ctx: &Context) -> jido::Result<serde_json::Value> {
+//!         let count = ctx.state().and_then(|s| s["count"].as_i64()).unwrap_or(0);
+//!         Ok(json!({"count": count + p.by}))
+//!     }
+//! }
+//!
+//! #[derive(Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! struct Counter { count: i64 }
+//!
+//! struct CounterAgent;
+//! impl Agent for CounterAgent {
+//!     const NAME: &'static str = "counter";
+//!     type Schema = Counter;
+//! }
+//!
+//! let mut agent = AgentState::new(CounterAgent, AgentOptions::new().id("c1"));
+//! let directives = agent.cmd((Increment, json!({"by": 2})), ExecOptions::new()).await;
+//! assert!(directives.is_empty());
+//! assert_eq!(agent.state_as::<Counter>()?.count, 2);
+//! # Ok(()) }
+//! ```
 
+mod erased;
+mod ops;
+
+pub(crate) use ops::{apply_effects, external_directives};
+pub use ops::{apply_state_op, deep_merge};
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -11,14 +66,40 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::action::DynAction;
-use crate::directive::Directive;
-use crate::error::Result;
-use crate::strategy::{Command, DynStrategy};
+use crate::directive::{Directive, error_context};
+use crate::effect::{Effect, StateOp};
+use crate::error::{Error, Result};
+use crate::exec::{Exec, ExecOptions};
+use crate::signal::Signal;
+use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, StrategyContext};
+
+use erased::{Definition, ErasedAgent};
+
+/// Reserved state key holding the strategy's own state.
+pub const STRATEGY_KEY: &str = "__strategy__";
+/// Reserved state key holding the parent reference (`{id, tag, meta}`),
+/// written by the runtime while the agent has a live parent.
+pub const PARENT_KEY: &str = "__parent__";
+/// Reserved state key holding the former parent reference after the
+/// parent died and the agent continued as an orphan.
+pub const ORPHANED_FROM_KEY: &str = "__orphaned_from__";
+/// Every reserved state key. Strict validation keeps them.
+pub const RESERVED_KEYS: [&str; 3] = [STRATEGY_KEY, PARENT_KEY, ORPHANED_FROM_KEY];
 
 /// A typed state schema: defaults, validation and typed reads. `()` means
 /// no schema.
-pub trait StateSchema: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema for T {}
+///
+/// Implemented for every `Default + Serialize + DeserializeOwned +
+/// JsonSchema` type. The schema's `Default` value, serialised, gives the
+/// state's defaults; it should serialise to a JSON object.
+pub trait StateSchema:
+    Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
+{
+}
+impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema
+    for T
+{
+}
 
 /// What a route sends a matching signal to.
 #[non_exhaustive]
@@ -46,8 +127,55 @@ pub struct SignalRoute {
     pub priority: Option<i32>,
 }
 
+impl SignalRoute {
+    /// A route from `path` to `target` with the source's default priority.
+    pub fn new(path: impl Into<String>, target: RouteTarget) -> Self {
+        Self {
+            path: path.into(),
+            target,
+            priority: None,
+        }
+    }
+
+    /// A route from `path` to `action` (the signal's data as params).
+    pub fn action(path: impl Into<String>, action: impl Into<DynAction>) -> Self {
+        Self::new(path, RouteTarget::Action(action.into()))
+    }
+
+    /// Sets the priority.
+    #[must_use]
+    pub fn with_priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+}
+
+/// Default route priority of an agent's own routes.
+pub const AGENT_ROUTE_PRIORITY: i32 = 0;
+/// Default route priority of a strategy's routes.
+pub const STRATEGY_ROUTE_PRIORITY: i32 = 50;
+
+/// An agent type's static metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentMetadata {
+    /// Name, matching `^[a-zA-Z][a-zA-Z0-9_]*$`.
+    pub name: &'static str,
+    /// Description.
+    pub description: &'static str,
+    /// Category.
+    pub category: &'static str,
+    /// Tags.
+    pub tags: &'static [&'static str],
+    /// Version (also the checkpoint version).
+    pub version: &'static str,
+}
+
 /// An agent definition: metadata, state schema, strategy, routes and
 /// hooks. The agent value is [`AgentState`].
+///
+/// Only [`NAME`](Agent::NAME) and [`Schema`](Agent::Schema) are required.
+/// The definition is a value: a unit struct for most agents, or a struct
+/// holding configuration the strategy or hooks read.
 pub trait Agent: Send + Sync + 'static {
     /// Name, matching `^[a-zA-Z][a-zA-Z0-9_]*$`.
     const NAME: &'static str;
@@ -63,43 +191,218 @@ pub trait Agent: Send + Sync + 'static {
     /// The typed state schema (`()` for none).
     type Schema: StateSchema;
 
-    /// The strategy (Direct by default).
-    fn strategy(&self) -> DynStrategy;
+    /// The strategy with its options. Called once, when an [`AgentState`]
+    /// is created. Defaults to [`Direct`](crate::strategy::Direct).
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(crate::strategy::Direct)
+    }
 
     /// Signal routes of the agent (priority 0 by default).
     fn signal_routes(&self) -> Vec<SignalRoute> {
         Vec::new()
     }
 
-    /// Called before `cmd` runs the commands; may rewrite them.
+    /// Called by `cmd` after normalisation, before the strategy runs; may
+    /// rewrite the commands or the agent.
     ///
     /// # Errors
     ///
-    /// An error aborts the `cmd` with an Error directive.
-    fn on_before_cmd(&self, agent: &mut AgentState, commands: Vec<Command>) -> Result<Vec<Command>> {
+    /// An error ends the `cmd` with one Error directive (context
+    /// `"on_before_cmd"`); changes the hook made to the agent stay.
+    fn on_before_cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+    ) -> Result<Vec<Command>> {
         let _ = agent;
         Ok(commands)
     }
 
-    /// Called after `cmd` with the directives; may rewrite them.
+    /// Called at the end of `cmd` with the directives; may rewrite them or
+    /// the agent.
     fn on_after_cmd(&self, agent: &mut AgentState, directives: Vec<Directive>) -> Vec<Directive> {
         let _ = agent;
         directives
     }
+
+    /// The agent type's metadata.
+    fn metadata() -> AgentMetadata
+    where
+        Self: Sized,
+    {
+        AgentMetadata {
+            name: Self::NAME,
+            description: Self::DESCRIPTION,
+            category: Self::CATEGORY,
+            tags: Self::TAGS,
+            version: Self::VERSION,
+        }
+    }
+}
+
+/// How to create an [`AgentState`]: its id and initial state.
+///
+/// ```
+/// use jido::agent::AgentOptions;
+/// use serde_json::json;
+///
+/// let opts = AgentOptions::new()
+///     .id("order-7")
+///     .state(json!({"total": 0}).as_object().unwrap().clone());
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    id: Option<String>,
+    state: Map<String, Value>,
+}
+
+impl AgentOptions {
+    /// No id (a UUIDv7 is generated) and no initial state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The agent's id; an empty id counts as none.
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Initial state, merged (shallowly) over the schema's defaults.
+    #[must_use]
+    pub fn state(mut self, state: Map<String, Value>) -> Self {
+        self.state = state;
+        self
+    }
+}
+
+/// What `cmd` runs with besides its input: options for every instruction,
+/// the executor, and the signal being handled.
+///
+/// `ExecOptions` converts into it, so `agent.cmd(x, ExecOptions::new())`
+/// works.
+#[derive(Debug, Clone, Default)]
+pub struct CmdOptions {
+    exec_options: ExecOptions,
+    exec: Option<Exec>,
+    signal: Option<Signal>,
+}
+
+impl CmdOptions {
+    /// Jido's defaults, the global executor, no signal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Options applied to every instruction (they win over the
+    /// instruction's own).
+    #[must_use]
+    pub fn exec_options(mut self, opts: ExecOptions) -> Self {
+        self.exec_options = opts;
+        self
+    }
+
+    /// The executor actions run on (default: [`Exec::global`]).
+    #[must_use]
+    pub fn exec(mut self, exec: Exec) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// The signal that caused this `cmd` (set by the runtime).
+    #[must_use]
+    pub fn signal(mut self, signal: Signal) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+}
+
+impl From<ExecOptions> for CmdOptions {
+    fn from(opts: ExecOptions) -> Self {
+        Self::new().exec_options(opts)
+    }
 }
 
 /// The agent value: an id, a JSON-object state and its definition.
+///
+/// Cloning is cheap: the state is shared until one of the clones changes
+/// it.
 #[derive(Clone)]
 pub struct AgentState {
     id: String,
-    state: Map<String, Value>,
-    def: Arc<dyn std::any::Any + Send + Sync>,
+    state: Arc<Map<String, Value>>,
+    def: Arc<dyn ErasedAgent>,
+    ext: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl AgentState {
+    /// Creates an agent of type `A`.
+    ///
+    /// * The id is `opts`' id, or a new UUIDv7 when it is missing or empty.
+    /// * The state is the schema's defaults, then `opts`' state on top
+    ///   (shallow: a top-level key of `opts` replaces the default).
+    /// * The strategy's [`init`](crate::strategy::Strategy::init) runs and
+    ///   **its directives are dropped**, as in Jido; the runtime calls
+    ///   [`AgentState::init_strategy`] again when it starts the agent and
+    ///   executes those directives.
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// #[derive(Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    /// struct Order { total: i64, status: String }
+    ///
+    /// struct OrderAgent;
+    /// impl Agent for OrderAgent { const NAME: &'static str = "order"; type Schema = Order; }
+    ///
+    /// let state = serde_json::json!({"total": 5}).as_object().unwrap().clone();
+    /// let agent = AgentState::new(OrderAgent, AgentOptions::new().state(state));
+    /// assert_eq!(agent.id().len(), 36);
+    /// assert_eq!(agent.state()["total"], 5);
+    /// assert_eq!(agent.state()["status"], "");
+    /// ```
+    pub fn new<A: Agent>(agent: A, opts: AgentOptions) -> Self {
+        let def = Definition::new(agent);
+        let mut state = def.schema_defaults().clone();
+        state.extend(opts.state);
+        let id = match opts.id {
+            Some(id) if !id.is_empty() => id,
+            _ => uuid::Uuid::now_v7().to_string(),
+        };
+        let mut agent = Self {
+            id,
+            state: Arc::new(state),
+            def: Arc::new(def),
+            ext: None,
+        };
+        let _dropped = agent.init_strategy(CmdOptions::new());
+        agent
+    }
+
     /// The agent's id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The agent type's name.
+    pub fn name(&self) -> &'static str {
+        self.def.metadata().name
+    }
+
+    /// The agent type's metadata.
+    pub fn metadata(&self) -> AgentMetadata {
+        self.def.metadata()
+    }
+
+    /// Whether the agent is of type `A`.
+    pub fn is<A: Agent>(&self) -> bool {
+        self.def.definition().is::<A>()
+    }
+
+    /// The definition, when the agent is of type `A`.
+    pub fn definition<A: Agent>(&self) -> Option<&A> {
+        self.def.definition().downcast_ref::<A>()
     }
 
     /// The state.
@@ -107,21 +410,468 @@ impl AgentState {
         &self.state
     }
 
-    /// The state, mutably.
-    pub fn state_mut(&mut self) -> &mut Map<String, Value> {
-        &mut self.state
+    /// The state as a shared pointer (what actions see through
+    /// [`Context::state`](crate::Context::state)).
+    pub fn shared_state(&self) -> &Arc<Map<String, Value>> {
+        &self.state
     }
 
-    #[allow(dead_code)]
-    pub(crate) fn def(&self) -> &Arc<dyn std::any::Any + Send + Sync> {
-        &self.def
+    /// The state, mutably (copied first if shared with a clone).
+    pub fn state_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(&mut self.state)
+    }
+
+    /// Replaces the whole state.
+    pub fn replace_state(&mut self, state: Map<String, Value>) {
+        self.state = Arc::new(state);
+    }
+
+    /// Deep-merges `attrs` into the state (see [`deep_merge`]): nested
+    /// objects merge, any other value replaces.
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+    /// use serde_json::json;
+    ///
+    /// let mut agent = AgentState::new(A, AgentOptions::new());
+    /// agent.set(json!({"cfg": {"a": 1, "b": [1]}}).as_object().unwrap().clone());
+    /// agent.set(json!({"cfg": {"b": [2]}}).as_object().unwrap().clone());
+    /// assert_eq!(agent.state()["cfg"], json!({"a": 1, "b": [2]}));
+    /// ```
+    pub fn set(&mut self, attrs: Map<String, Value>) {
+        deep_merge(self.state_mut(), attrs);
+    }
+
+    /// Applies one state operation (see [`apply_state_op`]).
+    pub fn apply_state_op(&mut self, op: StateOp) {
+        apply_state_op(self.state_mut(), op);
+    }
+
+    /// Applies the state operations among `effects` in order and returns
+    /// the other effects as directives, in order.
+    pub fn apply_effects(&mut self, effects: Vec<Effect>) -> Vec<Directive> {
+        if effects.is_empty() {
+            return Vec::new();
+        }
+        apply_effects(self.state_mut(), effects)
+    }
+
+    /// Applies a successful action result: deep-merges `output` into the
+    /// state, then applies `effects` (see [`AgentState::apply_effects`]).
+    pub fn apply_output(
+        &mut self,
+        output: Map<String, Value>,
+        effects: Vec<Effect>,
+    ) -> Vec<Directive> {
+        if !output.is_empty() {
+            deep_merge(self.state_mut(), output);
+        }
+        self.apply_effects(effects)
+    }
+
+    /// Checks the state against the schema, keeping keys the schema does
+    /// not know. Values the schema normalises (defaults of missing fields)
+    /// are written back. An agent without a schema always passes.
+    ///
+    /// # Errors
+    ///
+    /// A validation error "state validation failed: <path>: <reason>" with
+    /// `path` and `reason` details; the state is left unchanged.
+    pub fn validate(&mut self) -> Result<()> {
+        self.validate_with(false)
+    }
+
+    /// Like [`AgentState::validate`], but drops every key the schema does
+    /// not know (the [reserved keys](RESERVED_KEYS) are kept).
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentState::validate`].
+    pub fn validate_strict(&mut self) -> Result<()> {
+        self.validate_with(true)
+    }
+
+    fn validate_with(&mut self, strict: bool) -> Result<()> {
+        let Some(known) = self.def.validate(&self.state)? else {
+            return Ok(());
+        };
+        let state = self.state_mut();
+        if strict {
+            let reserved: Vec<(String, Value)> = RESERVED_KEYS
+                .iter()
+                .filter_map(|k| state.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                .collect();
+            *state = known;
+            state.extend(reserved);
+        } else {
+            state.extend(known);
+        }
+        Ok(())
+    }
+
+    /// Reads the state as a `T` (usually the agent's schema).
+    ///
+    /// # Errors
+    ///
+    /// A validation error naming the failing field in its `path` detail.
+    pub fn state_as<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_path_to_error::deserialize(&*self.state).map_err(|err| {
+            let path = err.path().to_string();
+            let reason = err.into_inner().to_string();
+            Error::validation(format!("invalid state: {path}: {reason}"))
+                .with_detail("path", path)
+                .with_detail("reason", reason)
+        })
+    }
+
+    /// The JSON Schema of the agent's state schema, or `None` without one.
+    pub fn state_schema(&self) -> Option<Value> {
+        self.def.state_schema()
+    }
+
+    /// The id of the live parent (`__parent__.id`), if any.
+    pub fn parent_id(&self) -> Option<&str> {
+        self.state
+            .get(PARENT_KEY)?
+            .get("id")?
+            .as_str()
+            .filter(|id| !id.is_empty())
+    }
+
+    /// A checkpoint: `{"version", "agent", "id", "state"}` where `version`
+    /// and `agent` are the agent type's [`VERSION`](Agent::VERSION) and
+    /// [`NAME`](Agent::NAME). Strategy data kept outside the JSON state
+    /// ([`AgentState::strategy_ext`]) is not included.
+    pub fn checkpoint(&self) -> Value {
+        let meta = self.def.metadata();
+        serde_json::json!({
+            "version": meta.version,
+            "agent": meta.name,
+            "id": self.id,
+            "state": &*self.state,
+        })
+    }
+
+    /// Rebuilds an agent of type `A` from a [checkpoint](AgentState::checkpoint):
+    /// creates it with the checkpoint's id (the strategy's `init` runs, its
+    /// directives dropped), then merges the checkpoint's state over the
+    /// new state (shallow: the checkpoint wins).
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+    /// # struct B; impl Agent for B { const NAME: &'static str = "b"; type Schema = (); }
+    /// let mut agent = AgentState::new(A, AgentOptions::new().id("a1"));
+    /// agent.state_mut().insert("n".into(), 1.into());
+    /// let saved = agent.checkpoint();
+    ///
+    /// let back = AgentState::restore(A, &saved).unwrap();
+    /// assert_eq!((back.id(), &back.state()["n"]), ("a1", &1.into()));
+    /// assert!(AgentState::restore(B, &saved).is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A validation error when the checkpoint is not of the documented
+    /// shape ("invalid checkpoint"), belongs to another agent type
+    /// ("checkpoint is for another agent") or another version
+    /// ("checkpoint version mismatch"); details `expected` and `got`.
+    pub fn restore<A: Agent>(agent: A, checkpoint: &Value) -> Result<Self> {
+        let invalid = |what: &str| {
+            Error::validation("invalid checkpoint").with_detail("reason", what.to_owned())
+        };
+        let obj = checkpoint
+            .as_object()
+            .ok_or_else(|| invalid("expected a JSON object"))?;
+        let name = obj
+            .get("agent")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("missing agent"))?;
+        if name != A::NAME {
+            return Err(Error::validation("checkpoint is for another agent")
+                .with_detail("expected", A::NAME)
+                .with_detail("got", name.to_owned()));
+        }
+        let version = obj
+            .get("version")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("missing version"))?;
+        if version != A::VERSION {
+            return Err(Error::validation("checkpoint version mismatch")
+                .with_detail("expected", A::VERSION)
+                .with_detail("got", version.to_owned()));
+        }
+        let id = obj
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("missing id"))?;
+        let state = obj
+            .get("state")
+            .and_then(Value::as_object)
+            .ok_or_else(|| invalid("missing state object"))?;
+        let mut restored = Self::new(agent, AgentOptions::new().id(id));
+        restored
+            .state_mut()
+            .extend(state.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(restored)
+    }
+
+    /// The strategy of the agent's definition.
+    pub fn strategy(&self) -> &DynStrategy {
+        self.def.strategy()
+    }
+
+    /// The context the strategy runs with for a `cmd` with `opts`.
+    pub fn strategy_context(&self, opts: &CmdOptions) -> StrategyContext {
+        let strategy = self.def.strategy();
+        let mut ctx = StrategyContext::new(self.def.metadata().name)
+            .with_options(Arc::clone(strategy.options_arc()))
+            .with_exec(opts.exec.clone().unwrap_or_else(|| Exec::global().clone()))
+            .with_exec_options(opts.exec_options);
+        if let Some(signal) = &opts.signal {
+            ctx = ctx.with_signal(signal.clone());
+        }
+        ctx
+    }
+
+    /// Runs the strategy's [`init`](crate::strategy::Strategy::init) and
+    /// returns its directives. [`AgentState::new`] calls it (dropping the
+    /// directives); the runtime calls it again when it starts the agent.
+    pub fn init_strategy(&mut self, opts: CmdOptions) -> Vec<Directive> {
+        let strategy = self.def.strategy().clone();
+        let ctx = self.strategy_context(&opts);
+        strategy.init(self, &ctx)
+    }
+
+    /// Runs one strategy [`tick`](crate::strategy::Strategy::tick).
+    pub fn tick(
+        &mut self,
+        opts: impl Into<CmdOptions>,
+    ) -> impl Future<Output = Vec<Directive>> + Send + '_ {
+        let opts = opts.into();
+        async move {
+            let strategy = self.def.strategy().clone();
+            let ctx = self.strategy_context(&opts);
+            strategy.tick(self, &ctx).await
+        }
+    }
+
+    /// The strategy's state seen from outside.
+    pub fn strategy_snapshot(&self) -> Snapshot {
+        let ctx = self.strategy_context(&CmdOptions::new());
+        self.def.strategy().snapshot(self, &ctx)
+    }
+
+    /// The routes of the agent for a router: the strategy's (default
+    /// priority 50) then the agent's own (default priority 0), with every
+    /// priority filled in.
+    pub fn signal_routes(&self) -> Vec<SignalRoute> {
+        let ctx = self.strategy_context(&CmdOptions::new());
+        let strategy_routes = self.def.strategy().signal_routes(&ctx);
+        let fill = |mut r: SignalRoute, p: i32| {
+            r.priority.get_or_insert(p);
+            r
+        };
+        strategy_routes
+            .into_iter()
+            .map(|r| fill(r, STRATEGY_ROUTE_PRIORITY))
+            .chain(
+                self.def
+                    .signal_routes()
+                    .into_iter()
+                    .map(|r| fill(r, AGENT_ROUTE_PRIORITY)),
+            )
+            .collect()
+    }
+
+    /// The strategy's state (`__strategy__`), if it is an object.
+    pub fn strategy_state(&self) -> Option<&Map<String, Value>> {
+        self.state.get(STRATEGY_KEY)?.as_object()
+    }
+
+    /// The strategy's state, mutably, created (or replaced, if it was not
+    /// an object) as an empty object.
+    pub fn strategy_state_mut(&mut self) -> &mut Map<String, Value> {
+        let slot = self
+            .state_mut()
+            .entry(STRATEGY_KEY)
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !slot.is_object() {
+            *slot = Value::Object(Map::new());
+        }
+        match slot {
+            Value::Object(map) => map,
+            _ => unreachable!("the strategy state was just made an object"),
+        }
+    }
+
+    /// Strategy data that cannot live in the JSON state (pending
+    /// instructions, deferred directives), when it is a `T`. It is not part
+    /// of checkpoints.
+    pub fn strategy_ext<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.ext.as_deref()?.downcast_ref::<T>()
+    }
+
+    /// The strategy data, mutably, when it is a `T` (copied first if shared
+    /// with a clone).
+    pub fn strategy_ext_mut<T: Any + Send + Sync + Clone>(&mut self) -> Option<&mut T> {
+        let arc = self.ext.as_mut()?;
+        if !(**arc).is::<T>() {
+            return None;
+        }
+        if Arc::get_mut(arc).is_none() {
+            let copy: T = (**arc).downcast_ref::<T>()?.clone();
+            *arc = Arc::new(copy);
+        }
+        Arc::get_mut(arc)?.downcast_mut::<T>()
+    }
+
+    /// Sets the strategy data.
+    pub fn set_strategy_ext<T: Any + Send + Sync>(&mut self, value: T) {
+        self.ext = Some(Arc::new(value));
+    }
+
+    /// Removes the strategy data.
+    pub fn clear_strategy_ext(&mut self) {
+        self.ext = None;
+    }
+
+    /// Runs `input` through the agent's strategy and returns the directives
+    /// for the runtime. Needs no actor: call it directly in tests.
+    ///
+    /// `input` is anything [`IntoCommands`] accepts: an action, `(action,
+    /// params)`, an [`Instruction`](crate::Instruction), a [`Command`], a
+    /// `Vec` of one of those, or a `Result` of one (from
+    /// [`Instruction::from_json`](crate::Instruction::from_json)). `opts`
+    /// is an [`ExecOptions`] applied to every instruction (they win over
+    /// the instruction's own options) or a full [`CmdOptions`].
+    ///
+    /// Steps:
+    ///
+    /// 1. **Normalise.** On failure (an `Err` input, params that are not a
+    ///    JSON object) the agent is unchanged and the result is one
+    ///    [`Directive::Error`] with context `"normalize"` holding a
+    ///    validation error "invalid action" whose `reason` detail is the
+    ///    cause's envelope.
+    /// 2. [`Agent::on_before_cmd`] (an error gives one Error directive with
+    ///    context `"on_before_cmd"`).
+    /// 3. The strategy's `cmd`. Actions see the state through
+    ///    [`Context::state`](crate::Context::state). With the default
+    ///    [Direct](crate::strategy::Direct) strategy, for each instruction
+    ///    in order:
+    ///    * success: the output is deep-merged into the state, then the
+    ///      effects apply in order: state operations edit the state, every
+    ///      other effect is returned as a directive, in order;
+    ///    * failure: an Error directive (context `"instruction"`, execution
+    ///      error "instruction failed", `reason` detail = the error's
+    ///      envelope), **followed by the directives among the failed
+    ///      action's effects; its state operations are not applied**; the
+    ///      next instruction still runs.
+    /// 4. [`Agent::on_after_cmd`].
+    ///
+    /// State operations never appear among the returned directives.
+    ///
+    /// If the returned future is dropped before it finishes, the agent keeps
+    /// the results of the instructions that completed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use jido::prelude::*;
+    /// use serde_json::json;
+    ///
+    /// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+    /// struct P {}
+    /// struct Fail;
+    /// impl Action for Fail {
+    ///     type Params = P;
+    ///     type Output = ();
+    ///     const NAME: &'static str = "fail";
+    ///     async fn run(&self, _: P, _: &Context) -> jido::Result<()> {
+    ///         Err(Error::execution("boom").with_retry(false))
+    ///     }
+    /// }
+    ///
+    /// struct A;
+    /// impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+    ///
+    /// let mut agent = AgentState::new(A, AgentOptions::new());
+    /// let directives = agent.cmd(Fail, ExecOptions::new()).await;
+    /// match &directives[..] {
+    ///     [Directive::Error { error, context }] => {
+    ///         assert_eq!(context, "instruction");
+    ///         assert_eq!(error.message(), "instruction failed");
+    ///         assert_eq!(error.detail("reason").unwrap()["message"], "boom");
+    ///     }
+    ///     other => panic!("unexpected {other:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn cmd(
+        &mut self,
+        input: impl IntoCommands,
+        opts: impl Into<CmdOptions>,
+    ) -> impl Future<Output = Vec<Directive>> + Send + '_ {
+        let commands = input.into_commands().and_then(check_commands);
+        self.run_cmd(commands, opts.into())
+    }
+
+    async fn run_cmd(
+        &mut self,
+        commands: Result<Vec<Command>>,
+        opts: CmdOptions,
+    ) -> Vec<Directive> {
+        let commands = match commands {
+            Ok(c) => c,
+            Err(err) => {
+                let error = Error::validation("invalid action")
+                    .with_detail("reason", err.to_envelope())
+                    .with_source(err);
+                return vec![Directive::error(error, error_context::NORMALIZE)];
+            }
+        };
+        let def = Arc::clone(&self.def);
+        let mut commands = match def.on_before_cmd(self, commands) {
+            Ok(c) => c,
+            Err(err) => return vec![Directive::error(err, error_context::ON_BEFORE_CMD)],
+        };
+        for command in &mut commands {
+            if let Command::Run(ins) = command {
+                ins.opts = opts.exec_options.or(&ins.opts);
+            }
+        }
+        let ctx = self.strategy_context(&opts);
+        let directives = def.strategy().cmd(self, commands, &ctx).await;
+        def.on_after_cmd(self, directives)
     }
 }
 
-impl std::fmt::Debug for AgentState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// Checks instruction params (a JSON object, `null` read as `{}`).
+fn check_commands(mut commands: Vec<Command>) -> Result<Vec<Command>> {
+    for (index, command) in commands.iter_mut().enumerate() {
+        if let Command::Run(ins) = command {
+            match &ins.params {
+                Value::Object(_) => {}
+                Value::Null => ins.params = Value::Object(Map::new()),
+                other => {
+                    return Err(Error::validation(format!(
+                        "invalid params format: expected a JSON object, got {}",
+                        crate::action::json_type_name(other)
+                    ))
+                    .with_detail("action", ins.action.name())
+                    .with_detail("index", index));
+                }
+            }
+        }
+    }
+    Ok(commands)
+}
+
+impl fmt::Debug for AgentState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentState")
             .field("id", &self.id)
+            .field("agent", &self.def.metadata().name)
             .field("state", &self.state)
             .finish_non_exhaustive()
     }

@@ -1,18 +1,606 @@
 //! Directives: effects described as data, executed by the runtime.
 //!
-//! (The full set of built-in directives is added with the agent layer.)
+//! An agent's `cmd` never performs side effects itself: it returns
+//! [`Directive`]s (emit a signal, spawn a child, schedule a message, stop)
+//! and the runtime executes them in order. Directives are plain values:
+//! build them with the constructors below, match on them, compare them in
+//! tests.
+//!
+//! ```
+//! use std::time::Duration;
+//! use jido::directive::{Directive, StopReason};
+//! use jido::signal::Signal;
+//! use serde_json::json;
+//!
+//! let directives = vec![
+//!     Directive::emit(Signal::new("order.placed", json!({"id": 7}))),
+//!     Directive::schedule(Duration::from_secs(5), json!({"check": "payment"})),
+//!     Directive::stop(),
+//! ];
+//! match &directives[2] {
+//!     Directive::Stop { reason } => assert_eq!(*reason, StopReason::Normal),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! ```
+//!
+//! Custom directives implement [`CustomDirective`] and travel as
+//! [`Directive::Custom`]; the runtime logs and skips one it cannot execute.
 
-use crate::error::Error;
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use crate::agent::{AgentState, PARENT_KEY};
+use crate::error::{Error, Result};
+use crate::instruction::Instruction;
+use crate::signal::Signal;
+use crate::signal::dispatch::DispatchConfig;
+
+/// The `context` values of the Error directives built by the pure core.
+pub mod error_context {
+    /// Normalising the input of `cmd` failed.
+    pub const NORMALIZE: &str = "normalize";
+    /// An instruction failed.
+    pub const INSTRUCTION: &str = "instruction";
+    /// An instruction result fed back to a strategy was malformed or
+    /// unexpected.
+    pub const INSTRUCTION_RESULT: &str = "instruction_result";
+    /// The FSM strategy refused a transition.
+    pub const FSM_TRANSITION: &str = "fsm_transition";
+    /// A strategy received a command it does not know.
+    pub const STRATEGY_COMMAND: &str = "strategy_command";
+    /// The agent's `on_before_cmd` hook failed.
+    pub const ON_BEFORE_CMD: &str = "on_before_cmd";
+}
+
+/// Default `result_action` of [`Directive::RunInstruction`].
+pub const DEFAULT_RESULT_ACTION: &str = "instruction_result";
+/// Default `timezone` of [`Directive::Cron`].
+pub const DEFAULT_TIMEZONE: &str = "Etc/UTC";
+/// Signal type a non-signal [`Directive::Schedule`] message is wrapped in.
+pub const SCHEDULED_SIGNAL_TYPE: &str = "jido.scheduled";
+/// Signal type a non-signal [`Directive::Cron`] message is wrapped in.
+pub const CRON_TICK_SIGNAL_TYPE: &str = "jido.cron_tick";
 
 /// An effect for the runtime to execute.
+///
+/// Field meanings and defaults follow Jido's directives. Each variant has
+/// a constructor giving the defaults ([`Directive::emit`],
+/// [`Directive::spawn_agent`], [`Directive::cron`], …).
 #[non_exhaustive]
 #[derive(Debug, Clone)]
 pub enum Directive {
+    /// Send a signal. With no `dispatch` the runtime uses the agent's
+    /// default dispatch, and without one the signal goes back into the
+    /// agent's own mailbox (it is routed like any incoming signal).
+    Emit {
+        /// The signal.
+        signal: Signal,
+        /// Where to deliver it (`None`: the default, see above).
+        dispatch: Option<DispatchConfig>,
+    },
+    /// Send a signal to the agent's parent, by id. Built by
+    /// [`Directive::emit_to_parent`], which only does so while the agent
+    /// has a live parent.
+    EmitToParent {
+        /// The signal.
+        signal: Signal,
+        /// The parent agent's id.
+        parent_id: String,
+    },
     /// Hand an error to the agent's error policy.
     Error {
         /// The error.
         error: Error,
-        /// Where it happened, e.g. `"instruction"`.
+        /// Where it happened, e.g. `"instruction"` (see [`error_context`]).
         context: String,
     },
+    /// Start an untracked child (anything, not necessarily an agent).
+    Spawn {
+        /// How to start it.
+        child: ChildSpec,
+        /// A tag for logs.
+        tag: Option<String>,
+    },
+    /// Start a child agent, tracked by the parent under `tag`.
+    SpawnAgent {
+        /// The child agent value (any agent type).
+        agent: AgentState,
+        /// The tag the parent knows the child by.
+        tag: String,
+        /// Server options for the child (e.g. `id`, `on_parent_death`);
+        /// the child's id defaults to `"<parent id>/<tag>"`.
+        opts: Map<String, Value>,
+        /// Free metadata handed to the child with its parent reference.
+        meta: Map<String, Value>,
+        /// Restart policy under the instance supervisor.
+        restart: Restart,
+    },
+    /// Become the parent of an existing agent.
+    AdoptChild {
+        /// The child agent's id.
+        child: String,
+        /// The tag to track it under.
+        tag: String,
+        /// Free metadata handed to the child.
+        meta: Map<String, Value>,
+    },
+    /// Stop the child tracked under `tag` (an unknown tag is a no-op).
+    StopChild {
+        /// The child's tag.
+        tag: String,
+        /// The reason given to the child (default normal).
+        reason: StopReason,
+    },
+    /// Deliver `message` to the agent itself after `delay`.
+    Schedule {
+        /// How long to wait.
+        delay: Duration,
+        /// What to deliver; JSON is wrapped as a `"jido.scheduled"`
+        /// signal `{message}`.
+        message: ScheduledMessage,
+    },
+    /// Deliver `message` to the agent on a cron schedule.
+    Cron {
+        /// The cron expression.
+        cron: String,
+        /// What to deliver on each tick; JSON is wrapped as a
+        /// `"jido.cron_tick"` signal `{job_id, message}`.
+        message: ScheduledMessage,
+        /// The job's id, used by [`Directive::CronCancel`] (a UUIDv7 by
+        /// default).
+        job_id: String,
+        /// The time zone of the expression (default `"Etc/UTC"`).
+        timezone: String,
+    },
+    /// Cancel a cron job.
+    CronCancel {
+        /// The job's id.
+        job_id: String,
+    },
+    /// Run an instruction in the runtime, then feed its result back to the
+    /// agent's `cmd` as the strategy command `result_action` (see
+    /// [`crate::strategy::instruction_feedback`]).
+    RunInstruction {
+        /// The instruction.
+        instruction: Box<Instruction>,
+        /// The strategy command the result comes back as (default
+        /// `"instruction_result"`).
+        result_action: String,
+        /// Free metadata passed back with the result.
+        meta: Map<String, Value>,
+    },
+    /// Stop the agent. Queued directives are dropped.
+    Stop {
+        /// Why (default normal).
+        reason: StopReason,
+    },
+    /// A directive defined outside this crate.
+    Custom(Arc<dyn CustomDirective>),
+}
+
+impl Directive {
+    /// Emits `signal` through the default dispatch (or back to the agent
+    /// itself when there is none).
+    pub fn emit(signal: Signal) -> Self {
+        Directive::Emit {
+            signal,
+            dispatch: None,
+        }
+    }
+
+    /// Emits `signal` through `dispatch`.
+    pub fn emit_to(signal: Signal, dispatch: DispatchConfig) -> Self {
+        Directive::Emit {
+            signal,
+            dispatch: Some(dispatch),
+        }
+    }
+
+    /// Emits `signal` to the parent of `agent`, or `None` when the agent
+    /// has no live parent (no `__parent__` entry with an `id`, which is also
+    /// the case after it was orphaned).
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # use jido::agent::AgentOptions;
+    /// # struct Child;
+    /// # impl Agent for Child { const NAME: &'static str = "child"; type Schema = (); }
+    /// use jido::signal::Signal;
+    /// use serde_json::json;
+    ///
+    /// let mut agent = AgentState::new(Child, AgentOptions::new());
+    /// assert!(Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).is_none());
+    ///
+    /// agent.state_mut().insert("__parent__".into(), json!({"id": "boss", "tag": "worker"}));
+    /// let d = Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).unwrap();
+    /// assert!(matches!(d, Directive::EmitToParent { ref parent_id, .. } if parent_id == "boss"));
+    /// ```
+    pub fn emit_to_parent(agent: &AgentState, signal: Signal) -> Option<Self> {
+        let parent_id = agent
+            .state()
+            .get(PARENT_KEY)?
+            .get("id")?
+            .as_str()
+            .filter(|id| !id.is_empty())?;
+        Some(Directive::EmitToParent {
+            signal,
+            parent_id: parent_id.to_owned(),
+        })
+    }
+
+    /// An Error directive.
+    pub fn error(error: Error, context: impl Into<String>) -> Self {
+        Directive::Error {
+            error,
+            context: context.into(),
+        }
+    }
+
+    /// Starts an untracked child with `child`.
+    pub fn spawn(child: ChildSpec) -> Self {
+        Directive::Spawn { child, tag: None }
+    }
+
+    /// Starts `agent` as a child tracked under `tag`, with empty options and
+    /// meta and the transient restart policy.
+    pub fn spawn_agent(agent: AgentState, tag: impl Into<String>) -> Self {
+        Directive::SpawnAgent {
+            agent,
+            tag: tag.into(),
+            opts: Map::new(),
+            meta: Map::new(),
+            restart: Restart::default(),
+        }
+    }
+
+    /// Adopts the agent with id `child` under `tag`, with empty meta.
+    pub fn adopt_child(child: impl Into<String>, tag: impl Into<String>) -> Self {
+        Directive::AdoptChild {
+            child: child.into(),
+            tag: tag.into(),
+            meta: Map::new(),
+        }
+    }
+
+    /// Stops the child tagged `tag` with the normal reason.
+    pub fn stop_child(tag: impl Into<String>) -> Self {
+        Directive::StopChild {
+            tag: tag.into(),
+            reason: StopReason::Normal,
+        }
+    }
+
+    /// Delivers `message` to the agent after `delay`.
+    pub fn schedule(delay: Duration, message: impl Into<ScheduledMessage>) -> Self {
+        Directive::Schedule {
+            delay,
+            message: message.into(),
+        }
+    }
+
+    /// A cron job with a new UUIDv7 job id in `"Etc/UTC"`.
+    pub fn cron(cron: impl Into<String>, message: impl Into<ScheduledMessage>) -> Self {
+        Directive::Cron {
+            cron: cron.into(),
+            message: message.into(),
+            job_id: uuid::Uuid::now_v7().to_string(),
+            timezone: DEFAULT_TIMEZONE.to_owned(),
+        }
+    }
+
+    /// Cancels the cron job `job_id`.
+    pub fn cron_cancel(job_id: impl Into<String>) -> Self {
+        Directive::CronCancel {
+            job_id: job_id.into(),
+        }
+    }
+
+    /// Runs `instruction` in the runtime; the result comes back as the
+    /// strategy command `"instruction_result"`.
+    pub fn run_instruction(instruction: Instruction) -> Self {
+        Directive::RunInstruction {
+            instruction: Box::new(instruction),
+            result_action: DEFAULT_RESULT_ACTION.to_owned(),
+            meta: Map::new(),
+        }
+    }
+
+    /// Stops the agent with the normal reason.
+    pub fn stop() -> Self {
+        Directive::Stop {
+            reason: StopReason::Normal,
+        }
+    }
+
+    /// Stops the agent with `reason`.
+    pub fn stop_with(reason: impl Into<StopReason>) -> Self {
+        Directive::Stop {
+            reason: reason.into(),
+        }
+    }
+
+    /// Wraps a custom directive.
+    pub fn custom(directive: impl CustomDirective) -> Self {
+        Directive::Custom(Arc::new(directive))
+    }
+
+    /// A short name of the variant, e.g. `"emit"` (for a custom directive,
+    /// its [`type_name`](CustomDirective::type_name)). Used in logs and
+    /// telemetry.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Directive::Emit { .. } => "emit",
+            Directive::EmitToParent { .. } => "emit_to_parent",
+            Directive::Error { .. } => "error",
+            Directive::Spawn { .. } => "spawn",
+            Directive::SpawnAgent { .. } => "spawn_agent",
+            Directive::AdoptChild { .. } => "adopt_child",
+            Directive::StopChild { .. } => "stop_child",
+            Directive::Schedule { .. } => "schedule",
+            Directive::Cron { .. } => "cron",
+            Directive::CronCancel { .. } => "cron_cancel",
+            Directive::RunInstruction { .. } => "run_instruction",
+            Directive::Stop { .. } => "stop",
+            Directive::Custom(c) => c.type_name(),
+        }
+    }
+}
+
+/// Restart policy of a child agent under the instance supervisor.
+#[non_exhaustive]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Restart {
+    /// Always restarted.
+    Permanent,
+    /// Restarted only after an abnormal exit (the default).
+    #[default]
+    Transient,
+    /// Never restarted.
+    Temporary,
+}
+
+/// Why an agent or child stops (also usable as an exit reason).
+///
+/// Strings convert with `"normal"` and `"shutdown"` mapping to their
+/// variants.
+///
+/// ```
+/// use jido::directive::StopReason;
+///
+/// assert_eq!(StopReason::from("normal"), StopReason::Normal);
+/// assert_eq!(StopReason::from("quota").to_string(), "quota");
+/// assert!(StopReason::Shutdown.is_clean());
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum StopReason {
+    /// A normal stop (the default).
+    #[default]
+    Normal,
+    /// A shutdown asked by a supervisor or a parent.
+    Shutdown,
+    /// Any other reason.
+    Custom(String),
+}
+
+impl StopReason {
+    /// Whether the reason is a clean exit (normal or shutdown).
+    pub fn is_clean(&self) -> bool {
+        matches!(self, StopReason::Normal | StopReason::Shutdown)
+    }
+
+    /// The reason as text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::Normal => "normal",
+            StopReason::Shutdown => "shutdown",
+            StopReason::Custom(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for StopReason {
+    fn from(s: &str) -> Self {
+        match s {
+            "normal" => StopReason::Normal,
+            "shutdown" => StopReason::Shutdown,
+            other => StopReason::Custom(other.to_owned()),
+        }
+    }
+}
+
+impl From<String> for StopReason {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "normal" => StopReason::Normal,
+            "shutdown" => StopReason::Shutdown,
+            _ => StopReason::Custom(s),
+        }
+    }
+}
+
+impl serde::Serialize for StopReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StopReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        String::deserialize(d).map(StopReason::from)
+    }
+}
+
+/// What a [`Directive::Schedule`] or [`Directive::Cron`] delivers.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScheduledMessage {
+    /// A signal, delivered as is.
+    Signal(Signal),
+    /// Any JSON, wrapped in a signal by the runtime.
+    Json(Value),
+}
+
+impl ScheduledMessage {
+    /// The signal a [`Directive::Schedule`] delivers: the signal itself, or
+    /// JSON wrapped as `"jido.scheduled"` `{"message": <json>}`.
+    pub fn into_scheduled_signal(self) -> Signal {
+        match self {
+            ScheduledMessage::Signal(s) => s,
+            ScheduledMessage::Json(v) => {
+                Signal::new(SCHEDULED_SIGNAL_TYPE, serde_json::json!({"message": v}))
+            }
+        }
+    }
+
+    /// The signal a [`Directive::Cron`] delivers on each tick: the signal
+    /// itself, or JSON wrapped as `"jido.cron_tick"`
+    /// `{"job_id": .., "message": <json>}`.
+    pub fn to_cron_signal(&self, job_id: &str) -> Signal {
+        match self {
+            ScheduledMessage::Signal(s) => s.clone(),
+            ScheduledMessage::Json(v) => Signal::new(
+                CRON_TICK_SIGNAL_TYPE,
+                serde_json::json!({"job_id": job_id, "message": v}),
+            ),
+        }
+    }
+}
+
+impl From<Signal> for ScheduledMessage {
+    fn from(s: Signal) -> Self {
+        ScheduledMessage::Signal(s)
+    }
+}
+
+impl From<Value> for ScheduledMessage {
+    fn from(v: Value) -> Self {
+        ScheduledMessage::Json(v)
+    }
+}
+
+type StartFn = dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync;
+
+/// How to start an untracked child for [`Directive::Spawn`]: a named
+/// factory whose future starts the child (spawn an actor, a task, open a
+/// connection) and reports whether that worked.
+///
+/// The runtime calls [`start`](ChildSpec::start) once per executed
+/// directive, in a task of the instance's task supervisor, and logs an
+/// error result. The child is not tracked: it is the factory's job to tie
+/// it to a supervisor if it needs one.
+///
+/// ```
+/// use jido::directive::{ChildSpec, Directive};
+///
+/// let spec = ChildSpec::new("metrics_flusher", || async {
+///     // e.g. `Actor::spawn(None, Flusher, ()).await` in a runtime crate
+///     Ok(())
+/// });
+/// let d = Directive::spawn(spec);
+/// assert_eq!(d.kind(), "spawn");
+/// ```
+#[derive(Clone)]
+pub struct ChildSpec {
+    name: String,
+    start: Arc<StartFn>,
+}
+
+impl ChildSpec {
+    /// A child spec named `name` started by `start`.
+    pub fn new<F, Fut>(name: impl Into<String>, start: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<()>> + Send + 'static,
+    {
+        Self {
+            name: name.into(),
+            start: Arc::new(move || Box::pin(start())),
+        }
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts the child.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the factory reports.
+    pub fn start(&self) -> BoxFuture<'static, Result<()>> {
+        (self.start)()
+    }
+}
+
+impl fmt::Debug for ChildSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Upcast to [`Any`], implemented for every sized `'static` type; lets
+/// [`CustomDirective`]s be downcast.
+pub trait AsAny: Any {
+    /// `self` as `&dyn Any`.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A directive defined outside this crate, carried by
+/// [`Directive::Custom`]. The runtime extends this trait with execution;
+/// as data it only needs a name and downcasting.
+///
+/// ```
+/// use jido::directive::{CustomDirective, Directive};
+///
+/// #[derive(Debug, PartialEq)]
+/// struct Notify { channel: String }
+/// impl CustomDirective for Notify {}
+///
+/// let d = Directive::custom(Notify { channel: "ops".into() });
+/// let Directive::Custom(c) = &d else { unreachable!() };
+/// assert_eq!(c.downcast_ref::<Notify>(), Some(&Notify { channel: "ops".into() }));
+/// assert!(c.type_name().ends_with("Notify"));
+/// ```
+pub trait CustomDirective: AsAny + fmt::Debug + Send + Sync {
+    /// The directive's type name (for logs and telemetry).
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+}
+
+impl dyn CustomDirective {
+    /// Whether the directive is a `T`.
+    pub fn is<T: CustomDirective>(&self) -> bool {
+        self.as_any().is::<T>()
+    }
+
+    /// The directive as a `T`, if it is one.
+    pub fn downcast_ref<T: CustomDirective>(&self) -> Option<&T> {
+        self.as_any().downcast_ref::<T>()
+    }
 }

@@ -1,33 +1,200 @@
-//! Signals: CloudEvents 1.0.2 envelopes, the router and dispatch.
+//! Signals: CloudEvents 1.0.2 envelopes, the [router] and [dispatch].
 //!
-//! (Stub: the full envelope, parsing, router and dispatch land with the
-//! signals work. The API below is kept.)
+//! A [`Signal`] is how everything talks to an agent. It carries the
+//! attributes of a CloudEvents 1.0.2 event:
+//!
+//! | attribute | value |
+//! |---|---|
+//! | `specversion` | always [`SPEC_VERSION`] (`"1.0.2"`, as in Jido) |
+//! | `id` | a UUIDv7 unless given |
+//! | `source` | [`DEFAULT_SOURCE`] unless given |
+//! | `type` | required, e.g. `"order.placed"` |
+//! | `subject` | optional |
+//! | `time` | RFC 3339, the UTC creation time unless given |
+//! | `datacontenttype` | `"application/json"` when there is data |
+//! | `dataschema` | optional |
+//! | `data` | optional JSON |
+//! | extensions | further attributes, named by the CloudEvents rules (`[a-z0-9]+`) |
+//!
+//! [`Signal::new`] makes a signal from a type and data, [`Signal::builder`]
+//! sets the rest, and [`TypedSignal`] declares a signal type with a fixed
+//! `type` and a typed data struct.
+//!
+//! # JSON
+//!
+//! Signals serialise to the CloudEvents JSON event format ([`Signal::to_json_string`],
+//! `serde::Serialize`) and parse from it ([`Signal::from_json_str`],
+//! [`Signal::from_json_slice`], [`Signal::from_map`], `serde::Deserialize`)
+//! with Jido's validation: a wrong or missing `specversion`, a missing or
+//! empty `type` or `source`, and an `id`, `subject`, `time`,
+//! `datacontenttype` or `dataschema` given but empty are
+//! [`ErrorKind::Validation`](crate::ErrorKind::Validation) errors whose
+//! `field` detail names the attribute. Unknown top-level attributes become
+//! extensions. Data nested deeper than [`MAX_DATA_DEPTH`] levels is refused,
+//! so hostile input can neither overflow the stack nor panic.
+//!
+//! **Spec version on the wire.** Jido writes and demands `"1.0.2"`, while
+//! the CloudEvents specification (and SDKs such as `cloudevents-sdk`) write
+//! and demand `"1.0"` for every 1.0.x revision. This crate writes `"1.0.2"`
+//! by default, so Elixir Jido nodes accept our events, writes `"1.0"` through
+//! [`Signal::to_cloudevents_json_string`] / [`Signal::as_cloudevent`], and
+//! reads both.
+//!
+//! ```
+//! use jido::signal::Signal;
+//! use serde_json::json;
+//!
+//! let signal = Signal::builder("order.placed")
+//!     .source("/shop")
+//!     .subject("order-42")
+//!     .data(json!({"total": 99}))
+//!     .extension("tenant", "acme")
+//!     .build()?;
+//! assert_eq!(signal.ty(), "order.placed");
+//! assert_eq!(signal.datacontenttype(), Some("application/json"));
+//!
+//! let text = signal.to_json_string();
+//! let back = Signal::from_json_str(&text)?;
+//! assert_eq!(back, signal);
+//! assert_eq!(back.extension("tenant"), Some(&json!("acme")));
+//!
+//! let err = Signal::from_json_str(r#"{"specversion":"1.0.2","type":"","source":"/x"}"#).unwrap_err();
+//! assert_eq!(err.message(), "invalid signal: missing type");
+//! assert_eq!(err.detail("field"), Some(&json!("type")));
+//! # Ok::<(), jido::Error>(())
+//! ```
 
 pub mod dispatch;
+mod json;
+pub mod router;
+mod typed;
 
+pub use json::CloudEvent;
+pub use router::{Route, Router};
+pub use typed::TypedSignal;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-/// A CloudEvents 1.0.2 event.
+use crate::error::{Error, Result};
+
+/// The `specversion` of every signal, as Jido writes it.
+pub const SPEC_VERSION: &str = "1.0.2";
+/// The `specversion` the CloudEvents specification writes for 1.0.x events.
+/// Accepted when parsing; written by [`Signal::to_cloudevents_json_string`].
+pub const CLOUDEVENTS_SPEC_VERSION: &str = "1.0";
+/// The `source` of a signal made without one.
+pub const DEFAULT_SOURCE: &str = "jido";
+/// The `datacontenttype` of a signal with data and no explicit type.
+pub const JSON_CONTENT_TYPE: &str = "application/json";
+/// The deepest nesting of arrays and objects accepted in `data` (and in
+/// extension values) when parsing or building a signal.
+pub const MAX_DATA_DEPTH: usize = 100;
+
+/// The CloudEvents context attributes; no extension may take these names.
+pub const RESERVED_ATTRIBUTES: [&str; 10] = [
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "subject",
+    "time",
+    "datacontenttype",
+    "dataschema",
+    "data",
+    "data_base64",
+];
+
+/// A CloudEvents 1.0.2 event. See the [module docs](self).
+///
+/// ```
+/// use jido::signal::Signal;
+/// use serde_json::json;
+///
+/// let s = Signal::new("user.created", json!({"id": 7}));
+/// assert_eq!(s.ty(), "user.created");
+/// assert_eq!(s.source(), "jido");
+/// assert_eq!(s.id().len(), 36);
+/// assert_eq!(s.data(), Some(&json!({"id": 7})));
+/// assert_eq!(Signal::new("tick", serde_json::Value::Null).data(), None);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signal {
-    id: String,
-    source: String,
-    ty: String,
-    data: Option<Value>,
-    extensions: Map<String, Value>,
+    pub(crate) id: String,
+    pub(crate) source: String,
+    pub(crate) ty: String,
+    pub(crate) subject: Option<String>,
+    pub(crate) time: Option<String>,
+    pub(crate) datacontenttype: Option<String>,
+    pub(crate) dataschema: Option<String>,
+    pub(crate) data: Option<Value>,
+    pub(crate) extensions: Map<String, Value>,
+}
+
+/// A fresh UUIDv7, as a 36-character string.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The current UTC time in RFC 3339 with microseconds, e.g.
+/// `2026-01-02T03:04:05.123456Z`.
+pub(crate) fn now_rfc3339() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 impl Signal {
-    /// A new signal of type `ty` carrying `data` (`Value::Null` for none).
+    /// A new signal of type `ty` carrying `data` (`Value::Null` for none),
+    /// with a fresh UUIDv7 id, source [`DEFAULT_SOURCE`], the current time
+    /// and `datacontenttype` `"application/json"` when there is data.
+    ///
+    /// This never fails; it does not check `ty`. Use
+    /// [`Signal::builder`] for validation and the other attributes.
     pub fn new(ty: impl Into<String>, data: impl Into<Value>) -> Self {
         let data = data.into();
+        let data = (!data.is_null()).then_some(data);
         Self {
-            id: uuid::Uuid::now_v7().to_string(),
-            source: "jido".into(),
+            id: new_id(),
+            source: DEFAULT_SOURCE.to_owned(),
             ty: ty.into(),
-            data: (!data.is_null()).then_some(data),
+            subject: None,
+            time: Some(now_rfc3339()),
+            datacontenttype: data.as_ref().map(|_| JSON_CONTENT_TYPE.to_owned()),
+            dataschema: None,
+            data,
             extensions: Map::new(),
         }
+    }
+
+    /// A builder for a signal of type `ty`; see [`SignalBuilder`].
+    pub fn builder(ty: impl Into<String>) -> SignalBuilder {
+        SignalBuilder::new(ty)
+    }
+
+    /// A builder holding every attribute of this signal, to change some and
+    /// build again (with validation).
+    pub fn to_builder(&self) -> SignalBuilder {
+        self.clone().into_builder()
+    }
+
+    /// Like [`to_builder`](Signal::to_builder), consuming the signal.
+    pub fn into_builder(self) -> SignalBuilder {
+        SignalBuilder {
+            ty: self.ty,
+            id: Some(self.id),
+            source: Some(self.source),
+            subject: self.subject,
+            time: Some(self.time.map_or(TimeAttr::Absent, TimeAttr::Raw)),
+            datacontenttype: self.datacontenttype,
+            dataschema: self.dataschema,
+            data: self.data,
+            extensions: self.extensions,
+        }
+    }
+
+    /// Always [`SPEC_VERSION`].
+    pub fn specversion(&self) -> &'static str {
+        SPEC_VERSION
     }
 
     /// The event type, e.g. `"order.placed"`.
@@ -45,8 +212,394 @@ impl Signal {
         &self.source
     }
 
+    /// The subject, if any.
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
+    }
+
+    /// The time as written (RFC 3339), if any.
+    pub fn time(&self) -> Option<&str> {
+        self.time.as_deref()
+    }
+
+    /// The time converted to UTC, if any.
+    pub fn time_utc(&self) -> Option<DateTime<Utc>> {
+        self.time
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    }
+
+    /// The media type of [`data`](Signal::data), if any.
+    pub fn datacontenttype(&self) -> Option<&str> {
+        self.datacontenttype.as_deref()
+    }
+
+    /// The schema URI of the data, if any.
+    pub fn dataschema(&self) -> Option<&str> {
+        self.dataschema.as_deref()
+    }
+
     /// The payload, if any.
     pub fn data(&self) -> Option<&Value> {
         self.data.as_ref()
+    }
+
+    /// The payload, consuming the signal.
+    pub fn into_data(self) -> Option<Value> {
+        self.data
+    }
+
+    /// Decodes the payload into `T` (a missing payload reads as `null`).
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::Validation`](crate::ErrorKind::Validation) error
+    /// whose `path` detail names the failing field.
+    ///
+    /// ```
+    /// use jido::signal::Signal;
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Order { total: u32 }
+    ///
+    /// let s = Signal::new("order.placed", json!({"total": 12}));
+    /// assert_eq!(s.data_as::<Order>()?.total, 12);
+    /// let err = Signal::new("order.placed", json!({"total": "x"})).data_as::<Order>().unwrap_err();
+    /// assert_eq!(err.detail("path"), Some(&json!("total")));
+    /// # Ok::<(), jido::Error>(())
+    /// ```
+    pub fn data_as<T: DeserializeOwned>(&self) -> Result<T> {
+        decode_data(&self.ty, self.data.as_ref())
+    }
+
+    /// All extension attributes.
+    pub fn extensions(&self) -> &Map<String, Value> {
+        &self.extensions
+    }
+
+    /// One extension attribute.
+    pub fn extension(&self, name: &str) -> Option<&Value> {
+        self.extensions.get(name)
+    }
+
+    /// Sets an extension attribute (`Value::Null` removes it).
+    ///
+    /// # Errors
+    ///
+    /// A validation error when `name` breaks the CloudEvents naming rules
+    /// (`[a-z0-9]+`) or is a context attribute, or when the value is nested
+    /// deeper than [`MAX_DATA_DEPTH`].
+    pub fn put_extension(&mut self, name: impl Into<String>, value: impl Into<Value>) -> Result<()> {
+        let name = name.into();
+        let value = value.into();
+        check_extension(&name, &value)?;
+        if value.is_null() {
+            self.extensions.remove(&name);
+        } else {
+            self.extensions.insert(name, value);
+        }
+        Ok(())
+    }
+
+    /// Removes an extension attribute, returning its value.
+    pub fn remove_extension(&mut self, name: &str) -> Option<Value> {
+        self.extensions.remove(name)
+    }
+}
+
+pub(crate) fn decode_data<T: DeserializeOwned>(ty: &str, data: Option<&Value>) -> Result<T> {
+    let value = data.cloned().unwrap_or(Value::Null);
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let reason = err.into_inner().to_string();
+        let message = if path == "." {
+            format!("invalid data for signal {ty}: {reason}")
+        } else {
+            format!("invalid data for signal {ty}: {path}: {reason}")
+        };
+        Error::validation(message)
+            .with_detail("signal_type", ty)
+            .with_detail("path", path)
+            .with_detail("reason", reason)
+    })
+}
+
+/// How the builder got its time.
+#[derive(Debug, Clone, PartialEq)]
+enum TimeAttr {
+    Absent,
+    Raw(String),
+}
+
+/// Builds a [`Signal`] with validation. Made by [`Signal::builder`].
+///
+/// Unset attributes take the defaults of [`Signal::new`]: a UUIDv7 id,
+/// [`DEFAULT_SOURCE`], the current time and `"application/json"` when there
+/// is data.
+///
+/// ```
+/// use jido::signal::Signal;
+/// use jido::ErrorKind;
+/// use serde_json::json;
+///
+/// let s = Signal::builder("user.login")
+///     .source("/auth")
+///     .id("evt-1")
+///     .dataschema("https://example.com/login.json")
+///     .data(json!({"user": "ann"}))
+///     .build()?;
+/// assert_eq!(s.id(), "evt-1");
+///
+/// let err = Signal::builder("user.login").subject("").build().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Validation);
+/// assert_eq!(err.message(), "invalid signal: subject given but empty");
+/// # Ok::<(), jido::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct SignalBuilder {
+    ty: String,
+    id: Option<String>,
+    source: Option<String>,
+    subject: Option<String>,
+    time: Option<TimeAttr>,
+    datacontenttype: Option<String>,
+    dataschema: Option<String>,
+    data: Option<Value>,
+    extensions: Map<String, Value>,
+}
+
+impl SignalBuilder {
+    /// A builder for a signal of type `ty`.
+    pub fn new(ty: impl Into<String>) -> Self {
+        Self {
+            ty: ty.into(),
+            id: None,
+            source: None,
+            subject: None,
+            time: None,
+            datacontenttype: None,
+            dataschema: None,
+            data: None,
+            extensions: Map::new(),
+        }
+    }
+
+    /// Sets the type.
+    pub fn ty(mut self, ty: impl Into<String>) -> Self {
+        self.ty = ty.into();
+        self
+    }
+
+    /// Sets the id (default: a fresh UUIDv7).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Sets the source (default: [`DEFAULT_SOURCE`]).
+    pub fn source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Sets the subject.
+    pub fn subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
+    /// Sets the time (default: now).
+    pub fn time(mut self, time: DateTime<Utc>) -> Self {
+        self.time = Some(TimeAttr::Raw(
+            time.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+        ));
+        self
+    }
+
+    /// Sets the time from an RFC 3339 string, checked by
+    /// [`build`](SignalBuilder::build).
+    pub fn time_rfc3339(mut self, time: impl Into<String>) -> Self {
+        self.time = Some(TimeAttr::Raw(time.into()));
+        self
+    }
+
+    /// Leaves the time out.
+    pub fn no_time(mut self) -> Self {
+        self.time = Some(TimeAttr::Absent);
+        self
+    }
+
+    /// Sets the data content type (default: `"application/json"` when
+    /// there is data).
+    pub fn datacontenttype(mut self, datacontenttype: impl Into<String>) -> Self {
+        self.datacontenttype = Some(datacontenttype.into());
+        self
+    }
+
+    /// Sets the data schema URI.
+    pub fn dataschema(mut self, dataschema: impl Into<String>) -> Self {
+        self.dataschema = Some(dataschema.into());
+        self
+    }
+
+    /// Sets the data (`Value::Null` for none).
+    pub fn data(mut self, data: impl Into<Value>) -> Self {
+        let data = data.into();
+        self.data = (!data.is_null()).then_some(data);
+        self
+    }
+
+    /// Sets an extension attribute (`Value::Null` removes it); the name is
+    /// checked by [`build`](SignalBuilder::build).
+    pub fn extension(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
+        let name = name.into();
+        let value = value.into();
+        if value.is_null() {
+            self.extensions.remove(&name);
+        } else {
+            self.extensions.insert(name, value);
+        }
+        self
+    }
+
+    /// Validates and builds the signal.
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::Validation`](crate::ErrorKind::Validation) error
+    /// naming the attribute (`field` detail): `missing type`, `missing
+    /// source`, `<field> given but empty`, `time is not an rfc 3339
+    /// timestamp`, `data field given but empty` (data `""`), data nested
+    /// too deep, or a bad extension name.
+    pub fn build(self) -> Result<Signal> {
+        let time = match self.time {
+            None => Some(now_rfc3339()),
+            Some(TimeAttr::Absent) => None,
+            Some(TimeAttr::Raw(t)) => Some(t),
+        };
+        let raw = json::RawSignal {
+            specversion: None,
+            id: Some(json::Attr::Str(self.id.unwrap_or_else(new_id))),
+            source: Some(json::Attr::Str(
+                self.source.unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
+            )),
+            ty: Some(json::Attr::Str(self.ty)),
+            subject: self.subject.map(json::Attr::Str),
+            time: time.map(json::Attr::Str),
+            datacontenttype: self.datacontenttype.map(json::Attr::Str),
+            dataschema: self.dataschema.map(json::Attr::Str),
+            data: self.data,
+            extensions: self.extensions,
+        };
+        json::validate(raw, false)
+    }
+}
+
+/// An error about one attribute of a signal.
+pub(crate) fn invalid(field: &str, reason: &'static str, message: String) -> Error {
+    Error::validation(format!("invalid signal: {message}"))
+        .with_detail("field", field)
+        .with_detail("reason", reason)
+}
+
+/// Checks an extension's name and value.
+pub(crate) fn check_extension(name: &str, value: &Value) -> Result<()> {
+    if RESERVED_ATTRIBUTES.contains(&name) {
+        return Err(invalid(
+            name,
+            "reserved",
+            format!("extension name {name} is reserved"),
+        ));
+    }
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Err(invalid(
+            name,
+            "invalid_name",
+            format!("extension name {name:?} must be lowercase letters and digits"),
+        ));
+    }
+    check_depth(name, value)
+}
+
+/// Checks that `value` nests at most [`MAX_DATA_DEPTH`] arrays/objects,
+/// without recursion.
+pub(crate) fn check_depth(field: &str, value: &Value) -> Result<()> {
+    if depth_exceeds(value, MAX_DATA_DEPTH) {
+        Err(too_deep(field))
+    } else {
+        Ok(())
+    }
+}
+
+pub(crate) fn too_deep(field: &str) -> Error {
+    invalid(
+        field,
+        "too_deep",
+        format!("{field} nested deeper than {MAX_DATA_DEPTH} levels"),
+    )
+    .with_detail("max_depth", MAX_DATA_DEPTH)
+}
+
+/// Whether `value` nests more than `max` levels of arrays and objects.
+fn depth_exceeds(value: &Value, max: usize) -> bool {
+    // Scalars and empty containers are the common case: no allocation.
+    let mut stack: Vec<(&Value, usize)> = Vec::new();
+    let mut current = Some((value, 1usize));
+    while let Some((v, depth)) = current.take().or_else(|| stack.pop()) {
+        match v {
+            Value::Array(items) => {
+                if depth > max {
+                    return true;
+                }
+                stack.extend(
+                    items
+                        .iter()
+                        .filter(|i| i.is_array() || i.is_object())
+                        .map(|i| (i, depth + 1)),
+                );
+            }
+            Value::Object(map) => {
+                if depth > max {
+                    return true;
+                }
+                stack.extend(
+                    map.values()
+                        .filter(|i| i.is_array() || i.is_object())
+                        .map(|i| (i, depth + 1)),
+                );
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nested(depth: usize) -> Value {
+        let mut v = json!(1);
+        for _ in 0..depth {
+            v = json!([v]);
+        }
+        v
+    }
+
+    #[test]
+    fn depth_is_counted_in_containers() {
+        assert!(!depth_exceeds(&json!(1), 0));
+        assert!(!depth_exceeds(&nested(3), 3));
+        assert!(depth_exceeds(&nested(4), 3));
+        assert!(!depth_exceeds(&json!({"a": [1, {"b": 2}]}), 3));
+        assert!(depth_exceeds(&json!({"a": [1, {"b": [2]}]}), 3));
     }
 }

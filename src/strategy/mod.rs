@@ -1,7 +1,96 @@
 //! Strategies: how an agent's `cmd` runs its instructions.
 //!
-//! (Skeleton: Direct, FSM and behaviour trees land with the agent work.
-//! The trait shape below is the contract they implement.)
+//! A [`Strategy`] sits between [`AgentState::cmd`] and Exec. It receives
+//! the normalised [`Command`]s (instructions to run, or commands addressed
+//! to the strategy itself) and returns the [`Directive`]s for the runtime.
+//! Its own state lives in the agent state under
+//! [`__strategy__`](STRATEGY_KEY), so it is checkpointed with the agent and
+//! visible through [`Snapshot`]s.
+//!
+//! Shipped strategies: [`Direct`] (the default: run now, in order) and
+//! [`Fsm`] (a finite state machine running one instruction per
+//! [`Directive::RunInstruction`]).
+//!
+//! # A custom strategy
+//!
+//! Only [`Strategy::cmd`] is required. This one retries each failed
+//! instruction up to `max_retries` times (an option read from the
+//! strategy's JSON options) before reporting it:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use jido::prelude::*;
+//! use jido::strategy::{apply_outcome, StrategyContext};
+//! use serde_json::json;
+//!
+//! struct RetryStrategy;
+//!
+//! impl Strategy for RetryStrategy {
+//!     async fn cmd(
+//!         &self,
+//!         agent: &mut AgentState,
+//!         commands: Vec<Command>,
+//!         ctx: &StrategyContext,
+//!     ) -> Vec<Directive> {
+//!         let max_retries = ctx.options().get("max_retries").and_then(|v| v.as_u64()).unwrap_or(3);
+//!         let mut directives = Vec::new();
+//!         for command in commands {
+//!             let Command::Run(instruction) = command else {
+//!                 directives.push(jido::strategy::unknown_command(&command));
+//!                 continue;
+//!             };
+//!             let mut tries = 0;
+//!             let outcome = loop {
+//!                 let outcome = ctx.run(agent, instruction.clone()).await;
+//!                 if outcome.result.is_ok() || tries >= max_retries {
+//!                     break outcome;
+//!                 }
+//!                 tries += 1;
+//!             };
+//!             directives.extend(apply_outcome(agent, outcome));
+//!         }
+//!         directives
+//!     }
+//! }
+//!
+//! static CALLS: AtomicU32 = AtomicU32::new(0);
+//!
+//! #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+//! struct P {}
+//! struct Flaky;
+//! impl Action for Flaky {
+//!     type Params = P;
+//!     type Output = serde_json::Value;
+//!     const NAME: &'static str = "flaky";
+//!     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> {
+//!         let n = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+//!         if n < 3 { Err(Error::execution("not yet")) } else { Ok(json!({"calls": n})) }
+//!     }
+//! }
+//!
+//! struct Resilient;
+//! impl Agent for Resilient {
+//!     const NAME: &'static str = "resilient";
+//!     type Schema = ();
+//!     fn strategy(&self) -> DynStrategy {
+//!         DynStrategy::new(RetryStrategy).with_option("max_retries", 5)
+//!     }
+//! }
+//!
+//! let mut agent = AgentState::new(Resilient, AgentOptions::new());
+//! // No Exec-level retries: the strategy does the retrying.
+//! let directives = agent.cmd(Flaky, ExecOptions::new().max_retries(0)).await;
+//! assert!(directives.is_empty());
+//! assert_eq!(agent.state()["calls"], 3);
+//! # }
+//! ```
+
+mod direct;
+mod fsm;
+
+pub use direct::Direct;
+pub use fsm::{FSM_RESULT_ACTION, Fsm};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,13 +98,17 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentState, SignalRoute};
-use crate::directive::Directive;
-use crate::exec::{Exec, ExecOptions};
-use crate::instruction::Instruction;
+use crate::agent::{AgentState, SignalRoute, external_directives};
+use crate::context::Context;
+use crate::directive::{Directive, error_context};
+use crate::effect::Effect;
+use crate::error::{Error, Result};
+use crate::exec::{Exec, ExecOptions, Outcome};
+use crate::instruction::{Instruction, IntoInstructions};
+use crate::signal::Signal;
 
-/// Key of the strategy's own state inside the agent state.
-pub const STRATEGY_KEY: &str = "__strategy__";
+pub use crate::agent::STRATEGY_KEY;
+pub use crate::directive::DEFAULT_RESULT_ACTION;
 
 /// One input of [`Strategy::cmd`]: an instruction to run, or a command
 /// addressed to the strategy itself (FSM result feedback, behaviour-tree
@@ -29,25 +122,190 @@ pub enum Command {
     Strategy {
         /// The command name, e.g. `"fsm_instruction_result"`.
         name: String,
-        /// Its params.
+        /// Its params (JSON, as they come from a signal).
         params: Value,
+        /// Effects travelling with the params: those of the instruction
+        /// whose result this command reports (see
+        /// [`instruction_feedback`]); empty otherwise.
+        effects: Vec<Effect>,
     },
 }
 
-/// What a strategy sees besides the agent.
+impl Command {
+    /// Runs `action` with empty params.
+    pub fn run(action: impl Into<crate::DynAction>) -> Self {
+        Command::Run(Instruction::new(action))
+    }
+
+    /// A strategy command with `params` and no effects.
+    pub fn strategy(name: impl Into<String>, params: Value) -> Self {
+        Command::Strategy {
+            name: name.into(),
+            params,
+            effects: Vec::new(),
+        }
+    }
+
+    /// The strategy command's name, or `None` for an instruction.
+    pub fn strategy_name(&self) -> Option<&str> {
+        match self {
+            Command::Strategy { name, .. } => Some(name),
+            Command::Run(_) => None,
+        }
+    }
+}
+
+impl From<Instruction> for Command {
+    fn from(ins: Instruction) -> Self {
+        Command::Run(ins)
+    }
+}
+
+/// The shapes [`AgentState::cmd`] accepts: anything
+/// [`IntoInstructions`] accepts (an action, `(action, params)`, an
+/// [`Instruction`], a `Vec` of those), a [`Command`], a `Vec<Command>`, or a
+/// [`Result`] of any of these (an `Err` becomes a normalisation error).
+pub trait IntoCommands {
+    /// The commands, or why the input cannot be normalised.
+    ///
+    /// # Errors
+    ///
+    /// Only the `Result` implementation fails, with its own error.
+    fn into_commands(self) -> Result<Vec<Command>>;
+}
+
+impl<T: IntoInstructions> IntoCommands for T {
+    fn into_commands(self) -> Result<Vec<Command>> {
+        Ok(self
+            .into_instructions()
+            .into_iter()
+            .map(Command::Run)
+            .collect())
+    }
+}
+
+impl IntoCommands for Command {
+    fn into_commands(self) -> Result<Vec<Command>> {
+        Ok(vec![self])
+    }
+}
+
+impl IntoCommands for Vec<Command> {
+    fn into_commands(self) -> Result<Vec<Command>> {
+        Ok(self)
+    }
+}
+
+impl<T: IntoCommands> IntoCommands for Result<T> {
+    fn into_commands(self) -> Result<Vec<Command>> {
+        self.and_then(IntoCommands::into_commands)
+    }
+}
+
+/// What a strategy sees besides the agent: the agent type's name, the
+/// strategy's options, the executor, the options of this `cmd`, and the
+/// signal being handled (under the runtime).
 #[derive(Debug, Clone)]
 pub struct StrategyContext {
+    agent_name: &'static str,
+    options: Arc<Map<String, Value>>,
+    exec: Exec,
+    exec_options: ExecOptions,
+    signal: Option<Signal>,
+}
+
+impl StrategyContext {
+    /// A context for agent type `agent_name` with no options, the global
+    /// executor and default exec options. [`AgentState::strategy_context`]
+    /// builds the real one.
+    pub fn new(agent_name: &'static str) -> Self {
+        Self {
+            agent_name,
+            options: Arc::new(Map::new()),
+            exec: Exec::global().clone(),
+            exec_options: ExecOptions::new(),
+            signal: None,
+        }
+    }
+
+    /// Sets the strategy options.
+    #[must_use]
+    pub fn with_options(mut self, options: Arc<Map<String, Value>>) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the executor.
+    #[must_use]
+    pub fn with_exec(mut self, exec: Exec) -> Self {
+        self.exec = exec;
+        self
+    }
+
+    /// Sets the options of this `cmd`.
+    #[must_use]
+    pub fn with_exec_options(mut self, opts: ExecOptions) -> Self {
+        self.exec_options = opts;
+        self
+    }
+
+    /// Sets the signal being handled.
+    #[must_use]
+    pub fn with_signal(mut self, signal: Signal) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
     /// The agent type's name.
-    pub agent_name: &'static str,
+    pub fn agent_name(&self) -> &'static str {
+        self.agent_name
+    }
+
+    /// The strategy's options (see [`DynStrategy::with_options`]).
+    pub fn options(&self) -> &Map<String, Value> {
+        &self.options
+    }
+
     /// The executor (instance) actions run on.
-    pub exec: Exec,
-    /// Options applied to every instruction of this `cmd`.
-    pub exec_options: ExecOptions,
+    pub fn exec(&self) -> &Exec {
+        &self.exec
+    }
+
+    /// Options of this `cmd`; `cmd` has already applied them to its
+    /// instructions.
+    pub fn exec_options(&self) -> &ExecOptions {
+        &self.exec_options
+    }
+
+    /// The signal being handled, if any.
+    pub fn signal(&self) -> Option<&Signal> {
+        self.signal.as_ref()
+    }
+
+    /// The base context of an action run for `agent`: the agent state and
+    /// the executor.
+    pub fn action_context(&self, agent: &AgentState) -> Context {
+        // The signal joins the action context once Context can carry it.
+        Context::new()
+            .with_state(Arc::clone(agent.shared_state()))
+            .with_exec(self.exec.clone())
+    }
+
+    /// Runs `instruction` for `agent` with [`Exec::execute`]: everything
+    /// it produced, effects of a failure included. The agent is not
+    /// changed; see [`apply_outcome`].
+    pub async fn run(&self, agent: &AgentState, instruction: Instruction) -> Outcome {
+        self.exec
+            .execute(instruction, self.action_context(agent))
+            .await
+    }
 }
 
 /// Status of a strategy, as reported by [`Snapshot`].
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SnapshotStatus {
     /// Nothing going on (the default).
@@ -63,6 +321,42 @@ pub enum SnapshotStatus {
     Failure,
 }
 
+impl SnapshotStatus {
+    /// Reads `"idle"`, `"running"`, `"waiting"`, `"success"` or
+    /// `"failure"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "idle" => SnapshotStatus::Idle,
+            "running" => SnapshotStatus::Running,
+            "waiting" => SnapshotStatus::Waiting,
+            "success" => SnapshotStatus::Success,
+            "failure" => SnapshotStatus::Failure,
+            _ => return None,
+        })
+    }
+
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotStatus::Idle => "idle",
+            SnapshotStatus::Running => "running",
+            SnapshotStatus::Waiting => "waiting",
+            SnapshotStatus::Success => "success",
+            SnapshotStatus::Failure => "failure",
+        }
+    }
+
+    /// Success or failure.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, SnapshotStatus::Success | SnapshotStatus::Failure)
+    }
+
+    /// Running or waiting.
+    pub fn is_running(self) -> bool {
+        matches!(self, SnapshotStatus::Running | SnapshotStatus::Waiting)
+    }
+}
+
 /// A strategy's state seen from outside, without its internals.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
@@ -76,10 +370,87 @@ pub struct Snapshot {
     pub details: Map<String, Value>,
 }
 
+impl Snapshot {
+    /// A snapshot with `status`, `done` set from it, no result and no
+    /// details.
+    pub fn new(status: SnapshotStatus) -> Self {
+        Self {
+            status,
+            done: status.is_terminal(),
+            result: None,
+            details: Map::new(),
+        }
+    }
+
+    /// The default snapshot of a strategy state (the `__strategy__`
+    /// object): `status` read from its `"status"` (idle when missing or
+    /// unknown), `result` from its `"result"` (`null` counts as none),
+    /// details = the rest minus `module`, `status`, `result` and
+    /// `config`.
+    ///
+    /// ```
+    /// use jido::strategy::{Snapshot, SnapshotStatus};
+    /// use serde_json::json;
+    ///
+    /// let st = json!({"module": "x", "status": "success", "result": 42, "config": {}, "step": 3});
+    /// let snap = Snapshot::from_strategy_state(st.as_object().unwrap());
+    /// assert_eq!(snap.status, SnapshotStatus::Success);
+    /// assert!(snap.done);
+    /// assert_eq!(snap.result, Some(json!(42)));
+    /// assert_eq!(serde_json::Value::Object(snap.details), json!({"step": 3}));
+    /// ```
+    pub fn from_strategy_state(state: &Map<String, Value>) -> Self {
+        let status = state
+            .get("status")
+            .and_then(Value::as_str)
+            .and_then(SnapshotStatus::parse)
+            .unwrap_or_default();
+        let result = state.get("result").filter(|v| !v.is_null()).cloned();
+        let details = state
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "module" | "status" | "result" | "config"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Self {
+            status,
+            done: status.is_terminal(),
+            result,
+            details,
+        }
+    }
+
+    /// The default snapshot of `agent` (see
+    /// [`Snapshot::from_strategy_state`]); idle when it has no strategy
+    /// state.
+    pub fn of(agent: &AgentState) -> Self {
+        agent
+            .strategy_state()
+            .map(Self::from_strategy_state)
+            .unwrap_or_default()
+    }
+
+    /// Whether the status is running or waiting.
+    pub fn is_running(&self) -> bool {
+        self.status.is_running()
+    }
+}
+
 /// An execution model for an agent's `cmd`. Only [`cmd`](Strategy::cmd) is
 /// required.
+///
+/// A strategy value is shared by every agent of a definition: keep
+/// per-agent data in the agent state under [`STRATEGY_KEY`] (JSON,
+/// checkpointed) or, for what JSON cannot hold, in
+/// [`AgentState::set_strategy_ext`].
 pub trait Strategy: Send + Sync + 'static {
-    /// Sets up the strategy's state when the agent starts.
+    /// A name for logs and the `module` entry of strategy states.
+    fn name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+
+    /// Sets up the strategy's state. Runs when the agent is created (its
+    /// directives are dropped then) and when the runtime starts the agent
+    /// (its directives are executed).
     fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
         let _ = (agent, ctx);
         Vec::new()
@@ -95,7 +466,7 @@ pub trait Strategy: Send + Sync + 'static {
     ) -> impl Future<Output = Vec<Directive>> + Send;
 
     /// One more turn of multi-turn work (scheduled through a Schedule
-    /// directive).
+    /// directive, never a sleep).
     fn tick(
         &self,
         agent: &mut AgentState,
@@ -105,10 +476,11 @@ pub trait Strategy: Send + Sync + 'static {
         async { Vec::new() }
     }
 
-    /// The strategy's state seen from outside.
+    /// The strategy's state seen from outside. The default reads the
+    /// strategy state (see [`Snapshot::from_strategy_state`]).
     fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot {
-        let _ = (agent, ctx);
-        Snapshot::default()
+        let _ = ctx;
+        Snapshot::of(agent)
     }
 
     /// Routes the strategy adds to its agent's router (priority 50 unless
@@ -119,11 +491,23 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
-/// Any strategy, type-erased, cheap to clone.
+/// Any strategy, type-erased, with its JSON options; cheap to clone.
+///
+/// ```
+/// use jido::strategy::{Direct, DynStrategy};
+///
+/// let s = DynStrategy::new(Direct).with_option("max_retries", 5);
+/// assert_eq!(s.options()["max_retries"], 5);
+/// assert_eq!(s.name(), "direct");
+/// ```
 #[derive(Clone)]
-pub struct DynStrategy(Arc<dyn ErasedStrategy>);
+pub struct DynStrategy {
+    inner: Arc<dyn ErasedStrategy>,
+    options: Arc<Map<String, Value>>,
+}
 
 trait ErasedStrategy: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
     fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive>;
     fn cmd<'a>(
         &'a self,
@@ -131,13 +515,19 @@ trait ErasedStrategy: Send + Sync + 'static {
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
-    fn tick<'a>(&'a self, agent: &'a mut AgentState, ctx: &'a StrategyContext)
-    -> BoxFuture<'a, Vec<Directive>>;
+    fn tick<'a>(
+        &'a self,
+        agent: &'a mut AgentState,
+        ctx: &'a StrategyContext,
+    ) -> BoxFuture<'a, Vec<Directive>>;
     fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot;
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute>;
 }
 
 impl<S: Strategy> ErasedStrategy for S {
+    fn name(&self) -> &'static str {
+        Strategy::name(self)
+    }
     fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
         Strategy::init(self, agent, ctx)
     }
@@ -165,44 +555,258 @@ impl<S: Strategy> ErasedStrategy for S {
 }
 
 impl DynStrategy {
-    /// Erases `strategy`.
+    /// Erases `strategy`, with no options.
     pub fn new(strategy: impl Strategy) -> Self {
-        Self(Arc::new(strategy))
+        Self {
+            inner: Arc::new(strategy),
+            options: Arc::new(Map::new()),
+        }
+    }
+
+    /// Sets the JSON options strategies read through
+    /// [`StrategyContext::options`].
+    #[must_use]
+    pub fn with_options(mut self, options: Map<String, Value>) -> Self {
+        self.options = Arc::new(options);
+        self
+    }
+
+    /// Sets one JSON option.
+    #[must_use]
+    pub fn with_option(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        Arc::make_mut(&mut self.options).insert(key.into(), value.into());
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Map<String, Value> {
+        &self.options
+    }
+
+    pub(crate) fn options_arc(&self) -> &Arc<Map<String, Value>> {
+        &self.options
+    }
+
+    /// See [`Strategy::name`].
+    pub fn name(&self) -> &'static str {
+        self.inner.name()
     }
 
     /// See [`Strategy::init`].
     pub fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
-        self.0.init(agent, ctx)
+        self.inner.init(agent, ctx)
     }
 
     /// See [`Strategy::cmd`].
-    pub async fn cmd(
-        &self,
-        agent: &mut AgentState,
+    pub fn cmd<'a>(
+        &'a self,
+        agent: &'a mut AgentState,
         commands: Vec<Command>,
-        ctx: &StrategyContext,
-    ) -> Vec<Directive> {
-        self.0.cmd(agent, commands, ctx).await
+        ctx: &'a StrategyContext,
+    ) -> BoxFuture<'a, Vec<Directive>> {
+        self.inner.cmd(agent, commands, ctx)
     }
 
     /// See [`Strategy::tick`].
-    pub async fn tick(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
-        self.0.tick(agent, ctx).await
+    pub fn tick<'a>(
+        &'a self,
+        agent: &'a mut AgentState,
+        ctx: &'a StrategyContext,
+    ) -> BoxFuture<'a, Vec<Directive>> {
+        self.inner.tick(agent, ctx)
     }
 
     /// See [`Strategy::snapshot`].
     pub fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot {
-        self.0.snapshot(agent, ctx)
+        self.inner.snapshot(agent, ctx)
     }
 
     /// See [`Strategy::signal_routes`].
     pub fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute> {
-        self.0.signal_routes(ctx)
+        self.inner.signal_routes(ctx)
     }
 }
 
 impl std::fmt::Debug for DynStrategy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DynStrategy")
+        f.debug_struct("DynStrategy")
+            .field("name", &self.name())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// The Error directive for a failed instruction: context `"instruction"`,
+/// an execution error "instruction failed" whose `reason` detail is the
+/// error's envelope (its retryability follows the cause's).
+pub fn instruction_error(error: Error) -> Directive {
+    let reason = error.to_envelope();
+    Directive::error(
+        Error::execution("instruction failed")
+            .with_detail("reason", reason)
+            .with_source(error),
+        error_context::INSTRUCTION,
+    )
+}
+
+fn instruction_error_from_reason(reason: Value) -> Directive {
+    Directive::error(
+        Error::execution("instruction failed").with_detail("reason", reason),
+        error_context::INSTRUCTION,
+    )
+}
+
+/// Applies an instruction's [`Outcome`] to `agent` the way [`Direct`] does
+/// and returns the directives:
+///
+/// * success: output deep-merged, then effects in order (state operations
+///   applied, directives returned);
+/// * failure: the [`instruction_error`] directive followed by the
+///   directives among the effects; no state operation is applied.
+pub fn apply_outcome(agent: &mut AgentState, outcome: Outcome) -> Vec<Directive> {
+    match outcome.result {
+        Ok(output) => agent.apply_output(output, outcome.effects),
+        Err(error) => failed_directives(instruction_error(error), outcome.effects),
+    }
+}
+
+fn failed_directives(error: Directive, effects: Vec<Effect>) -> Vec<Directive> {
+    let mut directives = Vec::with_capacity(1 + effects.len());
+    directives.push(error);
+    directives.extend(external_directives(effects));
+    directives
+}
+
+/// The Error directive for a strategy command the strategy does not know
+/// (context `"strategy_command"`, validation error "unknown strategy
+/// command" with a `command` detail). For an instruction, an internal
+/// error "unexpected instruction".
+pub fn unknown_command(command: &Command) -> Directive {
+    let error = match command {
+        Command::Strategy { name, .. } => {
+            Error::validation(format!("unknown strategy command: {name}"))
+                .with_detail("command", name.clone())
+        }
+        Command::Run(ins) => {
+            Error::internal("unexpected instruction").with_detail("action", ins.action.name())
+        }
+    };
+    Directive::error(error, error_context::STRATEGY_COMMAND)
+}
+
+/// Runs the instruction of a [`Directive::RunInstruction`] for `agent` and
+/// builds the command that feeds its result back into `cmd`: the strategy
+/// command `result_action` with params
+///
+/// * `{"status": "ok", "result": <output>, "instruction": {"id", "action"}, "meta": <meta>}`, or
+/// * `{"status": "error", "reason": <error envelope>, "instruction": {..}, "meta": <meta>}`,
+///
+/// and the instruction's effects (of a failure too) in the command's
+/// `effects`. The agent is not changed. The runtime and tests share this.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # use jido::prelude::*;
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// # struct Ping;
+/// # impl Action for Ping {
+/// #     type Params = P; type Output = serde_json::Value;
+/// #     const NAME: &'static str = "ping";
+/// #     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> { Ok(serde_json::json!({"pong": true})) }
+/// # }
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::exec::Exec;
+/// use jido::strategy::instruction_feedback;
+///
+/// let agent = AgentState::new(A, AgentOptions::new());
+/// let cmd = instruction_feedback(&agent, Instruction::new(Ping), "instruction_result", &Default::default(), &Exec::new()).await;
+/// let Command::Strategy { name, params, .. } = cmd else { unreachable!() };
+/// assert_eq!(name, "instruction_result");
+/// assert_eq!(params["status"], "ok");
+/// assert_eq!(params["result"]["pong"], true);
+/// assert_eq!(params["instruction"]["action"], "ping");
+/// # }
+/// ```
+pub async fn instruction_feedback(
+    agent: &AgentState,
+    instruction: Instruction,
+    result_action: &str,
+    meta: &Map<String, Value>,
+    exec: &Exec,
+) -> Command {
+    let info = serde_json::json!({
+        "id": instruction.id.to_string(),
+        "action": instruction.action.name(),
+    });
+    let ctx = Context::new()
+        .with_state(Arc::clone(agent.shared_state()))
+        .with_exec(exec.clone());
+    let outcome = exec.execute(instruction, ctx).await;
+    let mut params = Map::with_capacity(4);
+    match outcome.result {
+        Ok(output) => {
+            params.insert("status".into(), Value::from("ok"));
+            params.insert("result".into(), Value::Object(output));
+        }
+        Err(error) => {
+            params.insert("status".into(), Value::from("error"));
+            params.insert("reason".into(), error.to_envelope());
+        }
+    }
+    params.insert("instruction".into(), info);
+    params.insert("meta".into(), Value::Object(meta.clone()));
+    Command::Strategy {
+        name: result_action.to_owned(),
+        params: Value::Object(params),
+        effects: outcome.effects,
+    }
+}
+
+/// A parsed instruction result (see [`instruction_feedback`]).
+pub(crate) enum InstructionResult {
+    Ok(Map<String, Value>),
+    Failed(Value),
+}
+
+/// Reads instruction-result params; a malformed payload gives a validation
+/// error for an Error directive with context `"instruction_result"`.
+pub(crate) fn parse_instruction_result(params: &Value) -> Result<InstructionResult> {
+    let invalid = |reason: String| {
+        Error::validation("invalid instruction result").with_detail("reason", reason)
+    };
+    let Value::Object(map) = params else {
+        return Err(invalid(format!(
+            "expected a JSON object, got {}",
+            crate::action::json_type_name(params)
+        )));
+    };
+    match map.get("status").and_then(Value::as_str) {
+        Some("ok") => match map.get("result") {
+            Some(Value::Object(result)) => Ok(InstructionResult::Ok(result.clone())),
+            None | Some(Value::Null) => Ok(InstructionResult::Ok(Map::new())),
+            Some(other) => Err(invalid(format!(
+                "result must be a JSON object, got {}",
+                crate::action::json_type_name(other)
+            ))),
+        },
+        Some("error") => Ok(InstructionResult::Failed(
+            map.get("reason").cloned().unwrap_or(Value::Null),
+        )),
+        _ => Err(invalid("status must be \"ok\" or \"error\"".to_owned())),
+    }
+}
+
+/// Applies an instruction result the way [`apply_outcome`] applies an
+/// outcome.
+pub(crate) fn apply_instruction_result(
+    agent: &mut AgentState,
+    result: InstructionResult,
+    effects: Vec<Effect>,
+) -> Vec<Directive> {
+    match result {
+        InstructionResult::Ok(output) => agent.apply_output(output, effects),
+        InstructionResult::Failed(reason) => {
+            failed_directives(instruction_error_from_reason(reason), effects)
+        }
     }
 }

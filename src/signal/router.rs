@@ -1,0 +1,867 @@
+//! The signal router: a trie over dot-separated type segments.
+//!
+//! A route is a path pattern, a target (any `T`), a priority in
+//! [`MIN_PRIORITY`]`..=`[`MAX_PRIORITY`] (default 0) and an optional match
+//! function on the signal. Path segments are `[a-zA-Z0-9_-]+` or a wildcard:
+//!
+//! * `*` matches exactly one segment;
+//! * `**` matches **one or more** segments, so `"audit.**"` does not match
+//!   `"audit"` and `"user.**.created"` does not match `"user.created"`; a
+//!   bare `"**"` matches every type. (The free function [`matches`] follows
+//!   Jido's `matches?/2` instead, where `**` matches zero or more.)
+//!
+//! [`Router::route`] returns every matching target, ordered by complexity
+//! (more specific patterns first), then priority (higher first), then
+//! insertion order. Complexity is Jido's: for a pattern of `n` segments,
+//! `2000·n + Σ_exact 3000·(n−i) − Σ_* (1000−100·i) − Σ_** (2000−200·i)` with
+//! `i` the segment index from 0. As in Jido, a route with a match function
+//! ranks with complexity 0, and a match function that returns `false` or
+//! panics means "no match".
+//!
+//! Invalid paths and priorities are refused where the router is built, with
+//! an [`ErrorKind::Configuration`](crate::ErrorKind::Configuration) error
+//! naming the `rule` broken.
+//!
+//! ```
+//! use jido::signal::{Route, Router, Signal};
+//! use jido::ErrorKind;
+//! use serde_json::json;
+//!
+//! let mut router = Router::new();
+//! router.add("order.placed", "exact")?;
+//! router.add("order.*", "one segment")?;
+//! router.add("**", "everything")?;
+//! router.add_route(Route::new("order.placed", "big orders").priority(10).when(|s| {
+//!     s.data().and_then(|d| d["total"].as_u64()).is_some_and(|t| t > 100)
+//! }))?;
+//!
+//! let small = Signal::new("order.placed", json!({"total": 5}));
+//! assert_eq!(router.route(&small)?, vec![&"exact", &"one segment", &"everything"]);
+//! let big = Signal::new("order.placed", json!({"total": 500}));
+//! assert_eq!(router.route(&big)?, vec![&"exact", &"one segment", &"big orders", &"everything"]);
+//!
+//! let err = router.add("order..placed", "bad").unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::Configuration);
+//! assert_eq!(err.message(), "path cannot contain consecutive dots");
+//!
+//! let mut empty: Router<&str> = Router::new();
+//! let err = empty.route(&small).unwrap_err();
+//! assert_eq!(err.kind(), ErrorKind::Routing);
+//! assert_eq!(err.detail("signal_type"), Some(&json!("order.placed")));
+//! # Ok::<(), jido::Error>(())
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use super::Signal;
+use crate::error::{Error, Result};
+
+/// The lowest route priority.
+pub const MIN_PRIORITY: i32 = -100;
+/// The highest route priority.
+pub const MAX_PRIORITY: i32 = 100;
+/// The priority of a route that names none.
+pub const DEFAULT_PRIORITY: i32 = 0;
+
+/// A match function: a route only applies to signals for which it returns
+/// `true`.
+pub type MatchFn = Arc<dyn Fn(&Signal) -> bool + Send + Sync>;
+
+/// One route: a path pattern, a target, a priority and an optional match
+/// function.
+///
+/// ```
+/// use jido::signal::Route;
+///
+/// let route = Route::new(" user.*.created ", 7).priority(-5);
+/// assert_eq!(route.priority_value(), -5);
+/// assert_eq!(*route.target(), 7);
+/// ```
+#[must_use]
+pub struct Route<T> {
+    path: String,
+    target: T,
+    priority: i32,
+    matcher: Option<MatchFn>,
+}
+
+impl<T> Route<T> {
+    /// A route from `path` (trimmed; checked when added to a router) to
+    /// `target`, priority 0, no match function.
+    pub fn new(path: impl Into<String>, target: T) -> Self {
+        let path = path.into();
+        let trimmed = path.trim();
+        let path = if trimmed.len() == path.len() {
+            path
+        } else {
+            trimmed.to_owned()
+        };
+        Self {
+            path,
+            target,
+            priority: DEFAULT_PRIORITY,
+            matcher: None,
+        }
+    }
+
+    /// Sets the priority (checked when added to a router).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Adds a match function: the route applies only when it returns
+    /// `true`. A panic inside it counts as `false`.
+    pub fn when(mut self, matcher: impl Fn(&Signal) -> bool + Send + Sync + 'static) -> Self {
+        self.matcher = Some(Arc::new(matcher));
+        self
+    }
+
+    /// The (trimmed) path pattern.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The target.
+    pub fn target(&self) -> &T {
+        &self.target
+    }
+
+    /// The target, consuming the route.
+    pub fn into_target(self) -> T {
+        self.target
+    }
+
+    /// The priority.
+    pub fn priority_value(&self) -> i32 {
+        self.priority
+    }
+
+    /// Whether the route has a match function.
+    pub fn has_match_fn(&self) -> bool {
+        self.matcher.is_some()
+    }
+
+    /// Jido's complexity score of the path (see the [module docs](self)).
+    /// Routes with a match function still rank with 0.
+    pub fn complexity(&self) -> i64 {
+        complexity(&self.path)
+    }
+
+    fn accepts(&self, signal: &Signal) -> bool {
+        match &self.matcher {
+            None => true,
+            Some(f) => match catch_unwind(AssertUnwindSafe(|| f(signal))) {
+                Ok(matched) => matched,
+                Err(_) => {
+                    tracing::warn!(
+                        path = %self.path,
+                        signal_type = %signal.ty(),
+                        "route match function panicked; treated as no match"
+                    );
+                    false
+                }
+            },
+        }
+    }
+}
+
+impl<T: Clone> Clone for Route<T> {
+    fn clone(&self) -> Self {
+        Self {
+            path: self.path.clone(),
+            target: self.target.clone(),
+            priority: self.priority,
+            matcher: self.matcher.clone(),
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Route<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("path", &self.path)
+            .field("target", &self.target)
+            .field("priority", &self.priority)
+            .field("match_fn", &self.matcher.is_some())
+            .finish()
+    }
+}
+
+/// Jido's complexity of a (valid) path.
+fn complexity(path: &str) -> i64 {
+    let n = path.split('.').count() as i64;
+    let mut score = 2000 * n;
+    for (i, seg) in path.split('.').enumerate() {
+        let i = i as i64;
+        score += match seg {
+            "**" => -(2000 - 200 * i),
+            "*" => -(1000 - 100 * i),
+            _ => 3000 * (n - i),
+        };
+    }
+    score
+}
+
+fn path_error(path: &str, rule: &'static str, message: &'static str) -> Error {
+    Error::configuration(message)
+        .with_detail("path", path)
+        .with_detail("rule", rule)
+}
+
+fn is_segment_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Checks a route path (already trimmed) against Jido's rules.
+///
+/// # Errors
+///
+/// An [`ErrorKind::Configuration`](crate::ErrorKind::Configuration) error
+/// with details `path` and `rule`:
+///
+/// | rule | message |
+/// |---|---|
+/// | `empty` | path cannot be empty |
+/// | `consecutive_dots` | path cannot contain consecutive dots |
+/// | `edge_dot` | path cannot start or end with a dot |
+/// | `multiple_wildcards` | path cannot contain multiple wildcards (`**.**`) |
+/// | `wildcard_in_segment` | path cannot contain '*' within a segment |
+/// | `invalid_characters` | path contains invalid characters |
+pub fn validate_path(path: &str) -> Result<()> {
+    if path.is_empty() {
+        return Err(path_error(path, "empty", "path cannot be empty"));
+    }
+    if path.contains("..") {
+        return Err(path_error(
+            path,
+            "consecutive_dots",
+            "path cannot contain consecutive dots",
+        ));
+    }
+    if path.starts_with('.') || path.ends_with('.') {
+        return Err(path_error(
+            path,
+            "edge_dot",
+            "path cannot start or end with a dot",
+        ));
+    }
+    let mut previous_globstar = false;
+    for seg in path.split('.') {
+        match seg {
+            "**" => {
+                if previous_globstar {
+                    return Err(path_error(
+                        path,
+                        "multiple_wildcards",
+                        "path cannot contain multiple wildcards",
+                    ));
+                }
+                previous_globstar = true;
+                continue;
+            }
+            "*" => {}
+            _ if seg.contains('*') => {
+                return Err(path_error(
+                    path,
+                    "wildcard_in_segment",
+                    "path cannot contain '*' within a segment",
+                ));
+            }
+            _ if !seg.bytes().all(is_segment_byte) => {
+                return Err(path_error(
+                    path,
+                    "invalid_characters",
+                    "path contains invalid characters",
+                ));
+            }
+            _ => {}
+        }
+        previous_globstar = false;
+    }
+    Ok(())
+}
+
+/// Checks that `ty` is a routable signal type: dot-separated segments of
+/// `[a-zA-Z0-9_-]+`.
+///
+/// # Errors
+///
+/// A validation error `signal type is not routable` with details
+/// `signal_type`.
+pub fn validate_type(ty: &str) -> Result<()> {
+    if is_routable(ty) {
+        Ok(())
+    } else {
+        Err(Error::validation("signal type is not routable").with_detail("signal_type", ty))
+    }
+}
+
+fn is_routable(ty: &str) -> bool {
+    !ty.is_empty() && ty.split('.').all(|s| !s.is_empty() && s.bytes().all(is_segment_byte))
+}
+
+/// Whether `pattern` matches the type `ty` with Jido's `matches?/2`
+/// semantics, where `**` matches **zero** or more segments (unlike
+/// [`Router::route`], where it needs one or more). An invalid pattern or
+/// an unroutable type never matches.
+///
+/// ```
+/// use jido::signal::router::matches;
+///
+/// assert!(matches("audit.**", "audit"));          // zero segments
+/// assert!(matches("user.**.created", "user.created"));
+/// assert!(matches("user.*", "user.created"));
+/// assert!(!matches("user.*", "user"));
+/// assert!(!matches("user..x", "user.x"));          // invalid pattern
+/// ```
+pub fn matches(pattern: &str, ty: &str) -> bool {
+    let pattern = pattern.trim();
+    if validate_path(pattern).is_err() || !is_routable(ty) {
+        return false;
+    }
+    let p: Vec<&str> = pattern.split('.').collect();
+    let t: Vec<&str> = ty.split('.').collect();
+    // can[j] = pattern suffix p[i..] matches type suffix t[j..].
+    let mut next = vec![false; t.len() + 1];
+    next[t.len()] = true;
+    for seg in p.iter().rev() {
+        let mut cur = vec![false; t.len() + 1];
+        for j in (0..=t.len()).rev() {
+            cur[j] = match *seg {
+                "**" => next[j] || (j < t.len() && cur[j + 1]),
+                "*" => j < t.len() && next[j + 1],
+                exact => j < t.len() && t[j] == exact && next[j + 1],
+            };
+        }
+        next = cur;
+    }
+    next[0]
+}
+
+/// FxHash (as in rustc): fast hashing for short segment strings.
+#[derive(Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, mut bytes: &[u8]) {
+        while bytes.len() >= 8 {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8]);
+            self.add(u64::from_le_bytes(word));
+            bytes = &bytes[8..];
+        }
+        if bytes.len() >= 4 {
+            let mut word = [0u8; 4];
+            word.copy_from_slice(&bytes[..4]);
+            self.add(u64::from(u32::from_le_bytes(word)));
+            bytes = &bytes[4..];
+        }
+        for b in bytes {
+            self.add(u64::from(*b));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+type FxBuild = BuildHasherDefault<FxHasher>;
+
+struct Entry<T> {
+    route: Route<T>,
+    seq: u64,
+    /// Complexity used for ordering (0 for routes with a match function).
+    rank: i64,
+}
+
+impl<T: Clone> Clone for Entry<T> {
+    fn clone(&self) -> Self {
+        Self {
+            route: self.route.clone(),
+            seq: self.seq,
+            rank: self.rank,
+        }
+    }
+}
+
+struct Node<T> {
+    exact: HashMap<Box<str>, Node<T>, FxBuild>,
+    star: Option<Box<Node<T>>>,
+    globstar: Option<Box<Node<T>>>,
+    handlers: Vec<Entry<T>>,
+}
+
+impl<T> Default for Node<T> {
+    fn default() -> Self {
+        Self {
+            exact: HashMap::default(),
+            star: None,
+            globstar: None,
+            handlers: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone> Clone for Node<T> {
+    fn clone(&self) -> Self {
+        Self {
+            exact: self.exact.clone(),
+            star: self.star.clone(),
+            globstar: self.globstar.clone(),
+            handlers: self.handlers.clone(),
+        }
+    }
+}
+
+impl<T> Node<T> {
+    fn is_empty(&self) -> bool {
+        self.handlers.is_empty()
+            && self.exact.is_empty()
+            && self.star.is_none()
+            && self.globstar.is_none()
+    }
+
+    fn child_mut(&mut self, seg: &str) -> &mut Node<T> {
+        match seg {
+            "*" => self.star.get_or_insert_with(Box::default),
+            "**" => self.globstar.get_or_insert_with(Box::default),
+            _ => self.exact.entry(seg.into()).or_default(),
+        }
+    }
+
+    /// Collects the entries of routes matching `segs[i..]` from this node.
+    /// `memo` records globstar states already explored, once a path has
+    /// passed a first `**` (only then can a state repeat).
+    fn collect<'a>(
+        &'a self,
+        segs: &[&str],
+        i: usize,
+        nested: bool,
+        out: &mut Vec<&'a Entry<T>>,
+        memo: &mut Option<HashSet<(usize, usize), FxBuild>>,
+    ) {
+        let Some(seg) = segs.get(i) else {
+            out.extend(self.handlers.iter());
+            return;
+        };
+        if !self.exact.is_empty() {
+            if let Some(child) = self.exact.get(*seg) {
+                child.collect(segs, i + 1, nested, out, memo);
+            }
+        }
+        if let Some(child) = &self.star {
+            child.collect(segs, i + 1, nested, out, memo);
+        }
+        if let Some(child) = &self.globstar {
+            let id = &**child as *const Node<T> as usize;
+            for j in i + 1..=segs.len() {
+                if nested && !memo.get_or_insert_with(HashSet::default).insert((id, j)) {
+                    continue;
+                }
+                child.collect(segs, j, true, out, memo);
+            }
+        }
+    }
+
+    fn visit<'a>(&'a self, out: &mut Vec<&'a Entry<T>>) {
+        out.extend(self.handlers.iter());
+        for child in self.exact.values() {
+            child.visit(out);
+        }
+        if let Some(child) = &self.star {
+            child.visit(out);
+        }
+        if let Some(child) = &self.globstar {
+            child.visit(out);
+        }
+    }
+
+    fn drain_into(self, out: &mut Vec<Entry<T>>) {
+        out.extend(self.handlers);
+        for (_, child) in self.exact {
+            child.drain_into(out);
+        }
+        if let Some(child) = self.star {
+            child.drain_into(out);
+        }
+        if let Some(child) = self.globstar {
+            child.drain_into(out);
+        }
+    }
+
+    /// Removes the routes at `segs`; returns how many. Prunes empty nodes.
+    fn remove(&mut self, segs: &[&str]) -> usize {
+        let Some((first, rest)) = segs.split_first() else {
+            let n = self.handlers.len();
+            self.handlers.clear();
+            return n;
+        };
+        match *first {
+            "*" | "**" => {
+                let slot = if *first == "*" {
+                    &mut self.star
+                } else {
+                    &mut self.globstar
+                };
+                let Some(child) = slot else { return 0 };
+                let n = child.remove(rest);
+                if child.is_empty() {
+                    *slot = None;
+                }
+                n
+            }
+            seg => {
+                let Some(child) = self.exact.get_mut(seg) else {
+                    return 0;
+                };
+                let n = child.remove(rest);
+                if child.is_empty() {
+                    self.exact.remove(seg);
+                }
+                n
+            }
+        }
+    }
+}
+
+/// Segments of a type, without allocating for types of up to 16
+/// segments.
+enum Segments<'a> {
+    Inline([&'a str; 16], usize),
+    Heap(Vec<&'a str>),
+}
+
+impl<'a> Segments<'a> {
+    /// Splits a routable type; `None` when a segment is empty or holds
+    /// other characters than `[a-zA-Z0-9_-]`.
+    fn split(ty: &'a str) -> Option<Self> {
+        let mut inline = [""; 16];
+        let mut n = 0;
+        let mut heap: Option<Vec<&'a str>> = None;
+        for seg in ty.split('.') {
+            if seg.is_empty() || !seg.bytes().all(is_segment_byte) {
+                return None;
+            }
+            match &mut heap {
+                Some(v) => v.push(seg),
+                None if n < inline.len() => {
+                    inline[n] = seg;
+                    n += 1;
+                }
+                None => {
+                    let mut v = inline.to_vec();
+                    v.push(seg);
+                    heap = Some(v);
+                }
+            }
+        }
+        Some(match heap {
+            Some(v) => Segments::Heap(v),
+            None => Segments::Inline(inline, n),
+        })
+    }
+
+    fn as_slice(&self) -> &[&'a str] {
+        match self {
+            Segments::Inline(a, n) => &a[..*n],
+            Segments::Heap(v) => v,
+        }
+    }
+}
+
+/// Routes signals to targets of type `T`. See the [module docs](self).
+pub struct Router<T> {
+    root: Node<T>,
+    len: usize,
+    next_seq: u64,
+}
+
+impl<T> Default for Router<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Clone> Clone for Router<T> {
+    fn clone(&self) -> Self {
+        Self {
+            root: self.root.clone(),
+            len: self.len,
+            next_seq: self.next_seq,
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Router<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router").field("routes", &self.list()).finish()
+    }
+}
+
+fn check_route<T>(route: &Route<T>) -> Result<()> {
+    validate_path(&route.path)?;
+    if route.priority > MAX_PRIORITY {
+        return Err(Error::configuration("priority value exceeds maximum allowed")
+            .with_detail("path", route.path.as_str())
+            .with_detail("priority", route.priority)
+            .with_detail("max", MAX_PRIORITY));
+    }
+    if route.priority < MIN_PRIORITY {
+        return Err(Error::configuration("priority value below minimum allowed")
+            .with_detail("path", route.path.as_str())
+            .with_detail("priority", route.priority)
+            .with_detail("min", MIN_PRIORITY));
+    }
+    Ok(())
+}
+
+impl<T> Router<T> {
+    /// An empty router.
+    pub fn new() -> Self {
+        Self {
+            root: Node::default(),
+            len: 0,
+            next_seq: 0,
+        }
+    }
+
+    /// A router holding `routes`, in order.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid route's error (see [`add_route`](Router::add_route)).
+    pub fn from_routes(routes: impl IntoIterator<Item = Route<T>>) -> Result<Self> {
+        let mut router = Self::new();
+        router.add_all(routes)?;
+        Ok(router)
+    }
+
+    /// Adds a route from `path` to `target` with priority 0.
+    ///
+    /// # Errors
+    ///
+    /// As [`add_route`](Router::add_route).
+    pub fn add(&mut self, path: impl Into<String>, target: T) -> Result<()> {
+        self.add_route(Route::new(path, target))
+    }
+
+    /// Adds a route. A second route on the same path is kept beside the
+    /// first, after it in insertion order.
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::Configuration`](crate::ErrorKind::Configuration)
+    /// error: an invalid path (see [`validate_path`]) or a priority outside
+    /// [`MIN_PRIORITY`]`..=`[`MAX_PRIORITY`] (`priority value exceeds
+    /// maximum allowed`, `priority value below minimum allowed`).
+    pub fn add_route(&mut self, route: Route<T>) -> Result<()> {
+        check_route(&route)?;
+        self.insert(route);
+        Ok(())
+    }
+
+    /// Adds several routes, all or none.
+    ///
+    /// # Errors
+    ///
+    /// The first invalid route's error; the router is then unchanged.
+    pub fn add_all(&mut self, routes: impl IntoIterator<Item = Route<T>>) -> Result<()> {
+        let routes: Vec<Route<T>> = routes.into_iter().collect();
+        for route in &routes {
+            check_route(route)?;
+        }
+        for route in routes {
+            self.insert(route);
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, route: Route<T>) {
+        let rank = if route.matcher.is_some() {
+            0
+        } else {
+            complexity(&route.path)
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut node = &mut self.root;
+        for seg in route.path.split('.') {
+            node = node.child_mut(seg);
+        }
+        node.handlers.push(Entry { route, seq, rank });
+        self.len += 1;
+    }
+
+    /// Removes every route on `path` (trimmed) and returns how many there
+    /// were; a path with no routes (or an invalid one) removes nothing.
+    pub fn remove(&mut self, path: &str) -> usize {
+        let path = path.trim();
+        if validate_path(path).is_err() {
+            return 0;
+        }
+        let segs: Vec<&str> = path.split('.').collect();
+        let n = self.root.remove(&segs);
+        self.len -= n;
+        n
+    }
+
+    /// Moves every route of `other` into this router, after the existing
+    /// ones and in `other`'s insertion order.
+    pub fn merge(&mut self, other: Router<T>) {
+        let mut entries = Vec::with_capacity(other.len);
+        other.root.drain_into(&mut entries);
+        entries.sort_by_key(|e| e.seq);
+        for entry in entries {
+            self.insert(entry.route);
+        }
+    }
+
+    /// Every route, in insertion order.
+    pub fn list(&self) -> Vec<&Route<T>> {
+        let mut entries = Vec::with_capacity(self.len);
+        self.root.visit(&mut entries);
+        entries.sort_by_key(|e| e.seq);
+        entries.into_iter().map(|e| &e.route).collect()
+    }
+
+    /// The number of routes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no routes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The routes matching `signal`, in routing order (complexity, then
+    /// priority, then insertion). Empty when nothing matches.
+    pub fn matching(&self, signal: &Signal) -> Vec<&Route<T>> {
+        let Some(segs) = Segments::split(signal.ty()) else {
+            return Vec::new();
+        };
+        let mut found: Vec<&Entry<T>> = Vec::new();
+        let mut memo = None;
+        self.root
+            .collect(segs.as_slice(), 0, false, &mut found, &mut memo);
+        found.retain(|e| e.route.accepts(signal));
+        found.sort_unstable_by(|a, b| {
+            b.rank
+                .cmp(&a.rank)
+                .then(b.route.priority.cmp(&a.route.priority))
+                .then(a.seq.cmp(&b.seq))
+        });
+        found.into_iter().map(|e| &e.route).collect()
+    }
+
+    /// The targets of every route matching `signal`, in routing order
+    /// (complexity, then priority, then insertion).
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::Routing`](crate::ErrorKind::Routing) error `no
+    /// matching handlers found for signal`, not retryable, with details
+    /// `signal_type` and `reason` (`no_handlers_found`, or
+    /// `invalid_signal_type` when the type has an empty segment or a
+    /// character outside `[a-zA-Z0-9_-]`).
+    pub fn route(&self, signal: &Signal) -> Result<Vec<&T>> {
+        let started = tracing::enabled!(target: "jido::signal::router", tracing::Level::DEBUG)
+            .then(std::time::Instant::now);
+        let routes = self.matching(signal);
+        if let Some(started) = started {
+            tracing::debug!(
+                name: "jido.signal.router.routed",
+                target: "jido::signal::router",
+                signal_type = %signal.ty(),
+                match_count = routes.len(),
+                matched = !routes.is_empty(),
+                latency_us = started.elapsed().as_micros() as u64,
+                "jido.signal.router.routed"
+            );
+        }
+        if routes.is_empty() {
+            let reason = if is_routable(signal.ty()) {
+                "no_handlers_found"
+            } else {
+                "invalid_signal_type"
+            };
+            return Err(Error::routing("no matching handlers found for signal")
+                .with_detail("signal_type", signal.ty())
+                .with_detail("reason", reason)
+                .with_detail("retry", false));
+        }
+        Ok(routes.into_iter().map(|r| &r.target).collect())
+    }
+}
+
+impl<T> Extend<Route<T>> for Router<T> {
+    /// Adds routes, skipping (and logging) invalid ones. Prefer
+    /// [`Router::add_all`], which reports them.
+    fn extend<I: IntoIterator<Item = Route<T>>>(&mut self, iter: I) {
+        for route in iter {
+            if let Err(err) = self.add_route(route) {
+                tracing::warn!(error = %err, "invalid route skipped");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complexity_follows_jido() {
+        assert_eq!(complexity("**"), 0);
+        assert_eq!(complexity("*"), 1000);
+        assert_eq!(complexity("a"), 5000);
+        // n=2: 4000 + 3000*2 + 3000*1
+        assert_eq!(complexity("a.b"), 13000);
+        // n=2: 4000 + 6000 - (1000 - 100)
+        assert_eq!(complexity("a.*"), 9100);
+        // n=2: 4000 + 6000 - (2000 - 200)
+        assert_eq!(complexity("a.**"), 8200);
+    }
+
+    #[test]
+    fn fx_hash_distinguishes_lengths() {
+        use std::hash::{BuildHasher, Hash};
+        let b = FxBuild::default();
+        let h = |s: &str| {
+            let mut h = b.build_hasher();
+            s.hash(&mut h);
+            h.finish()
+        };
+        assert_ne!(h("abcd"), h("abcd\0"));
+        assert_ne!(h("user"), h("users"));
+    }
+}

@@ -1,0 +1,67 @@
+//! The Direct strategy: run every instruction now, in order.
+
+use super::{
+    Command, Strategy, StrategyContext, apply_instruction_result, apply_outcome,
+    parse_instruction_result, unknown_command,
+};
+use crate::agent::AgentState;
+use crate::directive::{DEFAULT_RESULT_ACTION, Directive, error_context};
+
+/// The default strategy: runs each instruction with Exec, sequentially, in
+/// the caller.
+///
+/// * Success: the output is deep-merged into the state, then the effects
+///   apply in order (state operations edit the state, other effects are
+///   returned as directives).
+/// * Failure: an Error directive (context `"instruction"`, execution error
+///   "instruction failed", `reason` = the error's envelope) followed by
+///   the directives among the failed action's effects; its state
+///   operations are dropped. The next instruction still runs.
+/// * The strategy command `"instruction_result"` (the result of a
+///   [`Directive::RunInstruction`], see
+///   [`instruction_feedback`](super::instruction_feedback)) is applied the
+///   same way; a malformed one gives an Error directive with context
+///   `"instruction_result"`.
+/// * Any other strategy command gives an Error directive (context
+///   `"strategy_command"`).
+///
+/// Direct keeps no strategy state; its snapshot is always idle.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Direct;
+
+impl Strategy for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+
+    async fn cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+        ctx: &StrategyContext,
+    ) -> Vec<Directive> {
+        let mut directives = Vec::new();
+        for command in commands {
+            match command {
+                Command::Run(instruction) => {
+                    let outcome = ctx.run(agent, instruction).await;
+                    directives.extend(apply_outcome(agent, outcome));
+                }
+                Command::Strategy {
+                    name,
+                    params,
+                    effects,
+                } if name == DEFAULT_RESULT_ACTION => match parse_instruction_result(&params) {
+                    Ok(result) => {
+                        directives.extend(apply_instruction_result(agent, result, effects))
+                    }
+                    Err(error) => {
+                        directives.push(Directive::error(error, error_context::INSTRUCTION_RESULT))
+                    }
+                },
+                other => directives.push(unknown_command(&other)),
+            }
+        }
+        directives
+    }
+}

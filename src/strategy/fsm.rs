@@ -1,0 +1,401 @@
+//! The FSM strategy: a finite state machine that runs one instruction per
+//! `RunInstruction` directive.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{
+    Command, InstructionResult, Snapshot, SnapshotStatus, Strategy, StrategyContext,
+    instruction_error_from_reason, parse_instruction_result, unknown_command,
+};
+use crate::agent::{AgentState, external_directives};
+use crate::directive::{Directive, error_context};
+use crate::error::Error;
+use crate::instruction::Instruction;
+
+/// The strategy command an FSM instruction result comes back as (the
+/// `result_action` of the FSM's [`Directive::RunInstruction`]s).
+pub const FSM_RESULT_ACTION: &str = "fsm_instruction_result";
+
+const MODULE: &str = "fsm";
+const PROCESSING: &str = "processing";
+
+/// A finite-state-machine strategy.
+///
+/// Options (Jido's defaults): `initial_state` `"idle"`; `transitions`
+/// `idle → [processing]`, `processing → [idle, completed, failed]`,
+/// `completed → [idle]`, `failed → [idle]`; `auto_transition` `true`.
+///
+/// * `cmd` with instructions moves the machine to `"processing"` and
+///   returns **one** [`Directive::RunInstruction`] (result action
+///   `"fsm_instruction_result"`) for the first of them; the others wait.
+/// * The runtime runs it and feeds the result back through `cmd` as the
+///   strategy command `"fsm_instruction_result"` (see
+///   [`instruction_feedback`](super::instruction_feedback)). A success is
+///   deep-merged into the state and its state operations applied at once,
+///   `processed_count` grows and `last_result` is set; a failure sets
+///   `error` and records an Error directive (context `"instruction"`)
+///   followed by the failed action's directives. The next instruction's
+///   `RunInstruction` is returned.
+/// * Directives from results are **deferred**: when the last result of
+///   the batch arrives they are returned, in order, and with
+///   `auto_transition` the machine goes back to the initial state.
+///
+/// Errors: a transition the table does not allow gives an Error directive
+/// (context `"fsm_transition"`, execution error "fsm transition failed"
+/// with `from` and `to` details) and changes nothing; a result payload
+/// that is not a JSON object (or has no valid status) gives an Error
+/// directive with context `"instruction_result"` and changes nothing; a
+/// result when no batch is running likewise ("unexpected instruction
+/// result"). Other strategy commands give an Error directive with context
+/// `"strategy_command"`.
+///
+/// The machine lives in the agent state at `__strategy__.machine`
+/// (`status`, `processed_count`, `last_result`, `error`, `transitions`);
+/// the pending instructions and deferred directives are kept outside the
+/// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed.
+///
+/// Snapshot: `idle` (and the initial state) → idle, `processing` → running,
+/// `completed` → success (done), `failed` → failure (done), any other
+/// state → running; `result` = `last_result`; details `state`,
+/// `processed_count`, `error`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use jido::prelude::*;
+/// use jido::strategy::{instruction_feedback, Fsm};
+/// use serde_json::json;
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct P {}
+/// struct Ping;
+/// impl Action for Ping {
+///     type Params = P;
+///     type Output = serde_json::Value;
+///     const NAME: &'static str = "ping";
+///     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> { Ok(json!({"pong": true})) }
+/// }
+///
+/// struct Machine;
+/// impl Agent for Machine {
+///     const NAME: &'static str = "machine";
+///     type Schema = ();
+///     fn strategy(&self) -> DynStrategy { DynStrategy::new(Fsm::new()) }
+/// }
+///
+/// let mut agent = AgentState::new(Machine, AgentOptions::new());
+/// let mut directives = agent.cmd(Ping, ExecOptions::new()).await;
+/// assert!(agent.strategy_snapshot().is_running());
+///
+/// // What the runtime does with a RunInstruction:
+/// let Some(Directive::RunInstruction { instruction, result_action, meta }) = directives.pop() else { unreachable!() };
+/// let feedback = instruction_feedback(&agent, *instruction, &result_action, &meta, &jido::exec::Exec::new()).await;
+/// let directives = agent.cmd(feedback, ExecOptions::new()).await;
+/// assert!(directives.is_empty());
+/// assert_eq!(agent.state()["pong"], true);
+/// assert_eq!(agent.strategy_snapshot().result, Some(json!({"pong": true})));
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Fsm {
+    initial_state: String,
+    transitions: Vec<(String, Vec<String>)>,
+    auto_transition: bool,
+}
+
+impl Default for Fsm {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fsm {
+    /// An FSM with Jido's defaults.
+    pub fn new() -> Self {
+        let t = |from: &str, to: &[&str]| {
+            (
+                from.to_owned(),
+                to.iter().map(|s| (*s).to_owned()).collect(),
+            )
+        };
+        Self {
+            initial_state: "idle".to_owned(),
+            transitions: vec![
+                t("idle", &["processing"]),
+                t("processing", &["idle", "completed", "failed"]),
+                t("completed", &["idle"]),
+                t("failed", &["idle"]),
+            ],
+            auto_transition: true,
+        }
+    }
+
+    /// The state the machine starts in and returns to after a batch.
+    #[must_use]
+    pub fn initial_state(mut self, state: impl Into<String>) -> Self {
+        self.initial_state = state.into();
+        self
+    }
+
+    /// The allowed transitions, `from → [to, …]`, replacing the default
+    /// table.
+    ///
+    /// ```
+    /// use jido::strategy::Fsm;
+    ///
+    /// let fsm = Fsm::new().transitions([
+    ///     ("idle", vec!["processing"]),
+    ///     ("processing", vec!["idle"]),
+    /// ]);
+    /// # let _ = fsm;
+    /// ```
+    #[must_use]
+    pub fn transitions<I, F, T, S>(mut self, transitions: I) -> Self
+    where
+        I: IntoIterator<Item = (F, T)>,
+        F: Into<String>,
+        T: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.transitions = transitions
+            .into_iter()
+            .map(|(from, to)| (from.into(), to.into_iter().map(Into::into).collect()))
+            .collect();
+        self
+    }
+
+    /// Whether the machine returns to the initial state after a batch
+    /// (default `true`).
+    #[must_use]
+    pub fn auto_transition(mut self, auto: bool) -> Self {
+        self.auto_transition = auto;
+        self
+    }
+
+    fn fresh_machine(&self) -> Machine {
+        Machine {
+            status: self.initial_state.clone(),
+            processed_count: 0,
+            last_result: Value::Null,
+            error: Value::Null,
+            transitions: self
+                .transitions
+                .iter()
+                .map(|(from, to)| (from.clone(), Value::from(to.clone())))
+                .collect(),
+        }
+    }
+
+    fn ensure_machine(&self, agent: &mut AgentState) -> Machine {
+        if let Some(machine) = read_machine(agent) {
+            return machine;
+        }
+        let machine = self.fresh_machine();
+        write_machine(agent, &machine);
+        agent.clear_strategy_ext();
+        machine
+    }
+
+    fn start_batch(&self, agent: &mut AgentState, batch: Vec<Instruction>) -> Vec<Directive> {
+        let mut machine = self.ensure_machine(agent);
+        if let Err(e) = machine.transition(PROCESSING) {
+            return vec![Directive::error(e, error_context::FSM_TRANSITION)];
+        }
+        machine.error = Value::Null;
+        write_machine(agent, &machine);
+        agent.set_strategy_ext(FsmRun {
+            pending: batch.into(),
+            deferred: Vec::new(),
+        });
+        self.next(agent, machine)
+    }
+
+    /// The next RunInstruction, or the end of the batch.
+    fn next(&self, agent: &mut AgentState, mut machine: Machine) -> Vec<Directive> {
+        let next = agent
+            .strategy_ext_mut::<FsmRun>()
+            .and_then(|run| run.pending.pop_front());
+        if let Some(instruction) = next {
+            return vec![Directive::RunInstruction {
+                instruction: Box::new(instruction),
+                result_action: FSM_RESULT_ACTION.to_owned(),
+                meta: Map::new(),
+            }];
+        }
+        let mut directives = agent
+            .strategy_ext_mut::<FsmRun>()
+            .map(|run| std::mem::take(&mut run.deferred))
+            .unwrap_or_default();
+        agent.clear_strategy_ext();
+        if self.auto_transition {
+            match machine.transition(&self.initial_state) {
+                Ok(()) => write_machine(agent, &machine),
+                Err(e) => directives.push(Directive::error(e, error_context::FSM_TRANSITION)),
+            }
+        }
+        directives
+    }
+
+    fn on_result(
+        &self,
+        agent: &mut AgentState,
+        params: &Value,
+        effects: Vec<crate::effect::Effect>,
+    ) -> Vec<Directive> {
+        let result = match parse_instruction_result(params) {
+            Ok(r) => r,
+            Err(e) => return vec![Directive::error(e, error_context::INSTRUCTION_RESULT)],
+        };
+        let mut machine = match read_machine(agent) {
+            Some(m) if m.status == PROCESSING && agent.strategy_ext::<FsmRun>().is_some() => m,
+            _ => {
+                return vec![Directive::error(
+                    Error::validation("unexpected instruction result")
+                        .with_detail("reason", "no fsm batch is running"),
+                    error_context::INSTRUCTION_RESULT,
+                )];
+            }
+        };
+        let deferred = match result {
+            InstructionResult::Ok(output) => {
+                machine.processed_count += 1;
+                machine.last_result = Value::Object(output.clone());
+                agent.apply_output(output, effects)
+            }
+            InstructionResult::Failed(reason) => {
+                machine.error = reason.clone();
+                let mut d = vec![instruction_error_from_reason(reason)];
+                d.extend(external_directives(effects));
+                d
+            }
+        };
+        write_machine(agent, &machine);
+        if let Some(run) = agent.strategy_ext_mut::<FsmRun>() {
+            run.deferred.extend(deferred);
+        }
+        self.next(agent, machine)
+    }
+}
+
+impl Strategy for Fsm {
+    fn name(&self) -> &'static str {
+        MODULE
+    }
+
+    fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
+        self.ensure_machine(agent);
+        Vec::new()
+    }
+
+    async fn cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+        _ctx: &StrategyContext,
+    ) -> Vec<Directive> {
+        self.ensure_machine(agent);
+        let mut directives = Vec::new();
+        let mut batch = Vec::new();
+        for command in commands {
+            match command {
+                Command::Run(ins) => batch.push(ins),
+                Command::Strategy {
+                    name,
+                    params,
+                    effects,
+                } if name == FSM_RESULT_ACTION => {
+                    directives.extend(self.on_result(agent, &params, effects))
+                }
+                other => directives.push(unknown_command(&other)),
+            }
+        }
+        if !batch.is_empty() {
+            directives.extend(self.start_batch(agent, batch));
+        }
+        directives
+    }
+
+    fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
+        let Some(machine) = read_machine(agent) else {
+            return Snapshot::default();
+        };
+        let status = match machine.status.as_str() {
+            "idle" => SnapshotStatus::Idle,
+            s if s == self.initial_state => SnapshotStatus::Idle,
+            PROCESSING => SnapshotStatus::Running,
+            "completed" => SnapshotStatus::Success,
+            "failed" => SnapshotStatus::Failure,
+            _ => SnapshotStatus::Running,
+        };
+        let mut snapshot = Snapshot::new(status);
+        snapshot.result = (!machine.last_result.is_null()).then(|| machine.last_result.clone());
+        snapshot
+            .details
+            .insert("state".into(), Value::String(machine.status));
+        snapshot.details.insert(
+            "processed_count".into(),
+            Value::from(machine.processed_count),
+        );
+        snapshot.details.insert("error".into(), machine.error);
+        snapshot
+    }
+}
+
+/// The JSON part of the machine, at `__strategy__.machine`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Machine {
+    status: String,
+    #[serde(default)]
+    processed_count: u64,
+    #[serde(default)]
+    last_result: Value,
+    #[serde(default)]
+    error: Value,
+    #[serde(default)]
+    transitions: Map<String, Value>,
+}
+
+impl Machine {
+    fn allows(&self, to: &str) -> bool {
+        self.transitions
+            .get(&self.status)
+            .and_then(Value::as_array)
+            .is_some_and(|targets| targets.iter().any(|t| t.as_str() == Some(to)))
+    }
+
+    fn transition(&mut self, to: &str) -> Result<(), Error> {
+        if self.allows(to) {
+            self.status = to.to_owned();
+            Ok(())
+        } else {
+            Err(Error::execution("fsm transition failed")
+                .with_detail("from", self.status.clone())
+                .with_detail("to", to.to_owned())
+                .with_retry(false))
+        }
+    }
+}
+
+/// The non-JSON part of a running batch.
+#[derive(Debug, Clone, Default)]
+struct FsmRun {
+    pending: VecDeque<Instruction>,
+    deferred: Vec<Directive>,
+}
+
+fn read_machine(agent: &AgentState) -> Option<Machine> {
+    let st = agent.strategy_state()?;
+    if st.get("module").and_then(Value::as_str) != Some(MODULE) {
+        return None;
+    }
+    Machine::deserialize(st.get("machine")?).ok()
+}
+
+fn write_machine(agent: &mut AgentState, machine: &Machine) {
+    let value = serde_json::to_value(machine).unwrap_or(Value::Null);
+    let st = agent.strategy_state_mut();
+    st.insert("module".into(), Value::from(MODULE));
+    st.insert("machine".into(), value);
+}
