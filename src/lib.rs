@@ -50,6 +50,7 @@ pub use context::Context;
 pub use directive::Directive;
 pub use error::{Error, ErrorKind, Result};
 pub use instruction::Instruction;
+pub use signal::Signal;
 
 /// The items most programs need.
 pub mod prelude {
@@ -64,6 +65,8 @@ pub mod prelude {
     pub use crate::strategy::{
         Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus, Strategy,
     };
+    pub use crate::signal::dispatch::{Dispatch, DispatchConfig};
+    pub use crate::signal::{Route, Router, Signal, TypedSignal};
 }
 
 /// The README's code samples, compiled and run as doctests.

@@ -398,10 +398,15 @@ fn json_error(err: serde_json::Error) -> Error {
         return too_deep("data");
     }
     if err.is_data() {
-        if let Some(kind) = message
-            .strip_prefix("invalid type: ")
-            .and_then(|r| r.split(',').next())
-        {
+        if let Some(found) = message.strip_prefix("invalid type: ") {
+            let kind = match found.split([' ', ',']).next().unwrap_or("") {
+                "sequence" => "array",
+                "string" => "string",
+                "integer" | "floating" => "number",
+                "boolean" => "boolean",
+                "null" | "unit" => "null",
+                _ => "unknown",
+            };
             return not_an_object(kind);
         }
     }

@@ -261,7 +261,7 @@ impl Signal {
     /// use jido::signal::Signal;
     /// use serde_json::json;
     ///
-    /// #[derive(serde::Deserialize)]
+    /// #[derive(Debug, serde::Deserialize)]
     /// struct Order { total: u32 }
     ///
     /// let s = Signal::new("order.placed", json!({"total": 12}));

@@ -51,7 +51,7 @@
 //! # Ok::<(), jido::Error>(())
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -459,15 +459,17 @@ impl<T> Node<T> {
     }
 
     /// Collects the entries of routes matching `segs[i..]` from this node.
-    /// `memo` records globstar states already explored, once a path has
-    /// passed a first `**` (only then can a state repeat).
+    /// `memo` records, per `**` node, the lowest segment index from which
+    /// it was explored, once a path has passed a first `**` (only then can
+    /// a state repeat). Each (node, index) state is explored at most once,
+    /// so a route is collected at most once and long types stay linear.
     fn collect<'a>(
         &'a self,
         segs: &[&str],
         i: usize,
         nested: bool,
         out: &mut Vec<&'a Entry<T>>,
-        memo: &mut Option<HashSet<(usize, usize), FxBuild>>,
+        memo: &mut Option<HashMap<usize, usize, FxBuild>>,
     ) {
         let Some(seg) = segs.get(i) else {
             out.extend(self.handlers.iter());
@@ -482,11 +484,26 @@ impl<T> Node<T> {
             child.collect(segs, i + 1, nested, out, memo);
         }
         if let Some(child) = &self.globstar {
-            let id = &**child as *const Node<T> as usize;
-            for j in i + 1..=segs.len() {
-                if nested && !memo.get_or_insert_with(HashSet::default).insert((id, j)) {
-                    continue;
+            // `**` consumed segs[i..j] for every j > i: explore (child, j).
+            let start = i + 1;
+            let mut end = segs.len();
+            if nested {
+                // The results of (child, j) depend on j only: remember the
+                // lowest start explored and skip what was done before.
+                let id = &**child as *const Node<T> as usize;
+                let memo = memo.get_or_insert_with(HashMap::default);
+                match memo.get_mut(&id) {
+                    Some(low) if *low <= start => return,
+                    Some(low) => {
+                        end = *low - 1;
+                        *low = start;
+                    }
+                    None => {
+                        memo.insert(id, start);
+                    }
                 }
+            }
+            for j in start..=end {
                 child.collect(segs, j, true, out, memo);
             }
         }
@@ -555,6 +572,7 @@ impl<T> Node<T> {
 
 /// Segments of a type, without allocating for types of up to 16
 /// segments.
+#[allow(clippy::large_enum_variant)] // lives on the stack on purpose
 enum Segments<'a> {
     Inline([&'a str; 16], usize),
     Heap(Vec<&'a str>),

@@ -110,6 +110,7 @@ pub trait TypedSignal {
     /// # Errors
     ///
     /// As [`builder`](TypedSignal::builder) and [`SignalBuilder::build`].
+    #[allow(clippy::new_ret_no_self)] // a signal of this type, not the marker
     fn new(data: Self::Data) -> Result<Signal> {
         Self::builder(&data)?.build()
     }
