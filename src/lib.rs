@@ -62,9 +62,7 @@ pub mod prelude {
     pub use crate::error::{Error, ErrorKind};
     pub use crate::exec::{Exec, ExecOptions};
     pub use crate::instruction::{Instruction, IntoInstructions};
-    pub use crate::strategy::{
-        Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus, Strategy,
-    };
+    pub use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus};
     pub use crate::signal::dispatch::{Dispatch, DispatchConfig};
     pub use crate::signal::{Route, Router, Signal, TypedSignal};
 }

@@ -87,8 +87,7 @@ impl<A: Agent> ErasedAgent for Definition<A> {
             return Ok(None);
         }
         let typed: A::Schema = serde_path_to_error::deserialize(state).map_err(|err| {
-            let path = err.path().to_string();
-            let reason = err.into_inner().to_string();
+            let (path, reason) = super::field_error(err);
             Error::validation(format!("state validation failed: {path}: {reason}"))
                 .with_detail("agent", A::NAME)
                 .with_detail("path", path)

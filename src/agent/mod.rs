@@ -517,8 +517,7 @@ impl AgentState {
     /// A validation error naming the failing field in its `path` detail.
     pub fn state_as<T: DeserializeOwned>(&self) -> Result<T> {
         serde_path_to_error::deserialize(&*self.state).map_err(|err| {
-            let path = err.path().to_string();
-            let reason = err.into_inner().to_string();
+            let (path, reason) = field_error(err);
             Error::validation(format!("invalid state: {path}: {reason}"))
                 .with_detail("path", path)
                 .with_detail("reason", reason)
@@ -844,6 +843,23 @@ impl AgentState {
         let directives = def.strategy().cmd(self, commands, &ctx).await;
         def.on_after_cmd(self, directives)
     }
+}
+
+/// The failing field's path and the reason of a decode error; a missing
+/// field is named by its own path rather than its parent's.
+pub(crate) fn field_error(err: serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
+    let parent = err.path().to_string();
+    let reason = err.into_inner().to_string();
+    let missing = reason
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_owned);
+    let path = match missing {
+        Some(field) if parent == "." => field,
+        Some(field) => format!("{parent}.{field}"),
+        None => parent,
+    };
+    (path, reason)
 }
 
 /// Checks instruction params (a JSON object, `null` read as `{}`).

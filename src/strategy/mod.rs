@@ -21,7 +21,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use jido::prelude::*;
-//! use jido::strategy::{apply_outcome, StrategyContext};
+//! use jido::strategy::{apply_outcome, Strategy, StrategyContext};
 //! use serde_json::json;
 //!
 //! struct RetryStrategy;
