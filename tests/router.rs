@@ -25,14 +25,46 @@ fn routed<T: Clone>(router: &Router<T>, ty: &str) -> Vec<T> {
 #[test]
 fn invalid_paths_name_the_rule_broken() {
     let cases = [
-        ("user..created", "consecutive_dots", "path cannot contain consecutive dots"),
-        ("user.**.**", "multiple_wildcards", "path cannot contain multiple wildcards"),
-        ("**.**.x", "multiple_wildcards", "path cannot contain multiple wildcards"),
-        ("user.crea*ted", "wildcard_in_segment", "path cannot contain '*' within a segment"),
-        ("user.***", "wildcard_in_segment", "path cannot contain '*' within a segment"),
-        ("user@123", "invalid_characters", "path contains invalid characters"),
-        ("user.cré", "invalid_characters", "path contains invalid characters"),
-        ("user created", "invalid_characters", "path contains invalid characters"),
+        (
+            "user..created",
+            "consecutive_dots",
+            "path cannot contain consecutive dots",
+        ),
+        (
+            "user.**.**",
+            "multiple_wildcards",
+            "path cannot contain multiple wildcards",
+        ),
+        (
+            "**.**.x",
+            "multiple_wildcards",
+            "path cannot contain multiple wildcards",
+        ),
+        (
+            "user.crea*ted",
+            "wildcard_in_segment",
+            "path cannot contain '*' within a segment",
+        ),
+        (
+            "user.***",
+            "wildcard_in_segment",
+            "path cannot contain '*' within a segment",
+        ),
+        (
+            "user@123",
+            "invalid_characters",
+            "path contains invalid characters",
+        ),
+        (
+            "user.cré",
+            "invalid_characters",
+            "path contains invalid characters",
+        ),
+        (
+            "user created",
+            "invalid_characters",
+            "path contains invalid characters",
+        ),
         ("", "empty", "path cannot be empty"),
         ("   ", "empty", "path cannot be empty"),
         (".user", "edge_dot", "path cannot start or end with a dot"),
@@ -48,7 +80,16 @@ fn invalid_paths_name_the_rule_broken() {
         assert!(!err.retryable());
         assert!(router.is_empty());
     }
-    for ok in ["a", "a.b_c-D.9", "*", "**", "a.*.b", "a.**.b.**", "**.a", "*.*"] {
+    for ok in [
+        "a",
+        "a.b_c-D.9",
+        "*",
+        "**",
+        "a.*.b",
+        "a.**.b.**",
+        "**.a",
+        "*.*",
+    ] {
         validate_path(ok).unwrap();
     }
 }
@@ -142,7 +183,11 @@ fn unroutable_types_match_nothing() {
     for ty in ["user@123", "", "a..b", ".a", "a.", "a b"] {
         let err = router.route(&sig(ty)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Routing, "{ty:?}");
-        assert_eq!(err.detail("reason"), Some(&json!("invalid_signal_type")), "{ty:?}");
+        assert_eq!(
+            err.detail("reason"),
+            Some(&json!("invalid_signal_type")),
+            "{ty:?}"
+        );
     }
 }
 
@@ -151,16 +196,26 @@ fn unroutable_types_match_nothing() {
 #[test]
 fn order_is_complexity_then_priority_then_insertion() {
     let mut router = Router::new();
-    router.add_route(Route::new("**", "all-high").priority(100)).unwrap();
+    router
+        .add_route(Route::new("**", "all-high").priority(100))
+        .unwrap();
     router.add("order.*", "star-1").unwrap();
     router.add("order.placed", "exact-1").unwrap();
     router.add("*.placed", "star-first").unwrap();
-    router.add_route(Route::new("order.*", "star-high").priority(50)).unwrap();
+    router
+        .add_route(Route::new("order.*", "star-high").priority(50))
+        .unwrap();
     router.add("order.placed", "exact-2").unwrap();
     router.add("order.**", "glob").unwrap();
-    router.add_route(Route::new("order.placed", "exact-low").priority(-5)).unwrap();
+    router
+        .add_route(Route::new("order.placed", "exact-low").priority(-5))
+        .unwrap();
     assert_eq!(
-        router.list().iter().map(|r| (r.path(), r.complexity())).collect::<Vec<_>>(),
+        router
+            .list()
+            .iter()
+            .map(|r| (r.path(), r.complexity()))
+            .collect::<Vec<_>>(),
         vec![
             ("**", 0),
             ("order.*", 9100),
@@ -207,14 +262,21 @@ fn match_functions_filter_and_rank_with_complexity_zero() {
         .add_route(
             Route::new("payment.received", "large")
                 .priority(10)
-                .when(|s| s.data().and_then(|d| d["amount"].as_u64()).is_some_and(|a| a > 1000)),
+                .when(|s| {
+                    s.data()
+                        .and_then(|d| d["amount"].as_u64())
+                        .is_some_and(|a| a > 1000)
+                }),
         )
         .unwrap();
     router.add("**", "all").unwrap();
     let small = Signal::new("payment.received", json!({"amount": 5}));
     let large = Signal::new("payment.received", json!({"amount": 5000}));
     assert_eq!(router.route(&small).unwrap(), vec![&"any", &"all"]);
-    assert_eq!(router.route(&large).unwrap(), vec![&"any", &"large", &"all"]);
+    assert_eq!(
+        router.route(&large).unwrap(),
+        vec![&"any", &"large", &"all"]
+    );
     assert!(router.list()[1].has_match_fn());
 }
 
@@ -228,7 +290,8 @@ fn a_panicking_match_function_means_no_match() {
     assert_eq!(router.route(&sig("a")).unwrap(), vec![&"plain"]);
 
     let mut only = Router::new();
-    only.add_route(Route::new("a", 1).when(|_| panic!("boom"))).unwrap();
+    only.add_route(Route::new("a", 1).when(|_| panic!("boom")))
+        .unwrap();
     let err = only.route(&sig("a")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Routing);
 }
@@ -246,7 +309,10 @@ fn no_match_is_a_routing_error_with_the_type() {
     assert_eq!(err.detail("reason"), Some(&json!("no_handlers_found")));
     assert!(!err.retryable());
     let empty: Router<u8> = Router::new();
-    assert_eq!(empty.route(&sig("x")).unwrap_err().kind(), ErrorKind::Routing);
+    assert_eq!(
+        empty.route(&sig("x")).unwrap_err().kind(),
+        ErrorKind::Routing
+    );
 }
 
 // ---------------------------------------------------------------- management
@@ -294,7 +360,11 @@ fn add_all_is_all_or_nothing() {
     let mut router = Router::new();
     router.add("keep", 0).unwrap();
     let err = router
-        .add_all([Route::new("a", 1), Route::new("b..c", 2), Route::new("d", 3)])
+        .add_all([
+            Route::new("a", 1),
+            Route::new("b..c", 2),
+            Route::new("d", 3),
+        ])
         .unwrap_err();
     assert_eq!(err.detail("rule"), Some(&json!("consecutive_dots")));
     assert_eq!(router.len(), 1);
@@ -344,13 +414,19 @@ fn reference(p: &[&str], t: &[&str], zero_ok: bool) -> bool {
 }
 
 fn pattern_strategy() -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c"), Just("*"), Just("**")], 1..5)
-        .prop_filter("no adjacent **", |segs| segs.windows(2).all(|w| !(w[0] == "**" && w[1] == "**")))
-        .prop_map(|segs| segs.join("."))
+    proptest::collection::vec(
+        prop_oneof![Just("a"), Just("b"), Just("c"), Just("*"), Just("**")],
+        1..5,
+    )
+    .prop_filter("no adjacent **", |segs| {
+        segs.windows(2).all(|w| !(w[0] == "**" && w[1] == "**"))
+    })
+    .prop_map(|segs| segs.join("."))
 }
 
 fn type_strategy() -> impl Strategy<Value = String> {
-    proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c")], 1..7).prop_map(|s| s.join("."))
+    proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c")], 1..7)
+        .prop_map(|s| s.join("."))
 }
 
 proptest! {

@@ -106,10 +106,26 @@ fn builder_keeps_an_explicit_content_type_and_can_drop_time() {
 fn builder_rejects_missing_and_empty_attributes() {
     let cases: Vec<(jido::signal::SignalBuilder, &str, &str)> = vec![
         (Signal::builder(""), "invalid signal: missing type", "type"),
-        (Signal::builder("a").source(""), "invalid signal: missing source", "source"),
-        (Signal::builder("a").id(""), "invalid signal: id given but empty", "id"),
-        (Signal::builder("a").subject(""), "invalid signal: subject given but empty", "subject"),
-        (Signal::builder("a").time_rfc3339(""), "invalid signal: time given but empty", "time"),
+        (
+            Signal::builder("a").source(""),
+            "invalid signal: missing source",
+            "source",
+        ),
+        (
+            Signal::builder("a").id(""),
+            "invalid signal: id given but empty",
+            "id",
+        ),
+        (
+            Signal::builder("a").subject(""),
+            "invalid signal: subject given but empty",
+            "subject",
+        ),
+        (
+            Signal::builder("a").time_rfc3339(""),
+            "invalid signal: time given but empty",
+            "time",
+        ),
         (
             Signal::builder("a").datacontenttype(""),
             "invalid signal: datacontenttype given but empty",
@@ -125,7 +141,11 @@ fn builder_rejects_missing_and_empty_attributes() {
             "invalid signal: time is not an rfc 3339 timestamp",
             "time",
         ),
-        (Signal::builder("a").data(""), "invalid signal: data field given but empty", "data"),
+        (
+            Signal::builder("a").data(""),
+            "invalid signal: data field given but empty",
+            "data",
+        ),
     ];
     for (builder, message, field) in cases {
         let err = builder.build().unwrap_err();
@@ -136,7 +156,10 @@ fn builder_rejects_missing_and_empty_attributes() {
 
 #[test]
 fn extension_names_follow_cloudevents_rules() {
-    let err = Signal::builder("a").extension("Tenant", "x").build().unwrap_err();
+    let err = Signal::builder("a")
+        .extension("Tenant", "x")
+        .build()
+        .unwrap_err();
     field_error(
         &err,
         ErrorKind::Validation,
@@ -145,10 +168,16 @@ fn extension_names_follow_cloudevents_rules() {
     );
     assert_eq!(err.detail("reason"), Some(&json!("invalid_name")));
 
-    let err = Signal::builder("a").extension("my_ext", "x").build().unwrap_err();
+    let err = Signal::builder("a")
+        .extension("my_ext", "x")
+        .build()
+        .unwrap_err();
     assert_eq!(err.detail("reason"), Some(&json!("invalid_name")));
 
-    let err = Signal::builder("a").extension("subject", "x").build().unwrap_err();
+    let err = Signal::builder("a")
+        .extension("subject", "x")
+        .build()
+        .unwrap_err();
     field_error(
         &err,
         ErrorKind::Validation,
@@ -255,9 +284,15 @@ fn round_trips_through_json() {
     let s = fixed();
     assert_eq!(Signal::from_json_str(&s.to_json_string()).unwrap(), s);
     assert_eq!(Signal::from_json_slice(&s.to_json_vec()).unwrap(), s);
-    assert_eq!(Signal::from_json_str(&s.to_cloudevents_json_string()).unwrap(), s);
+    assert_eq!(
+        Signal::from_json_str(&s.to_cloudevents_json_string()).unwrap(),
+        s
+    );
     assert_eq!(Signal::from_value(s.to_json_value()).unwrap(), s);
-    assert_eq!(serde_json::from_str::<Signal>(&s.to_json_string()).unwrap(), s);
+    assert_eq!(
+        serde_json::from_str::<Signal>(&s.to_json_string()).unwrap(),
+        s
+    );
     let bare = Signal::new("x", Value::Null);
     assert_eq!(Signal::from_json_str(&bare.to_json_string()).unwrap(), bare);
 }
@@ -265,21 +300,41 @@ fn round_trips_through_json() {
 #[test]
 fn parsing_applies_jidos_validation() {
     let cases = [
-        (json!({"type": "a", "source": "/s"}), "invalid signal: missing specversion", "specversion"),
+        (
+            json!({"type": "a", "source": "/s"}),
+            "invalid signal: missing specversion",
+            "specversion",
+        ),
         (
             json!({"specversion": "0.3", "type": "a", "source": "/s"}),
             "invalid signal: unexpected specversion 0.3",
             "specversion",
         ),
-        (json!({"specversion": "1.0.2", "source": "/s"}), "invalid signal: missing type", "type"),
-        (json!({"specversion": "1.0.2", "type": "", "source": "/s"}), "invalid signal: missing type", "type"),
+        (
+            json!({"specversion": "1.0.2", "source": "/s"}),
+            "invalid signal: missing type",
+            "type",
+        ),
+        (
+            json!({"specversion": "1.0.2", "type": "", "source": "/s"}),
+            "invalid signal: missing type",
+            "type",
+        ),
         (
             json!({"specversion": "1.0.2", "type": 5, "source": "/s"}),
             "invalid signal: type must be a string, got number",
             "type",
         ),
-        (json!({"specversion": "1.0.2", "type": "a"}), "invalid signal: missing source", "source"),
-        (json!({"specversion": "1.0.2", "type": "a", "source": ""}), "invalid signal: missing source", "source"),
+        (
+            json!({"specversion": "1.0.2", "type": "a"}),
+            "invalid signal: missing source",
+            "source",
+        ),
+        (
+            json!({"specversion": "1.0.2", "type": "a", "source": ""}),
+            "invalid signal: missing source",
+            "source",
+        ),
         (
             json!({"specversion": "1.0.2", "type": "a", "source": "/s", "id": ""}),
             "invalid signal: id given but empty",
@@ -328,21 +383,37 @@ fn parsing_applies_jidos_validation() {
     ];
     for (value, message, field) in cases {
         let text = value.to_string();
-        field_error(&Signal::from_json_str(&text).unwrap_err(), ErrorKind::Validation, message, field);
-        let Value::Object(map) = value else { unreachable!() };
-        field_error(&Signal::from_map(map).unwrap_err(), ErrorKind::Validation, message, field);
+        field_error(
+            &Signal::from_json_str(&text).unwrap_err(),
+            ErrorKind::Validation,
+            message,
+            field,
+        );
+        let Value::Object(map) = value else {
+            unreachable!()
+        };
+        field_error(
+            &Signal::from_map(map).unwrap_err(),
+            ErrorKind::Validation,
+            message,
+            field,
+        );
     }
 }
 
 #[test]
 fn parsing_fills_in_what_may_be_missing() {
-    let s = Signal::from_json_str(r#"{"specversion":"1.0","type":"a.b","source":"/s","data":{"x":1}}"#).unwrap();
+    let s =
+        Signal::from_json_str(r#"{"specversion":"1.0","type":"a.b","source":"/s","data":{"x":1}}"#)
+            .unwrap();
     assert_eq!(s.specversion(), SPEC_VERSION);
     assert_eq!(uuid::Uuid::parse_str(s.id()).unwrap().get_version_num(), 7);
     assert_eq!(s.time(), None);
     assert_eq!(s.datacontenttype(), Some("application/json"));
-    let s = Signal::from_json_str(r#"{"specversion":"1.0.2","type":"a","source":"/s","data":null,"subject":null}"#)
-        .unwrap();
+    let s = Signal::from_json_str(
+        r#"{"specversion":"1.0.2","type":"a","source":"/s","data":null,"subject":null}"#,
+    )
+    .unwrap();
     assert_eq!(s.data(), None);
     assert_eq!(s.datacontenttype(), None);
     assert_eq!(s.subject(), None);
@@ -382,8 +453,12 @@ fn malformed_json_and_non_objects_are_typed_errors() {
     assert_eq!(err.message(), "invalid signal: expected a json object");
     assert_eq!(err.detail("got"), Some(&json!("string")));
 
-    let err = serde_json::from_str::<Signal>(r#"{"specversion":"1.0.2","source":"/s"}"#).unwrap_err();
-    assert!(err.to_string().starts_with("invalid signal: missing type"), "{err}");
+    let err =
+        serde_json::from_str::<Signal>(r#"{"specversion":"1.0.2","source":"/s"}"#).unwrap_err();
+    assert!(
+        err.to_string().starts_with("invalid signal: missing type"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -394,16 +469,26 @@ fn data_nesting_is_limited() {
 
     let deep = json!({"specversion": "1.0.2", "type": "a", "source": "/s", "data": nested(MAX_DATA_DEPTH + 1)});
     let err = Signal::from_json_str(&deep.to_string()).unwrap_err();
-    field_error(&err, ErrorKind::Validation, "invalid signal: data nested deeper than 100 levels", "data");
+    field_error(
+        &err,
+        ErrorKind::Validation,
+        "invalid signal: data nested deeper than 100 levels",
+        "data",
+    );
     assert_eq!(err.detail("max_depth"), Some(&json!(100)));
-    let Value::Object(map) = deep else { unreachable!() };
+    let Value::Object(map) = deep else {
+        unreachable!()
+    };
     field_error(
         &Signal::from_map(map).unwrap_err(),
         ErrorKind::Validation,
         "invalid signal: data nested deeper than 100 levels",
         "data",
     );
-    let err = Signal::builder("a").data(nested(MAX_DATA_DEPTH + 1)).build().unwrap_err();
+    let err = Signal::builder("a")
+        .data(nested(MAX_DATA_DEPTH + 1))
+        .build()
+        .unwrap_err();
     assert_eq!(err.detail("reason"), Some(&json!("too_deep")));
 }
 
@@ -416,7 +501,12 @@ fn hostile_nesting_neither_panics_nor_overflows() {
             "]".repeat(depth)
         );
         let err = Signal::from_json_str(&text).unwrap_err();
-        field_error(&err, ErrorKind::Validation, "invalid signal: data nested deeper than 100 levels", "data");
+        field_error(
+            &err,
+            ErrorKind::Validation,
+            "invalid signal: data nested deeper than 100 levels",
+            "data",
+        );
     }
     let text = format!(
         r#"{{"specversion":"1.0.2","type":"a","source":"/s","deep":{}1{}}}"#,
@@ -424,8 +514,16 @@ fn hostile_nesting_neither_panics_nor_overflows() {
         "]".repeat(100_000)
     );
     let err = Signal::from_json_str(&text).unwrap_err();
-    field_error(&err, ErrorKind::Validation, "invalid signal: deep nested deeper than 100 levels", "deep");
-    let text = format!(r#"{{"specversion":"1.0.2","type":{}1"#, "{\"a\":".repeat(50_000));
+    field_error(
+        &err,
+        ErrorKind::Validation,
+        "invalid signal: deep nested deeper than 100 levels",
+        "deep",
+    );
+    let text = format!(
+        r#"{{"specversion":"1.0.2","type":{}1"#,
+        "{\"a\":".repeat(50_000)
+    );
     let err = Signal::from_json_str(&text).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
 }
@@ -483,14 +581,25 @@ fn our_json_parses_in_cloudevents_sdk_with_data_and_extensions() {
     assert_eq!(event.source(), "/shop");
     assert_eq!(event.ty(), "order.placed");
     assert_eq!(event.subject(), Some("order-42"));
-    assert_eq!(event.time(), Some(&Utc.with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap()));
+    assert_eq!(
+        event.time(),
+        Some(&Utc.with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap())
+    );
     assert_eq!(event.datacontenttype(), Some("application/json"));
-    assert_eq!(event.dataschema().map(|u| u.as_str()), Some("https://example.com/order.json"));
+    assert_eq!(
+        event.dataschema().map(|u| u.as_str()),
+        Some("https://example.com/order.json")
+    );
     assert_eq!(
         event.data(),
-        Some(&cloudevents::Data::Json(json!({"total": 99, "items": ["a", "b"]})))
+        Some(&cloudevents::Data::Json(
+            json!({"total": 99, "items": ["a", "b"]})
+        ))
     );
-    assert_eq!(event.extension("tenant").map(|v| v.to_string()), Some("acme".into()));
+    assert_eq!(
+        event.extension("tenant").map(|v| v.to_string()),
+        Some("acme".into())
+    );
     assert_eq!(
         event.extension("attempt"),
         Some(&cloudevents::event::ExtensionValue::Integer(3))
@@ -503,7 +612,11 @@ fn our_json_parses_in_cloudevents_sdk_with_data_and_extensions() {
 
 #[test]
 fn our_json_without_data_parses_in_cloudevents_sdk() {
-    let s = Signal::builder("ping").source("/probe").id("p-1").build().unwrap();
+    let s = Signal::builder("ping")
+        .source("/probe")
+        .id("p-1")
+        .build()
+        .unwrap();
     let event: cloudevents::Event = serde_json::from_str(&s.to_cloudevents_json_string()).unwrap();
     assert_eq!(event.id(), "p-1");
     assert_eq!(event.ty(), "ping");
@@ -544,7 +657,10 @@ fn cloudevents_sdk_json_parses_here_with_data_and_extensions() {
     assert_eq!(s.source(), "https://sdk.example/src");
     assert_eq!(s.ty(), "com.example.order.placed");
     assert_eq!(s.subject(), Some("o-9"));
-    assert_eq!(s.time_utc(), Some(Utc.with_ymd_and_hms(2023, 6, 7, 8, 9, 10).unwrap()));
+    assert_eq!(
+        s.time_utc(),
+        Some(Utc.with_ymd_and_hms(2023, 6, 7, 8, 9, 10).unwrap())
+    );
     assert_eq!(s.datacontenttype(), Some("application/json"));
     assert_eq!(s.dataschema(), Some("https://sdk.example/schema.json"));
     assert_eq!(s.data(), Some(&json!({"total": 10, "ok": true})));
@@ -612,7 +728,11 @@ fn typed_signals_fix_type_and_check_data() {
     assert_eq!(s.data(), Some(&json!({"id": "o-1", "total": 30})));
     assert_eq!(OrderPlaced::decode(&s).unwrap(), order);
 
-    let s = OrderPlaced::builder(&order).unwrap().subject("o-1").build().unwrap();
+    let s = OrderPlaced::builder(&order)
+        .unwrap()
+        .subject("o-1")
+        .build()
+        .unwrap();
     assert_eq!(s.subject(), Some("o-1"));
 
     let err = OrderPlaced::new(Order {
@@ -629,15 +749,24 @@ fn typed_decode_checks_type_data_and_rules() {
     let other = Signal::new("order.cancelled", json!({"id": "o", "total": 1}));
     let err = OrderPlaced::decode(&other).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
-    assert_eq!(err.message(), "signal type mismatch: expected order.placed, got order.cancelled");
+    assert_eq!(
+        err.message(),
+        "signal type mismatch: expected order.placed, got order.cancelled"
+    );
     assert_eq!(err.detail("expected"), Some(&json!("order.placed")));
 
     let bad = Signal::new("order.placed", json!({"id": "o"}));
     let err = OrderPlaced::decode(&bad).unwrap_err();
-    assert_eq!(err.message(), "invalid data for signal order.placed: missing field `total`");
+    assert_eq!(
+        err.message(),
+        "invalid data for signal order.placed: missing field `total`"
+    );
 
     let zero = Signal::new("order.placed", json!({"id": "o", "total": 0}));
-    assert_eq!(OrderPlaced::decode(&zero).unwrap_err().message(), "total must be positive");
+    assert_eq!(
+        OrderPlaced::decode(&zero).unwrap_err().message(),
+        "total must be positive"
+    );
 }
 
 #[test]

@@ -53,11 +53,7 @@ fn string_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
 /// An optional attribute: absent is fine, empty is not.
 fn optional_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
     match string_attr(field, attr)? {
-        Some(s) if s.is_empty() => Err(invalid(
-            field,
-            "empty",
-            format!("{field} given but empty"),
-        )),
+        Some(s) if s.is_empty() => Err(invalid(field, "empty", format!("{field} given but empty"))),
         other => Ok(other),
     }
 }
@@ -112,7 +108,11 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     let data = raw.data.filter(|d| !d.is_null());
     if let Some(d) = &data {
         if d.as_str() == Some("") {
-            return Err(invalid("data", "empty", "data field given but empty".into()));
+            return Err(invalid(
+                "data",
+                "empty",
+                "data field given but empty".into(),
+            ));
         }
         check_depth("data", d)?;
     }
@@ -531,15 +531,16 @@ impl<'de> Deserialize<'de> for RawSignal {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Known("data") => {
-                            raw.data = Some(
-                                map.next_value::<Value>()
-                                    .map_err(mark_depth::<A::Error>("data"))?,
-                            );
+                            raw.data = Some(map.next_value::<Value>().map_err(mark_depth::<
+                                A::Error,
+                            >(
+                                "data"
+                            ))?);
                         }
                         Key::Known(name) => {
-                            let attr = map
-                                .next_value_seed(AttrSeed)
-                                .map_err(mark_depth::<A::Error>(name))?;
+                            let attr =
+                                map.next_value_seed(AttrSeed)
+                                    .map_err(mark_depth::<A::Error>(name))?;
                             let slot = match name {
                                 "specversion" => &mut raw.specversion,
                                 "id" => &mut raw.id,

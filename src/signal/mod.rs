@@ -291,7 +291,11 @@ impl Signal {
     /// A validation error when `name` breaks the CloudEvents naming rules
     /// (`[a-z0-9]+`) or is a context attribute, or when the value is nested
     /// deeper than [`MAX_DATA_DEPTH`].
-    pub fn put_extension(&mut self, name: impl Into<String>, value: impl Into<Value>) -> Result<()> {
+    pub fn put_extension(
+        &mut self,
+        name: impl Into<String>,
+        value: impl Into<Value>,
+    ) -> Result<()> {
         let name = name.into();
         let value = value.into();
         check_extension(&name, &value)?;

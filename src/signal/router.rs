@@ -302,7 +302,10 @@ pub fn validate_type(ty: &str) -> Result<()> {
 }
 
 fn is_routable(ty: &str) -> bool {
-    !ty.is_empty() && ty.split('.').all(|s| !s.is_empty() && s.bytes().all(is_segment_byte))
+    !ty.is_empty()
+        && ty
+            .split('.')
+            .all(|s| !s.is_empty() && s.bytes().all(is_segment_byte))
 }
 
 /// Whether `pattern` matches the type `ty` with Jido's `matches?/2`
@@ -641,17 +644,21 @@ impl<T: Clone> Clone for Router<T> {
 
 impl<T: fmt::Debug> fmt::Debug for Router<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Router").field("routes", &self.list()).finish()
+        f.debug_struct("Router")
+            .field("routes", &self.list())
+            .finish()
     }
 }
 
 fn check_route<T>(route: &Route<T>) -> Result<()> {
     validate_path(&route.path)?;
     if route.priority > MAX_PRIORITY {
-        return Err(Error::configuration("priority value exceeds maximum allowed")
-            .with_detail("path", route.path.as_str())
-            .with_detail("priority", route.priority)
-            .with_detail("max", MAX_PRIORITY));
+        return Err(
+            Error::configuration("priority value exceeds maximum allowed")
+                .with_detail("path", route.path.as_str())
+                .with_detail("priority", route.priority)
+                .with_detail("max", MAX_PRIORITY),
+        );
     }
     if route.priority < MIN_PRIORITY {
         return Err(Error::configuration("priority value below minimum allowed")

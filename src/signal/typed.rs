@@ -96,9 +96,7 @@ pub trait TypedSignal {
             Error::validation(format!("invalid data for signal {}: {e}", Self::TYPE))
                 .with_detail("signal_type", Self::TYPE)
         })?;
-        let mut builder = Signal::builder(Self::TYPE)
-            .source(Self::SOURCE)
-            .data(value);
+        let mut builder = Signal::builder(Self::TYPE).source(Self::SOURCE).data(value);
         if let Some(schema) = Self::DATASCHEMA {
             builder = builder.dataschema(schema);
         }

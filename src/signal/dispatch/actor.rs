@@ -66,10 +66,9 @@ fn describe_cell(cell: &ActorCell) -> String {
 
 fn messaging_error<T>(err: MessagingErr<T>, target: &str) -> Error {
     match err {
-        MessagingErr::InvalidActorType => invalid_target(
-            "actor does not accept this message type",
-            target,
-        ),
+        MessagingErr::InvalidActorType => {
+            invalid_target("actor does not accept this message type", target)
+        }
         _ => target_not_alive(target),
     }
 }
@@ -343,7 +342,9 @@ where
             }
             if wrong_type > 0 {
                 return Err(invalid_target(
-                    format!("{wrong_type} of {total} group members do not accept this message type"),
+                    format!(
+                        "{wrong_type} of {total} group members do not accept this message type"
+                    ),
                     &self.name(),
                 )
                 .with_detail("members", total)

@@ -283,10 +283,7 @@ impl<M> Clone for ChannelTarget<M> {
 impl<M> fmt::Debug for ChannelTarget<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChannelTarget")
-            .field(
-                "bounded",
-                &matches!(self.sender, Sender::Bounded(_)),
-            )
+            .field("bounded", &matches!(self.sender, Sender::Bounded(_)))
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -349,11 +346,13 @@ where
             let message = M::from(signal.clone());
             match &self.sender {
                 Sender::Unbounded(tx) => tx.send(message).map_err(|_| target_not_alive("mpsc")),
-                Sender::Bounded(tx) => match tokio::time::timeout(self.timeout, tx.send(message)).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(_)) => Err(target_not_alive("mpsc")),
-                    Err(_) => Err(timeout("mpsc", self.timeout)),
-                },
+                Sender::Bounded(tx) => {
+                    match tokio::time::timeout(self.timeout, tx.send(message)).await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(_)) => Err(target_not_alive("mpsc")),
+                        Err(_) => Err(timeout("mpsc", self.timeout)),
+                    }
+                }
             }
         })
     }

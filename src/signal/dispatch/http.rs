@@ -195,8 +195,13 @@ fn validate_url(url: &str) -> Result<()> {
 fn header_pair(name: &str, value: &str, target: &str) -> Result<(HeaderName, HeaderValue)> {
     let n = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| invalid_options(format!("invalid header name {name:?}"), target, "headers"))?;
-    let v = HeaderValue::from_str(value)
-        .map_err(|_| invalid_options(format!("invalid value for header {name}"), target, "headers"))?;
+    let v = HeaderValue::from_str(value).map_err(|_| {
+        invalid_options(
+            format!("invalid value for header {name}"),
+            target,
+            "headers",
+        )
+    })?;
     Ok((n, v))
 }
 
@@ -341,7 +346,11 @@ impl HttpTarget {
         validate_url(&self.url)?;
         let target = strip_url(&self.url);
         if self.timeout.is_zero() {
-            return Err(invalid_options("timeout must be positive", &target, "timeout"));
+            return Err(invalid_options(
+                "timeout must be positive",
+                &target,
+                "timeout",
+            ));
         }
         if self.timeout > MAX_HTTP_TIMEOUT {
             return Err(invalid_options(
@@ -363,8 +372,8 @@ impl HttpTarget {
         let target = strip_url(&self.url);
         let mut headers = HeaderMap::new();
         for (name, value) in &self.headers {
-            let (n, v) =
-                header_pair(name, value, &target).map_err(|e| invalid_target(e.message().to_owned(), &target))?;
+            let (n, v) = header_pair(name, value, &target)
+                .map_err(|e| invalid_target(e.message().to_owned(), &target))?;
             headers.append(n, v);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -374,7 +383,10 @@ impl HttpTarget {
         let client = self.get_client()?;
         let mut attempt = 1;
         loop {
-            match self.attempt(&client, headers.clone(), body.clone(), &target).await {
+            match self
+                .attempt(&client, headers.clone(), body.clone(), &target)
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(err) => {
                     if attempt >= self.retry.max_attempts || !err.retryable() {
@@ -648,7 +660,11 @@ impl Dispatch for WebhookTarget {
             header_pair(name, "x", &target)?;
         }
         if self.secret.as_deref() == Some("") {
-            return Err(invalid_options("webhook secret is empty", &target, "secret"));
+            return Err(invalid_options(
+                "webhook secret is empty",
+                &target,
+                "secret",
+            ));
         }
         Ok(())
     }

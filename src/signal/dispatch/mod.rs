@@ -418,7 +418,10 @@ pub async fn deliver(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
 }
 
 async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
-    match AssertUnwindSafe(target.deliver(signal)).catch_unwind().await {
+    match AssertUnwindSafe(target.deliver(signal))
+        .catch_unwind()
+        .await
+    {
         Ok(result) => result,
         Err(panic) => {
             let message = panic
@@ -426,14 +429,13 @@ async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
-            Err(Error::dispatch(format!(
-                "dispatch adapter {} panicked",
-                target.adapter()
-            ))
-            .with_detail("reason", "exception")
-            .with_detail("panic", message)
-            .with_detail("target", target.target())
-            .with_detail("retry", false))
+            Err(
+                Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
+                    .with_detail("reason", "exception")
+                    .with_detail("panic", message)
+                    .with_detail("target", target.target())
+                    .with_detail("retry", false),
+            )
         }
     }
 }
@@ -472,14 +474,11 @@ pub fn target_not_alive(target: &str) -> Error {
 /// `timeout`: delivery took longer than `after`. An
 /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) error (retryable).
 pub fn timeout(target: &str, after: Duration) -> Error {
-    Error::timeout(format!(
-        "dispatch timed out after {}ms",
-        after.as_millis()
-    ))
-    .with_detail("reason", "timeout")
-    .with_detail("target", target)
-    .with_detail("timeout_ms", after.as_millis() as u64)
-    .with_detail("retry", true)
+    Error::timeout(format!("dispatch timed out after {}ms", after.as_millis()))
+        .with_detail("reason", "timeout")
+        .with_detail("target", target)
+        .with_detail("timeout_ms", after.as_millis() as u64)
+        .with_detail("retry", true)
 }
 
 /// `circuit_open`: the target's circuit breaker is open. An
