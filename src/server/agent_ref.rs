@@ -469,3 +469,43 @@ pub struct DebugEvent {
     /// Details (signal type and id, directive kind, tag, …).
     pub data: Value,
 }
+
+/// Agents are dispatch targets: wrap one in an
+/// [`ActorTarget`](crate::signal::dispatch::ActorTarget). Asynchronous
+/// delivery is a [`cast`](AgentRef::cast); synchronous delivery is a
+/// [`call`](AgentRef::call) (delivered once the agent's `cmd` ran, and
+/// failing with the call's error, e.g. a routing error).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// # use jido::prelude::*;
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::server::{Jido, JidoConfig, ServerOptions};
+/// use jido::signal::dispatch::{ActorTarget, DispatchConfig};
+///
+/// let jido = Jido::start(JidoConfig::new()).await?;
+/// let agent = jido.start_agent(AgentState::new(A, AgentOptions::new().id("sink")), ServerOptions::new()).await?;
+/// let config = DispatchConfig::new(ActorTarget::new(agent.clone()))?;
+/// config.dispatch(&jido::Signal::new("anything", serde_json::json!({}))).await?;
+/// jido.shutdown().await;
+/// # Ok(()) }
+/// ```
+impl crate::signal::dispatch::SignalSink for AgentRef {
+    fn send_signal(&self, signal: Signal) -> Result<()> {
+        self.cast(signal).map_err(|e| {
+            crate::signal::dispatch::target_not_alive(&format!("agent:{}", self.id)).with_source(e)
+        })
+    }
+
+    fn call_signal(
+        &self,
+        signal: Signal,
+        timeout: Duration,
+    ) -> futures::future::BoxFuture<'_, Result<()>> {
+        Box::pin(async move { self.call_timeout(signal, timeout).await.map(|_| ()) })
+    }
+
+    fn describe(&self) -> String {
+        format!("agent:{}", self.id)
+    }
+}

@@ -395,9 +395,11 @@ impl AgentServerState {
         self.error_count = self.error_count.saturating_add(1);
         let details = Value::Object(error.details().clone());
         tracing::error!(
+            name: "jido.agent_server.error",
             target: "jido::agent_server",
             agent_id = %self.id,
             context,
+            policy = self.opts.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
             error_type = error.kind().as_str(),
             details = %details,
             "agent {} [{}]: {}",

@@ -286,24 +286,52 @@ impl tracing::field::Visit for Visitor<'_> {
     }
 }
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Events {
+/// The process-wide layer: forwards events to the recorder of the current
+/// thread, if any. A global subscriber keeps every callsite enabled, so
+/// parallel tests cannot race on tracing's interest cache.
+struct Forward;
+
+thread_local! {
+    static SINK: std::cell::RefCell<Option<Events>> = const { std::cell::RefCell::new(None) };
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Forward {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let mut fields = serde_json::Map::new();
-        event.record(&mut Visitor(&mut fields));
-        self.0
-            .lock()
-            .unwrap()
-            .push((event.metadata().name().to_owned(), fields));
+        SINK.with(|sink| {
+            if let Some(events) = &*sink.borrow() {
+                let mut fields = serde_json::Map::new();
+                event.record(&mut Visitor(&mut fields));
+                events
+                    .0
+                    .lock()
+                    .unwrap()
+                    .push((event.metadata().name().to_owned(), fields));
+            }
+        });
     }
 }
 
-/// Installs an event recorder for this thread.
-pub fn record_events() -> (Events, tracing::subscriber::DefaultGuard) {
+/// Stops recording when dropped.
+pub struct RecordGuard;
+
+impl Drop for RecordGuard {
+    fn drop(&mut self) {
+        SINK.with(|sink| *sink.borrow_mut() = None);
+    }
+}
+
+/// Records the `tracing` events of this thread (use a current-thread
+/// runtime).
+pub fn record_events() -> (Events, RecordGuard) {
     use tracing_subscriber::layer::SubscriberExt;
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        let subscriber = tracing_subscriber::registry().with(Forward);
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    });
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(events.clone());
-    let guard = tracing::subscriber::set_default(subscriber);
-    (events, guard)
+    SINK.with(|sink| *sink.borrow_mut() = Some(events.clone()));
+    (events, RecordGuard)
 }
 
 pub type Tx = mpsc::UnboundedSender<Value>;
@@ -315,4 +343,63 @@ pub fn channel() -> (Tx, Rx) {
 
 pub fn agent_msg(s: Signal) -> AgentMsg {
     AgentMsg::from(s)
+}
+
+/// A strategy that reports every signal it handles, then runs Direct.
+pub struct Echo(pub mpsc::UnboundedSender<Signal>);
+
+impl jido::strategy::Strategy for Echo {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+    async fn cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+        ctx: &jido::strategy::StrategyContext,
+    ) -> Vec<Directive> {
+        if let Some(s) = ctx.signal() {
+            let _ = self.0.send(s.clone());
+        }
+        jido::strategy::Strategy::cmd(&jido::strategy::Direct, agent, commands, ctx).await
+    }
+}
+
+/// An agent with run-time routes whose strategy reports every signal.
+#[derive(Clone)]
+pub struct EchoAgent {
+    pub routes: Vec<SignalRoute>,
+    pub tx: mpsc::UnboundedSender<Signal>,
+}
+
+impl Agent for EchoAgent {
+    const NAME: &'static str = "echo_agent";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(Echo(self.tx.clone()))
+    }
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        self.routes.clone()
+    }
+}
+
+/// An echo agent with `routes` and the receiver of its signals.
+pub fn echo_agent(
+    id: &str,
+    routes: Vec<(&str, DynAction)>,
+) -> (AgentState, mpsc::UnboundedReceiver<Signal>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let def = EchoAgent {
+        routes: routes
+            .into_iter()
+            .map(|(p, a)| SignalRoute::action(p, a))
+            .collect(),
+        tx,
+    };
+    (AgentState::new(def, AgentOptions::new().id(id)), rx)
+}
+
+/// An action with no effect.
+pub fn noop() -> DynAction {
+    act(|_, _| async { Ok(json!({})) })
 }
