@@ -614,9 +614,6 @@ async fn custom_directives_run_through_their_executor_and_unknown_ones_are_skipp
                 vec![
                     Directive::custom(Unknown),
                     Directive::custom(Notify {
-                        channel: "panic".into(),
-                    }),
-                    Directive::custom(Notify {
                         channel: "ops".into(),
                     }),
                 ]
@@ -675,4 +672,29 @@ async fn spawn_starts_an_untracked_child() {
     agent.call(sig("noop", json!({}))).await.unwrap();
     assert!(agent.status().await.unwrap().children.is_empty());
     jido.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_panicking_executor_crashes_the_agent() {
+    let (tx, _rx) = channel();
+    let args = AgentServerArgs::new(
+        go_agent("crash", |_| {
+            vec![Directive::custom(Notify {
+                channel: "panic".into(),
+            })]
+        }),
+        ServerOptions::new().directive_exec(NotifyExec(tx)),
+    );
+    let (agent, _probe, mut rx) = under_probe(args).await;
+    agent.cast(sig("go", json!({}))).unwrap();
+    match exit_of(&mut rx, agent.actor_ref().get_id()).await {
+        Seen::Failed(_, message) => {
+            assert!(message.starts_with("directive "), "{message}");
+            assert!(
+                message.ends_with("Notify panicked: executor bug"),
+                "{message}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
 }

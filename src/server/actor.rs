@@ -143,6 +143,9 @@ pub struct AgentServerState {
     pub(crate) crons: HashMap<String, CronJob>,
     pub(crate) exec: Exec,
     pub(crate) jido: Option<Jido>,
+    /// Set when a custom directive executor panicked: the handler then
+    /// fails, and the actor with it.
+    pub(crate) crash: Option<String>,
 }
 
 impl fmt::Debug for AgentServerState {
@@ -223,7 +226,10 @@ impl Actor for AgentServer {
             AgentMsg::Call(call) => state.enqueue_signal(&myself, call.signal, Some(call.reply)),
             AgentMsg::Runtime(rt) => state.handle_internal(&myself, rt.0).await,
         }
-        Ok(())
+        match state.crash.take() {
+            Some(message) => Err(boxed(Error::execution(message))),
+            None => Ok(()),
+        }
     }
 
     async fn handle_supervisor_evt(
@@ -310,6 +316,7 @@ impl AgentServerState {
             crons: HashMap::new(),
             exec,
             jido,
+            crash: None,
             opts: options,
         };
         // The strategy's init runs for real now; its directives are queued.

@@ -91,8 +91,9 @@ impl DirectiveContext<'_> {
 ///
 /// `exec` runs inside the agent's handler: keep it short and start longer
 /// work in a task (see [`DirectiveContext::exec`]), returning
-/// [`DirectiveResult::Async`]. A panic is caught, logged and treated as
-/// `Ok`.
+/// [`DirectiveResult::Async`]. A panic **crashes the agent**: its
+/// supervisor sees `ActorFailed` ("directive TYPE panicked: MESSAGE") and
+/// restarts it by its policy; the children and parent see it as a crash.
 ///
 /// ```
 /// use jido::directive::CustomDirective;
@@ -290,7 +291,7 @@ impl AgentServerState {
     }
 
     fn exec_custom(
-        &self,
+        &mut self,
         input: &Signal,
         custom: &(dyn CustomDirective + 'static),
     ) -> DirectiveResult {
@@ -309,13 +310,13 @@ impl AgentServerState {
             Ok(Some(result)) => result,
             Ok(None) => DirectiveResult::Ok,
             Err(panic) => {
-                tracing::error!(
-                    target: "jido::agent_server",
-                    agent_id = %self.id,
-                    directive_type = custom.type_name(),
-                    panic = %panic_message(&*panic),
-                    "custom directive executor panicked"
-                );
+                // An executor panic crashes the agent (its supervisor sees
+                // ActorFailed and restarts it by its policy).
+                self.crash = Some(format!(
+                    "directive {} panicked: {}",
+                    custom.type_name(),
+                    panic_message(&*panic)
+                ));
                 DirectiveResult::Ok
             }
         }
