@@ -119,7 +119,7 @@ fn priorities_are_bounded() {
     router.add_route(Route::new("a", 1).priority(100)).unwrap();
     router.add_route(Route::new("a", 2).priority(-100)).unwrap();
     assert_eq!(router.len(), 2);
-    assert_eq!(router.list()[0].priority_value(), 100);
+    assert_eq!(router.list()[0].get_priority(), 100);
 }
 
 // ---------------------------------------------------------------- wildcards
@@ -370,6 +370,13 @@ fn add_all_is_all_or_nothing() {
     assert_eq!(router.len(), 1);
     let router = Router::from_routes([Route::new("a", 1), Route::new("a", 2)]).unwrap();
     assert_eq!(routed(&router, "a"), vec![1, 2]);
+}
+
+#[test]
+fn routers_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Router<String>>();
+    assert_send_sync::<Route<String>>();
 }
 
 #[test]

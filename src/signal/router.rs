@@ -7,7 +7,7 @@
 //! * `*` matches exactly one segment;
 //! * `**` matches **one or more** segments, so `"audit.**"` does not match
 //!   `"audit"` and `"user.**.created"` does not match `"user.created"`; a
-//!   bare `"**"` matches every type. (The free function [`matches`] follows
+//!   bare `"**"` matches every type. (The free function [`matches()`] follows
 //!   Jido's `matches?/2` instead, where `**` matches zero or more.)
 //!
 //! [`Router::route`] returns every matching target, ordered by complexity
@@ -78,7 +78,7 @@ pub type MatchFn = Arc<dyn Fn(&Signal) -> bool + Send + Sync>;
 /// use jido::signal::Route;
 ///
 /// let route = Route::new(" user.*.created ", 7).priority(-5);
-/// assert_eq!(route.priority_value(), -5);
+/// assert_eq!(route.get_priority(), -5);
 /// assert_eq!(*route.target(), 7);
 /// ```
 #[must_use]
@@ -137,7 +137,7 @@ impl<T> Route<T> {
     }
 
     /// The priority.
-    pub fn priority_value(&self) -> i32 {
+    pub fn get_priority(&self) -> i32 {
         self.priority
     }
 
@@ -848,18 +848,6 @@ impl<T> Router<T> {
     }
 }
 
-impl<T> Extend<Route<T>> for Router<T> {
-    /// Adds routes, skipping (and logging) invalid ones. Prefer
-    /// [`Router::add_all`], which reports them.
-    fn extend<I: IntoIterator<Item = Route<T>>>(&mut self, iter: I) {
-        for route in iter {
-            if let Err(err) = self.add_route(route) {
-                tracing::warn!(error = %err, "invalid route skipped");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -879,14 +867,10 @@ mod tests {
 
     #[test]
     fn fx_hash_distinguishes_lengths() {
-        use std::hash::{BuildHasher, Hash};
+        use std::hash::BuildHasher;
         let b = FxBuild::default();
-        let h = |s: &str| {
-            let mut h = b.build_hasher();
-            s.hash(&mut h);
-            h.finish()
-        };
-        assert_ne!(h("abcd"), h("abcd\0"));
-        assert_ne!(h("user"), h("users"));
+        assert_ne!(b.hash_one("abcd"), b.hash_one("abcd\0"));
+        assert_ne!(b.hash_one("user"), b.hash_one("users"));
+        assert_eq!(b.hash_one("order"), b.hash_one(String::from("order")));
     }
 }

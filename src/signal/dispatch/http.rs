@@ -447,7 +447,9 @@ impl HttpTarget {
 
 fn transport_error(err: reqwest::Error, target: &str, after: Duration) -> Error {
     let err = err.without_url();
-    if err.is_timeout() {
+    if err.is_builder() {
+        invalid_target("http request could not be built", target).with_source(err)
+    } else if err.is_timeout() {
         timeout(target, after).with_source(err)
     } else if err.is_connect() {
         Error::dispatch("http connection failed")
