@@ -14,6 +14,7 @@ use jido::server::{
     AgentRef, AgentServer, AgentServerArgs, ErrorDecision, ErrorPolicy, Jido, JidoConfig,
     ServerOptions, ServerStatus,
 };
+use jido::signal::Signal;
 use jido::strategy::{Strategy, StrategyContext};
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -616,4 +617,198 @@ async fn embedded_spawn_and_from_actor() {
     again.call(sig("a", json!({"n": 1}))).await.unwrap();
     agent.stop("normal").await.unwrap();
     within(handle).await.unwrap();
+}
+
+fn finishing_agent(id: &str) -> AgentState {
+    TestAgent::new()
+        .route(
+            "finish",
+            act(|p, _| async move {
+                Ok(json!({"status": "completed", "last_answer": p["answer"].clone()}))
+            }),
+        )
+        .route(
+            "give_up",
+            act(|p, _| async move { Ok(json!({"status": "failed", "error": p["why"].clone()})) }),
+        )
+        .route(
+            "custom",
+            act(|_, _| async move { Ok(json!({"job": {"state": "completed", "out": {"n": 1}}})) }),
+        )
+        .route("work", add())
+        .build(id)
+}
+
+#[tokio::test(start_paused = true)]
+async fn await_completion_is_event_driven() {
+    use jido::server::{AwaitOptions, CompletionStatus};
+    let (jido, agent) = start(finishing_agent("aw"), ServerOptions::new()).await;
+    let waiter = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.await_completion(AwaitOptions::new()).await })
+    };
+    within(async {
+        while agent.status().await.unwrap().completion_waiters == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    agent.cast(sig("work", json!({"n": 1}))).unwrap();
+    agent.cast(sig("finish", json!({"answer": 42}))).unwrap();
+    let done = within(waiter).await.unwrap().unwrap();
+    assert_eq!(
+        (done.status, done.result),
+        (CompletionStatus::Completed, json!(42))
+    );
+    assert_eq!(agent.status().await.unwrap().completion_waiters, 0);
+    // Already complete: answered at once.
+    let again = agent.await_completion(AwaitOptions::new()).await.unwrap();
+    assert_eq!(again.result, json!(42));
+    jido.shutdown().await;
+
+    let (jido, agent) = start(finishing_agent("aw2"), ServerOptions::new()).await;
+    agent
+        .cast(sig("give_up", json!({"why": "no stock"})))
+        .unwrap();
+    let done = agent.await_completion(AwaitOptions::new()).await.unwrap();
+    assert_eq!(
+        (done.status, done.result),
+        (CompletionStatus::Failed, json!("no stock"))
+    );
+    // Configurable paths.
+    agent.cast(sig("custom", json!({}))).unwrap();
+    let done = agent
+        .await_completion(
+            AwaitOptions::new()
+                .status_path(["job", "state"])
+                .result_path(["job", "out"]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.status, done.result),
+        (CompletionStatus::Completed, json!({"n": 1}))
+    );
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn await_completion_times_out_with_a_diagnostic_and_leaves_no_waiter() {
+    use jido::server::AwaitOptions;
+    let (jido, agent) = start(finishing_agent("aw3"), ServerOptions::new()).await;
+    let started = tokio::time::Instant::now();
+    let err = agent
+        .await_completion(AwaitOptions::new())
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_secs(10));
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert_eq!(err.message(), "await completion timed out after 10000ms");
+    assert_eq!(err.detail("waited_ms"), Some(&json!(10_000)));
+    assert_eq!(err.detail("server_status"), Some(&json!("idle")));
+    assert_eq!(err.detail("queue_length"), Some(&json!(0)));
+    assert_eq!(
+        err.detail("hint"),
+        Some(&json!(
+            "the state at \"status\" never became \"completed\" or \"failed\""
+        ))
+    );
+    assert_eq!(agent.status().await.unwrap().completion_waiters, 0);
+    let err = agent
+        .await_completion(AwaitOptions::new().timeout(Duration::from_millis(250)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.detail("waited_ms"), Some(&json!(250)));
+    jido.shutdown().await;
+}
+
+#[tokio::test]
+async fn debug_ring_buffer_keeps_the_last_500_events_newest_first() {
+    let (jido, agent) = start(finishing_agent("dbg"), ServerOptions::new()).await;
+    let err = agent.recent_events(None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert_eq!(err.message(), "debug mode is not enabled");
+    agent.set_debug(true).await.unwrap();
+    let s = sig("work", json!({"n": 1}));
+    let id = s.id().to_owned();
+    agent.call(s).await.unwrap();
+    let events = agent.recent_events(None).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, "signal_received");
+    assert_eq!(events[0].data, json!({"type": "work", "id": id}));
+    for i in 0..600 {
+        agent.cast(sig("work", json!({"n": i}))).unwrap();
+    }
+    agent.call(sig("work", json!({"n": 0}))).await.unwrap();
+    let events = agent.recent_events(None).await.unwrap();
+    assert_eq!(events.len(), 500);
+    assert!(events.windows(2).all(|w| w[0].at >= w[1].at));
+    assert_eq!(agent.recent_events(Some(3)).await.unwrap().len(), 3);
+    agent.set_debug(false).await.unwrap();
+    assert!(agent.recent_events(None).await.is_err());
+    jido.shutdown().await;
+
+    // Directives and hierarchy events too, from the start option.
+    let agent_def = TestAgent::new().route(
+        "go",
+        effects(|_| vec![Directive::emit(Signal::new("x.y", json!({})))]),
+    );
+    let (jido, agent) = start(agent_def.build("dbg2"), ServerOptions::new().debug(true)).await;
+    agent.call(sig("go", json!({}))).await.unwrap();
+    agent
+        .call_timeout(sig("zzz", json!({})), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    let kinds: Vec<&str> = agent
+        .recent_events(None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    // Newest first: zzz (unrouted: its Error directive), x.y (emitted back,
+    // unrouted: its Error directive), go (its Emit).
+    assert_eq!(
+        kinds,
+        vec![
+            "directive_started",
+            "signal_received",
+            "directive_started",
+            "signal_received",
+            "directive_started",
+            "signal_received"
+        ]
+    );
+    jido.shutdown().await;
+}
+
+#[tokio::test]
+async fn telemetry_events_carry_jido_fields() {
+    let (events, _guard) = record_events();
+    let jido = Jido::start(JidoConfig::new().name("tel")).await.unwrap();
+    let agent_def = TestAgent::new().route(
+        "go",
+        effects(|_| vec![Directive::schedule(Duration::from_secs(60), json!({}))]),
+    );
+    let agent = jido
+        .start_agent(agent_def.build("t1"), ServerOptions::new())
+        .await
+        .unwrap();
+    agent.call(sig("go", json!({}))).await.unwrap();
+    agent
+        .call_timeout(sig("nothing", json!({})), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    let start = events.named("jido.agent_server.signal.start");
+    assert_eq!(start[0]["agent_id"], json!("t1"));
+    assert_eq!(start[0]["agent_module"], json!("test_agent"));
+    assert_eq!(start[0]["signal_type"], json!("go"));
+    assert_eq!(start[0]["jido_instance"], json!("tel"));
+    let stop = events.named("jido.agent_server.signal.stop");
+    assert_eq!(stop[0]["directive_count"], json!(1));
+    assert_eq!(stop[0]["directive_types"], json!("[\"schedule\"]"));
+    let directive = events.named("jido.agent_server.directive.stop");
+    assert_eq!(directive[0]["directive_type"], json!("schedule"));
+    assert_eq!(directive[0]["result"], json!("async"));
+    jido.shutdown().await;
 }
