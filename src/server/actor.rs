@@ -18,7 +18,7 @@ use super::agent_ref::{
 };
 use super::cron::CronJob;
 use super::hierarchy::ChildInfo;
-use super::msg::{AgentMsg, CmdDone, Internal};
+use super::msg::{AgentMsg, CmdDone, DoneItem, Internal};
 use super::options::{AgentServerArgs, ParentRef, ServerOptions};
 use super::{AgentRef, DEBUG_BUFFER_SIZE, Jido, signal_types};
 use crate::agent::{AgentState, CmdOptions, ORPHANED_FROM_KEY, PARENT_KEY, RouteTarget};
@@ -103,12 +103,22 @@ pub(crate) struct Work {
 /// The work running off the handler.
 pub(crate) struct InFlight {
     generation: u64,
-    reply: Option<RpcReplyPort<Result<AgentState>>>,
-    signal: Arc<Signal>,
-    started: Instant,
-    kind: &'static str,
+    /// Signals in the batch (for the pending count).
+    batch: usize,
     _task: AbortOnDrop<Option<()>>,
 }
+
+/// A routed signal ready for `cmd`.
+pub(crate) struct Prepared {
+    signal: Arc<Signal>,
+    reply: Option<RpcReplyPort<Result<AgentState>>>,
+    commands: Vec<Command>,
+    tick: bool,
+}
+
+/// The most signals one off-handler task runs back to back (only while
+/// they return no directives).
+const MAX_BATCH: usize = 32;
 
 pub(crate) struct Waiter {
     id: u64,
@@ -437,15 +447,23 @@ impl AgentServerState {
         }
     }
 
-    fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, work: Work) {
-        let Work { signal, reply } = work;
-        let targets: Vec<RouteTarget> = match self.router.route(&signal) {
-            Ok(t) => t.into_iter().cloned().collect(),
-            Err(err) => {
-                self.unrouted(signal, reply, err);
-                return;
+    /// Routes `work`; `None` when it was handled at once (no route, the
+    /// built-in stop).
+    fn prepare(&mut self, work: Work) -> Option<Prepared> {
+        match self.router.route(&work.signal) {
+            Ok(t) => {
+                let targets: Vec<RouteTarget> = t.into_iter().cloned().collect();
+                Some(Self::prepared(work, targets))
             }
-        };
+            Err(err) => {
+                self.unrouted(work.signal, work.reply, err);
+                None
+            }
+        }
+    }
+
+    fn prepared(work: Work, targets: Vec<RouteTarget>) -> Prepared {
+        let Work { signal, reply } = work;
         let data = signal
             .data()
             .cloned()
@@ -466,35 +484,73 @@ impl AgentServerState {
                 RouteTarget::StrategyTick => tick = true,
             }
         }
-        let opts = CmdOptions::new()
-            .exec(self.exec.clone())
-            .signal(signal.clone());
-        tracing::debug!(
-            name: "jido.agent_server.signal.start",
-            target: "jido::agent_server",
-            agent_id = %self.id,
-            agent_module = self.agent.name(),
-            signal_type = signal.ty(),
-            jido_instance = self.instance_name(),
-            "jido.agent_server.signal.start"
-        );
+        Prepared {
+            signal: Arc::new(signal),
+            reply,
+            commands,
+            tick,
+        }
+    }
+
+    /// Starts `first` and, behind it, the pending signals that route: one
+    /// task runs their `cmd`s in order and stops after the first one that
+    /// returns directives (those run before any later signal).
+    fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, first: Work) {
+        let Some(first) = self.prepare(first) else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            let Some(work) = self.pending.pop_front() else {
+                break;
+            };
+            let targets: Vec<RouteTarget> = self
+                .router
+                .matching(&work.signal)
+                .into_iter()
+                .map(|r| r.target().clone())
+                .collect();
+            if targets.is_empty() {
+                // Handled after the batch, in order.
+                self.pending.push_front(work);
+                break;
+            }
+            batch.push(Self::prepared(work, targets));
+        }
+        for p in &batch {
+            tracing::debug!(
+                name: "jido.agent_server.signal.start",
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                agent_module = self.agent.name(),
+                signal_type = p.signal.ty(),
+                jido_instance = self.instance_name(),
+                "jido.agent_server.signal.start"
+            );
+        }
         let span = tracing::debug_span!(
             target: "jido::agent_server",
             "jido.agent_server.signal",
             agent_id = %self.id,
             agent_module = self.agent.name(),
-            signal_type = signal.ty(),
-            signal_id = signal.id(),
+            signal_type = batch[0].signal.ty(),
+            signal_id = batch[0].signal.id(),
+            batch = batch.len(),
             jido_instance = self.instance_name(),
         );
-        let signal = Arc::new(signal);
-        self.spawn_work(
-            myself,
-            reply,
-            signal,
-            "signal",
-            span,
-            move |mut agent| async move {
+        let exec = self.exec.clone();
+        let size = batch.len();
+        self.spawn_batch(myself, size, span, move |mut agent| async move {
+            let mut items = Vec::with_capacity(batch.len());
+            let mut rest = batch.into_iter();
+            for p in rest.by_ref() {
+                let started = Instant::now();
+                let before = agent.clone();
+                let opts = CmdOptions::new()
+                    .exec(exec.clone())
+                    .signal((*p.signal).clone());
+                let commands = p.commands;
+                let tick = p.tick;
                 let result = AssertUnwindSafe(async {
                     let mut directives = Vec::new();
                     if !commands.is_empty() {
@@ -510,26 +566,42 @@ impl AgentServerState {
                 .map_err(|p| {
                     Error::execution(format!("agent cmd panicked: {}", panic_message(&*p)))
                 });
-                (agent, result)
-            },
-        );
+                if result.is_err() {
+                    agent = before;
+                }
+                let last = !matches!(&result, Ok(d) if d.is_empty());
+                items.push(DoneItem {
+                    signal: p.signal,
+                    reply: p.reply,
+                    agent: agent.clone(),
+                    result,
+                    duration_us: started.elapsed().as_micros() as u64,
+                });
+                if last {
+                    break;
+                }
+            }
+            let leftover = rest
+                .map(|p| Work {
+                    signal: Arc::unwrap_or_clone(p.signal),
+                    reply: p.reply,
+                })
+                .collect();
+            (items, leftover)
+        });
     }
 
     /// Runs `work` on a copy of the agent in a supervised task; the result
     /// comes back as a `CmdDone` message.
-    pub(crate) fn spawn_work<F, Fut>(
+    pub(crate) fn spawn_batch<F, Fut>(
         &mut self,
         myself: &ActorRef<AgentMsg>,
-        reply: Option<RpcReplyPort<Result<AgentState>>>,
-        signal: Arc<Signal>,
-        kind: &'static str,
+        batch: usize,
         span: tracing::Span,
         work: F,
     ) where
         F: FnOnce(AgentState) -> Fut,
-        Fut: Future<Output = (AgentState, std::result::Result<Vec<Directive>, Error>)>
-            + Send
-            + 'static,
+        Fut: Future<Output = (Vec<DoneItem>, Vec<Work>)> + Send + 'static,
     {
         self.next_id += 1;
         let generation = self.next_id;
@@ -537,12 +609,12 @@ impl AgentServerState {
         let fut = work(self.agent.clone());
         let task = self.exec.supervisor().spawn(
             async move {
-                let (agent, result) = fut.await;
+                let (items, leftover) = fut.await;
                 let _ =
                     back.send_message(AgentMsg::internal(Internal::CmdDone(Box::new(CmdDone {
                         generation,
-                        agent,
-                        result,
+                        items,
+                        leftover,
                     }))));
             }
             .instrument(span),
@@ -552,19 +624,45 @@ impl AgentServerState {
                 self.status = ServerStatus::Processing;
                 self.in_flight = Some(InFlight {
                     generation,
-                    reply,
-                    signal,
-                    started: Instant::now(),
-                    kind,
+                    batch,
                     _task: AbortOnDrop(task),
                 });
             }
             Err(err) => {
-                if let Some(reply) = reply {
-                    let _ = reply.send(Err(err));
-                }
+                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused");
             }
         }
+    }
+
+    /// Runs one piece of work (an instruction and its feedback) off the
+    /// handler.
+    pub(crate) fn spawn_work<F, Fut>(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Arc<Signal>,
+        span: tracing::Span,
+        work: F,
+    ) where
+        F: FnOnce(AgentState) -> Fut,
+        Fut: Future<Output = (AgentState, std::result::Result<Vec<Directive>, Error>)>
+            + Send
+            + 'static,
+    {
+        self.spawn_batch(myself, 0, span, move |agent| {
+            let fut = work(agent);
+            async move {
+                let started = Instant::now();
+                let (agent, result) = fut.await;
+                let item = DoneItem {
+                    signal,
+                    reply: None,
+                    agent,
+                    result,
+                    duration_us: started.elapsed().as_micros() as u64,
+                };
+                (vec![item], Vec::new())
+            }
+        });
     }
 
     fn unrouted(
@@ -615,13 +713,29 @@ impl AgentServerState {
         if !matches {
             return;
         }
-        let Some(flight) = self.in_flight.take() else {
-            return;
-        };
-        let duration_us = flight.started.elapsed().as_micros() as u64;
-        match done.result {
+        self.in_flight = None;
+        for item in done.items {
+            self.settle(item);
+        }
+        for work in done.leftover.into_iter().rev() {
+            self.pending.push_front(work);
+        }
+        self.check_waiters();
+        self.advance(myself);
+    }
+
+    /// Applies one finished `cmd`: state, directives (or overflow), reply.
+    fn settle(&mut self, item: DoneItem) {
+        let DoneItem {
+            signal,
+            reply,
+            agent,
+            result,
+            duration_us,
+        } = item;
+        match result {
             Ok(directives) => {
-                self.agent = done.agent;
+                self.agent = agent;
                 self.sync_reserved();
                 let n = directives.len();
                 let max = self.opts.resolved_max_queue_size();
@@ -631,7 +745,7 @@ impl AgentServerState {
                         target: "jido::agent_server",
                         agent_id = %self.id,
                         agent_module = self.agent.name(),
-                        signal_type = flight.signal.ty(),
+                        signal_type = signal.ty(),
                         jido_instance = self.instance_name(),
                         queue_size = max,
                         dropped = n,
@@ -642,26 +756,28 @@ impl AgentServerState {
                         .with_detail("queue_size", max)
                         .with_detail("dropped", n))
                 } else {
-                    let types: Vec<&'static str> = directives.iter().map(Directive::kind).collect();
-                    tracing::debug!(
-                        name: "jido.agent_server.signal.stop",
-                        target: "jido::agent_server",
-                        agent_id = %self.id,
-                        agent_module = self.agent.name(),
-                        signal_type = flight.signal.ty(),
-                        jido_instance = self.instance_name(),
-                        kind = flight.kind,
-                        duration_us,
-                        directive_count = n,
-                        directive_types = ?types,
-                        "jido.agent_server.signal.stop"
-                    );
+                    if tracing::enabled!(target: "jido::agent_server", tracing::Level::DEBUG) {
+                        let types: Vec<&'static str> =
+                            directives.iter().map(Directive::kind).collect();
+                        tracing::debug!(
+                            name: "jido.agent_server.signal.stop",
+                            target: "jido::agent_server",
+                            agent_id = %self.id,
+                            agent_module = self.agent.name(),
+                            signal_type = signal.ty(),
+                            jido_instance = self.instance_name(),
+                            duration_us,
+                            directive_count = n,
+                            directive_types = ?types,
+                            "jido.agent_server.signal.stop"
+                        );
+                    }
                     for d in directives {
-                        self.queue.push_back((Arc::clone(&flight.signal), d));
+                        self.queue.push_back((Arc::clone(&signal), d));
                     }
                     Ok(self.agent.clone())
                 };
-                if let Some(reply) = flight.reply {
+                if let Some(reply) = reply {
                     let _ = reply.send(answer);
                 }
             }
@@ -671,7 +787,7 @@ impl AgentServerState {
                     target: "jido::agent_server",
                     agent_id = %self.id,
                     agent_module = self.agent.name(),
-                    signal_type = flight.signal.ty(),
+                    signal_type = signal.ty(),
                     jido_instance = self.instance_name(),
                     duration_us,
                     error = %error,
@@ -679,15 +795,13 @@ impl AgentServerState {
                     retryable = error.retryable(),
                     "jido.agent_server.signal.exception"
                 );
-                if let Some(reply) = flight.reply {
+                if let Some(reply) = reply {
                     let _ = reply.send(Err(error.clone()));
                 }
                 self.queue
-                    .push_back((flight.signal, Directive::error(error, "cmd")));
+                    .push_back((signal, Directive::error(error, "cmd")));
             }
         }
-        self.check_waiters();
-        self.advance(myself);
     }
 
     async fn on_drain(&mut self, myself: &ActorRef<AgentMsg>) {
@@ -780,7 +894,11 @@ impl AgentServerState {
             status: self.status,
             snapshot: self.agent.strategy_snapshot(),
             queue_length: self.queue.len(),
-            pending_signals: self.pending.len(),
+            pending_signals: self.pending.len()
+                + self
+                    .in_flight
+                    .as_ref()
+                    .map_or(0, |f| f.batch.saturating_sub(1)),
             in_flight: self.in_flight.is_some(),
             children,
             parent_id: self.parent.as_ref().map(|p| p.id.clone()),

@@ -499,9 +499,7 @@ impl AgentServerState {
         );
         self.spawn_work(
             myself,
-            None,
             Arc::clone(input),
-            "instruction",
             span,
             move |mut agent| async move {
                 let result = AssertUnwindSafe(async {

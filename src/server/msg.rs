@@ -76,11 +76,25 @@ impl AgentMsg {
     }
 }
 
-/// What a finished `cmd` (or instruction feedback) sends back.
-pub(crate) struct CmdDone {
-    pub(crate) generation: u64,
+/// One signal (or instruction result) whose `cmd` ran.
+pub(crate) struct DoneItem {
+    pub(crate) signal: std::sync::Arc<Signal>,
+    pub(crate) reply: Option<RpcReplyPort<Result<AgentState>>>,
+    /// The agent right after this item.
     pub(crate) agent: AgentState,
     pub(crate) result: std::result::Result<Vec<Directive>, Error>,
+    pub(crate) duration_us: u64,
+}
+
+/// What a finished batch of `cmd`s (or instruction feedback) sends back.
+pub(crate) struct CmdDone {
+    pub(crate) generation: u64,
+    /// The items that ran, in order; only the last may have directives or
+    /// an error.
+    pub(crate) items: Vec<DoneItem>,
+    /// Signals of the batch that did not run (after one with directives),
+    /// back to the front of the pending queue.
+    pub(crate) leftover: Vec<super::actor::Work>,
 }
 
 /// A child announcing itself to its parent.
