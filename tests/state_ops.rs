@@ -387,7 +387,8 @@ fn has_object(flat: &Flat, p: &[String]) -> bool {
 
 /// Puts `value` at `p`, replacing whatever was there or on the way.
 fn model_set(flat: &mut Flat, p: &[String], value: &Value) {
-    flat.retain(|k, _| !is_prefix(p, k) && !(k.len() < p.len() && is_prefix(k, p)));
+    // Drop what was at `p` or below, and leaves on the way to `p`.
+    flat.retain(|k, _| !(is_prefix(p, k) || (k.len() < p.len() && is_prefix(k, p))));
     flatten_into(flat, p, value);
     if let Value::Object(m) = value {
         if m.is_empty() && !p.is_empty() {

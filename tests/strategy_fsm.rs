@@ -8,7 +8,7 @@ use jido::effect::StateOp;
 use jido::exec::Exec;
 use jido::prelude::*;
 use jido::signal::Signal;
-use jido::strategy::{FSM_RESULT_ACTION, Fsm, STRATEGY_KEY, instruction_feedback};
+use jido::strategy::{FSM_RESULT_ACTION, Fsm, STRATEGY_KEY, run_instruction_directive};
 use serde_json::{Map, Value, json};
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -114,18 +114,14 @@ fn labels(ds: &[Directive]) -> Vec<String> {
 /// Does what the runtime does with the single RunInstruction among
 /// `directives`: runs it and feeds the result back.
 async fn feed(agent: &mut AgentState, directives: Vec<Directive>) -> Vec<Directive> {
-    let [
-        Directive::RunInstruction {
-            instruction,
-            result_action,
-            meta,
-        },
-    ] = <[Directive; 1]>::try_from(directives).unwrap()
-    else {
-        panic!("expected one RunInstruction")
-    };
-    let feedback =
-        instruction_feedback(agent, *instruction, &result_action, &meta, &Exec::new()).await;
+    assert_eq!(
+        directives.len(),
+        1,
+        "expected one RunInstruction: {directives:?}"
+    );
+    let feedback = run_instruction_directive(agent, &directives[0], &Exec::new())
+        .await
+        .expect("a RunInstruction");
     agent.cmd(feedback, ExecOptions::new()).await
 }
 
@@ -498,4 +494,26 @@ async fn checkpoint_keeps_the_machine_but_not_the_pending_batch() {
     let back = AgentState::restore(Machine, &saved).unwrap();
     assert_eq!(machine(&back), machine(&agent));
     assert_eq!(back.strategy_snapshot(), agent.strategy_snapshot());
+}
+
+#[tokio::test]
+async fn a_batch_interrupted_by_a_checkpoint_returns_to_the_initial_state_on_init() {
+    let mut agent = AgentState::new(Machine, AgentOptions::new().id("m2"));
+    let d = agent
+        .cmd(vec![step("a"), step("b")], ExecOptions::new())
+        .await;
+    let _ = feed(&mut agent, d).await;
+    let saved = agent.checkpoint();
+    let mut back = AgentState::restore(Machine, &saved).unwrap();
+    assert_eq!(machine(&back)["status"], "processing");
+    assert!(back.init_strategy(CmdOptions::new()).is_empty());
+    assert_eq!(machine(&back)["status"], "idle");
+    assert_eq!(machine(&back)["processed_count"], 1);
+    assert_eq!(back.state()["log"], json!(["a"]));
+    // It takes new work again.
+    let d = back.cmd(step("c"), ExecOptions::new()).await;
+    assert_eq!(labels(&d), ["run:c"]);
+    // The live agent is not affected by init while its batch runs.
+    assert!(agent.init_strategy(CmdOptions::new()).is_empty());
+    assert_eq!(machine(&agent)["status"], "processing");
 }

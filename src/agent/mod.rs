@@ -287,7 +287,7 @@ impl AgentOptions {
 pub struct CmdOptions {
     exec_options: ExecOptions,
     exec: Option<Exec>,
-    signal: Option<Signal>,
+    signal: Option<Arc<Signal>>,
 }
 
 impl CmdOptions {
@@ -314,7 +314,7 @@ impl CmdOptions {
     /// The signal that caused this `cmd` (set by the runtime).
     #[must_use]
     pub fn signal(mut self, signal: Signal) -> Self {
-        self.signal = Some(signal);
+        self.signal = Some(Arc::new(signal));
         self
     }
 }
@@ -485,7 +485,7 @@ impl AgentState {
     ///
     /// # Errors
     ///
-    /// A validation error "state validation failed: <path>: <reason>" with
+    /// A validation error `"state validation failed: <path>: <reason>"` with
     /// `path` and `reason` details; the state is left unchanged.
     pub fn validate(&mut self) -> Result<()> {
         self.validate_with(false)
@@ -633,14 +633,13 @@ impl AgentState {
     /// The context the strategy runs with for a `cmd` with `opts`.
     pub fn strategy_context(&self, opts: &CmdOptions) -> StrategyContext {
         let strategy = self.def.strategy();
-        let mut ctx = StrategyContext::new(self.def.metadata().name)
-            .with_options(Arc::clone(strategy.options_arc()))
-            .with_exec(opts.exec.clone().unwrap_or_else(|| Exec::global().clone()))
-            .with_exec_options(opts.exec_options);
-        if let Some(signal) = &opts.signal {
-            ctx = ctx.with_signal(signal.clone());
-        }
-        ctx
+        StrategyContext::from_parts(
+            self.def.metadata().name,
+            Arc::clone(strategy.options_arc()),
+            opts.exec.clone(),
+            opts.exec_options,
+            opts.signal.clone(),
+        )
     }
 
     /// Runs the strategy's [`init`](crate::strategy::Strategy::init) and
@@ -849,7 +848,13 @@ impl AgentState {
             }
         }
         let ctx = self.strategy_context(&opts);
-        let directives = def.strategy().cmd(self, commands, &ctx).await;
+        drop(opts);
+        let strategy = def.strategy();
+        let directives = if strategy.is_direct() {
+            crate::strategy::Strategy::cmd(&crate::strategy::Direct, self, commands, &ctx).await
+        } else {
+            strategy.cmd(self, commands, &ctx).await
+        };
         def.on_after_cmd(self, directives)
     }
 }

@@ -551,38 +551,15 @@ pub(crate) fn too_deep(field: &str) -> Error {
     .with_detail("max_depth", MAX_DATA_DEPTH)
 }
 
-/// Whether `value` nests more than `max` levels of arrays and objects.
+/// Whether `value` nests more than `max` levels of arrays and objects. The
+/// recursion stops one level past `max`, so it is bounded whatever the
+/// input, and it does not allocate.
 fn depth_exceeds(value: &Value, max: usize) -> bool {
-    // Scalars and empty containers are the common case: no allocation.
-    let mut stack: Vec<(&Value, usize)> = Vec::new();
-    let mut current = Some((value, 1usize));
-    while let Some((v, depth)) = current.take().or_else(|| stack.pop()) {
-        match v {
-            Value::Array(items) => {
-                if depth > max {
-                    return true;
-                }
-                stack.extend(
-                    items
-                        .iter()
-                        .filter(|i| i.is_array() || i.is_object())
-                        .map(|i| (i, depth + 1)),
-                );
-            }
-            Value::Object(map) => {
-                if depth > max {
-                    return true;
-                }
-                stack.extend(
-                    map.values()
-                        .filter(|i| i.is_array() || i.is_object())
-                        .map(|i| (i, depth + 1)),
-                );
-            }
-            _ => {}
-        }
+    match value {
+        Value::Array(items) => max == 0 || items.iter().any(|v| depth_exceeds(v, max - 1)),
+        Value::Object(map) => max == 0 || map.values().any(|v| depth_exceeds(v, max - 1)),
+        _ => false,
     }
-    false
 }
 
 #[cfg(test)]

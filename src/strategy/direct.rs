@@ -44,7 +44,10 @@ impl Strategy for Direct {
         for command in commands {
             match command {
                 Command::Run(instruction) => {
-                    let outcome = ctx.run(agent, instruction).await;
+                    let outcome = ctx
+                        .exec()
+                        .execute(instruction, ctx.action_context(agent))
+                        .await;
                     directives.extend(apply_outcome(agent, outcome));
                 }
                 Command::Strategy {

@@ -55,7 +55,9 @@ const PROCESSING: &str = "processing";
 /// The machine lives in the agent state at `__strategy__.machine`
 /// (`status`, `processed_count`, `last_result`, `error`, `transitions`);
 /// the pending instructions and deferred directives are kept outside the
-/// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed.
+/// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed: an
+/// agent restored from a checkpoint taken mid-batch goes back to the
+/// initial state when the runtime runs `init` (a warning is logged).
 ///
 /// Snapshot: `idle` (and the initial state) → idle, `processing` → running,
 /// `completed` → success (done), `failed` → failure (done), any other
@@ -285,7 +287,18 @@ impl Strategy for Fsm {
     }
 
     fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
-        self.ensure_machine(agent);
+        let mut machine = self.ensure_machine(agent);
+        if machine.status == PROCESSING && agent.strategy_ext::<FsmRun>().is_none() {
+            // Restored from a checkpoint taken mid-batch: the pending
+            // instructions were not saved, so the batch cannot finish.
+            tracing::warn!(
+                agent_id = agent.id(),
+                "fsm batch lost on restore; returning to {}",
+                self.initial_state
+            );
+            machine.status = self.initial_state.clone();
+            write_machine(agent, &machine);
+        }
         Vec::new()
     }
 

@@ -98,6 +98,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
+use crate::action::DynAction;
 use crate::agent::{AgentState, SignalRoute, external_directives};
 use crate::context::Context;
 use crate::directive::{Directive, error_context};
@@ -133,7 +134,7 @@ pub enum Command {
 
 impl Command {
     /// Runs `action` with empty params.
-    pub fn run(action: impl Into<crate::DynAction>) -> Self {
+    pub fn run(action: impl Into<DynAction>) -> Self {
         Command::Run(Instruction::new(action))
     }
 
@@ -161,44 +162,126 @@ impl From<Instruction> for Command {
     }
 }
 
-/// The shapes [`AgentState::cmd`] accepts: anything
-/// [`IntoInstructions`] accepts (an action, `(action, params)`, an
-/// [`Instruction`], a `Vec` of those), a [`Command`], a `Vec<Command>`, or a
-/// [`Result`] of any of these (an `Err` becomes a normalisation error).
+/// The shapes [`AgentState::cmd`] accepts: every shape
+/// [`IntoInstructions`] accepts (an action, a [`DynAction`], an
+/// [`Instruction`], `(action, params)`, `(action, params, context)`,
+/// `(action, params, context, opts)`), a [`Command`], a `Vec` of any of
+/// these (also mixed through `Vec<Command>`), or a [`Result`] of any of
+/// these (an `Err` becomes a normalisation error).
+///
+/// Any other [`IntoInstructions`] type goes through
+/// [`FromInstructions`].
 pub trait IntoCommands {
     /// The commands, or why the input cannot be normalised.
     ///
     /// # Errors
     ///
-    /// Only the `Result` implementation fails, with its own error.
-    fn into_commands(self) -> Result<Vec<Command>>;
+    /// Only `Result` inputs fail, with their own error.
+    fn into_commands(self) -> Result<Vec<Command>>
+    where
+        Self: Sized,
+    {
+        let mut out = Vec::with_capacity(1);
+        self.push_commands(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the commands to `out` (what `Vec` inputs use, so a list of
+    /// instructions is converted without a vector per item).
+    ///
+    /// # Errors
+    ///
+    /// As [`IntoCommands::into_commands`].
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()>;
 }
 
-impl<T: IntoInstructions> IntoCommands for T {
-    fn into_commands(self) -> Result<Vec<Command>> {
-        Ok(self
-            .into_instructions()
-            .into_iter()
-            .map(Command::Run)
-            .collect())
+/// Adapts any [`IntoInstructions`] type to [`IntoCommands`].
+#[derive(Debug, Clone)]
+pub struct FromInstructions<T>(pub T);
+
+impl<T: IntoInstructions> IntoCommands for FromInstructions<T> {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.extend(self.0.into_instructions().into_iter().map(Command::Run));
+        Ok(())
+    }
+}
+
+impl<A: crate::Action> IntoCommands for A {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(Instruction::new(self)));
+        Ok(())
+    }
+}
+
+impl IntoCommands for DynAction {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(Instruction::new(self)));
+        Ok(())
+    }
+}
+
+impl IntoCommands for Instruction {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(self));
+        Ok(())
+    }
+}
+
+impl<A: Into<DynAction>> IntoCommands for (A, Value) {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(Instruction::new(self.0).with_params(self.1)));
+        Ok(())
+    }
+}
+
+impl<A: Into<DynAction>> IntoCommands for (A, Value, Map<String, Value>) {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(
+            Instruction::new(self.0)
+                .with_params(self.1)
+                .with_context(self.2),
+        ));
+        Ok(())
+    }
+}
+
+impl<A: Into<DynAction>> IntoCommands for (A, Value, Map<String, Value>, ExecOptions) {
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(Command::Run(
+            Instruction::new(self.0)
+                .with_params(self.1)
+                .with_context(self.2)
+                .with_opts(self.3),
+        ));
+        Ok(())
     }
 }
 
 impl IntoCommands for Command {
-    fn into_commands(self) -> Result<Vec<Command>> {
-        Ok(vec![self])
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        out.push(self);
+        Ok(())
     }
 }
 
-impl IntoCommands for Vec<Command> {
+impl<T: IntoCommands> IntoCommands for Vec<T> {
     fn into_commands(self) -> Result<Vec<Command>> {
-        Ok(self)
+        let mut out = Vec::with_capacity(self.len());
+        self.push_commands(&mut out)?;
+        Ok(out)
+    }
+
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        for item in self {
+            item.push_commands(out)?;
+        }
+        Ok(())
     }
 }
 
 impl<T: IntoCommands> IntoCommands for Result<T> {
-    fn into_commands(self) -> Result<Vec<Command>> {
-        self.and_then(IntoCommands::into_commands)
+    fn push_commands(self, out: &mut Vec<Command>) -> Result<()> {
+        self?.push_commands(out)
     }
 }
 
@@ -211,7 +294,7 @@ pub struct StrategyContext {
     options: Arc<Map<String, Value>>,
     exec: Exec,
     exec_options: ExecOptions,
-    signal: Option<Signal>,
+    signal: Option<Arc<Signal>>,
 }
 
 impl StrategyContext {
@@ -225,6 +308,22 @@ impl StrategyContext {
             exec: Exec::global().clone(),
             exec_options: ExecOptions::new(),
             signal: None,
+        }
+    }
+
+    pub(crate) fn from_parts(
+        agent_name: &'static str,
+        options: Arc<Map<String, Value>>,
+        exec: Option<Exec>,
+        exec_options: ExecOptions,
+        signal: Option<Arc<Signal>>,
+    ) -> Self {
+        Self {
+            agent_name,
+            options,
+            exec: exec.unwrap_or_else(|| Exec::global().clone()),
+            exec_options,
+            signal,
         }
     }
 
@@ -252,7 +351,7 @@ impl StrategyContext {
     /// Sets the signal being handled.
     #[must_use]
     pub fn with_signal(mut self, signal: Signal) -> Self {
-        self.signal = Some(signal);
+        self.signal = Some(Arc::new(signal));
         self
     }
 
@@ -279,7 +378,7 @@ impl StrategyContext {
 
     /// The signal being handled, if any.
     pub fn signal(&self) -> Option<&Signal> {
-        self.signal.as_ref()
+        self.signal.as_deref()
     }
 
     /// The base context of an action run for `agent`: the agent state and
@@ -294,10 +393,13 @@ impl StrategyContext {
     /// Runs `instruction` for `agent` with [`Exec::execute`]: everything
     /// it produced, effects of a failure included. The agent is not
     /// changed; see [`apply_outcome`].
-    pub async fn run(&self, agent: &AgentState, instruction: Instruction) -> Outcome {
-        self.exec
-            .execute(instruction, self.action_context(agent))
-            .await
+    #[inline]
+    pub fn run<'a>(
+        &'a self,
+        agent: &AgentState,
+        instruction: Instruction,
+    ) -> impl Future<Output = Outcome> + Send + use<'a> {
+        self.exec.execute(instruction, self.action_context(agent))
     }
 }
 
@@ -504,6 +606,7 @@ pub trait Strategy: Send + Sync + 'static {
 pub struct DynStrategy {
     inner: Arc<dyn ErasedStrategy>,
     options: Arc<Map<String, Value>>,
+    direct: bool,
 }
 
 trait ErasedStrategy: Send + Sync + 'static {
@@ -556,11 +659,18 @@ impl<S: Strategy> ErasedStrategy for S {
 
 impl DynStrategy {
     /// Erases `strategy`, with no options.
-    pub fn new(strategy: impl Strategy) -> Self {
+    pub fn new<S: Strategy>(strategy: S) -> Self {
         Self {
             inner: Arc::new(strategy),
             options: Arc::new(Map::new()),
+            direct: std::any::TypeId::of::<S>() == std::any::TypeId::of::<Direct>(),
         }
+    }
+
+    /// Whether this is the [`Direct`] strategy (which `cmd` calls without
+    /// boxing its future).
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
     }
 
     /// Sets the JSON options strategies read through
@@ -760,6 +870,48 @@ pub async fn instruction_feedback(
         params: Value::Object(params),
         effects: outcome.effects,
     }
+}
+
+/// [`instruction_feedback`] for a directive: runs the instruction of a
+/// [`Directive::RunInstruction`] and returns the command to feed back into
+/// `cmd`, or `None` for any other directive.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # use jido::prelude::*;
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// # struct Ping;
+/// # impl Action for Ping {
+/// #     type Params = P; type Output = serde_json::Value;
+/// #     const NAME: &'static str = "ping";
+/// #     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> { Ok(serde_json::json!({"pong": true})) }
+/// # }
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::exec::Exec;
+/// use jido::strategy::run_instruction_directive;
+///
+/// let mut agent = AgentState::new(A, AgentOptions::new());
+/// let directive = Directive::run_instruction(Instruction::new(Ping));
+/// let feedback = run_instruction_directive(&agent, &directive, &Exec::new()).await.unwrap();
+/// assert!(agent.cmd(feedback, ExecOptions::new()).await.is_empty());
+/// assert_eq!(agent.state()["pong"], true);
+/// assert!(run_instruction_directive(&agent, &Directive::stop(), &Exec::new()).await.is_none());
+/// # }
+/// ```
+pub async fn run_instruction_directive(
+    agent: &AgentState,
+    directive: &Directive,
+    exec: &Exec,
+) -> Option<Command> {
+    let Directive::RunInstruction {
+        instruction,
+        result_action,
+        meta,
+    } = directive
+    else {
+        return None;
+    };
+    Some(instruction_feedback(agent, (**instruction).clone(), result_action, meta, exec).await)
 }
 
 /// A parsed instruction result (see [`instruction_feedback`]).

@@ -79,7 +79,10 @@ pub use actor::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use adapters::{ChannelTarget, ConsoleTarget, LogLevel, LoggerTarget, NoopTarget};
 pub use circuit::{CircuitSettings, CircuitState, circuit_state, reset_circuit};
 #[cfg(feature = "http")]
-pub use http::{HttpMethod, HttpTarget, RetryPolicy, WebhookTarget};
+pub use http::{
+    DEFAULT_HTTP_TIMEOUT, HttpMethod, HttpTarget, MAX_ATTEMPTS, MAX_HTTP_TIMEOUT, MAX_RETRY_DELAY,
+    RetryPolicy, WebhookTarget,
+};
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
