@@ -35,7 +35,7 @@ use crate::strategy::Snapshot;
 ///     type Output = serde_json::Value;
 ///     const NAME: &'static str = "add";
 ///     async fn run(&self, p: Add, ctx: &Context) -> jido::Result<serde_json::Value> {
-///         let total = ctx.state().and_then(|s| s["total"].as_i64()).unwrap_or(0);
+///         let total = ctx.state().and_then(|s| s.get("total")?.as_i64()).unwrap_or(0);
 ///         Ok(json!({"total": total + p.n}))
 ///     }
 /// }
