@@ -66,10 +66,7 @@ impl Action for AddShipping {
 
     async fn run(&self, p: ShippingParams, ctx: &Context) -> jido::Result<Shipped> {
         let tenant = ctx.get("tenant").and_then(|v| v.as_str()).unwrap_or("?");
-        println!(
-            "  add_shipping runs for tenant {tenant}, budget left: {:?}",
-            ctx.remaining()
-        );
+        println!("  add_shipping runs for tenant {tenant}, budget left: {:?}", ctx.remaining());
         let shipping_cents = match p.destination.as_str() {
             "US" if p.subtotal_cents >= 5_000 => 0,
             "US" => 599,
@@ -89,34 +86,16 @@ async fn main() -> jido::Result<()> {
 
     // 1. One action, validated and run under a 30 s timeout with one retry.
     let priced = exec
-        .run(
-            PriceOrder,
-            json!({"quantity": 3, "unit_cents": 1250}),
-            ctx.clone(),
-            ExecOptions::new(),
-        )
+        .run(PriceOrder, json!({"quantity": 3, "unit_cents": 1250}), ctx.clone(), ExecOptions::new())
         .await?;
-    println!(
-        "price_order   -> {}",
-        serde_json::Value::Object(priced.output.clone())
-    );
+    println!("price_order   -> {}", serde_json::Value::Object(priced.output.clone()));
 
     // 2. Bad params are a typed validation error naming the field.
     let err = exec
-        .run(
-            PriceOrder,
-            json!({"quantity": "three", "unit_cents": 1250}),
-            ctx.clone(),
-            ExecOptions::new(),
-        )
+        .run(PriceOrder, json!({"quantity": "three", "unit_cents": 1250}), ctx.clone(), ExecOptions::new())
         .await
         .expect_err("quantity is not a number");
-    println!(
-        "bad params    -> {:?}: {} (path {})",
-        err.kind(),
-        err,
-        err.detail("path").unwrap_or(&json!(null))
-    );
+    println!("bad params    -> {:?}: {} (path {})", err.kind(), err, err.detail("path").unwrap_or(&json!(null)));
 
     // 3. Two actions chained: each output is merged into the next params.
     let opts = ExecOptions::new().timeout(Duration::from_secs(5));
@@ -124,11 +103,7 @@ async fn main() -> jido::Result<()> {
         .instruction(Instruction::new(PriceOrder).with_opts(opts))
         .instruction(Instruction::new(AddShipping).with_opts(opts));
     let outcome = chain
-        .run(
-            &exec,
-            json!({"quantity": 5, "unit_cents": 1250, "destination": "US"}),
-            ctx,
-        )
+        .run(&exec, json!({"quantity": 5, "unit_cents": 1250, "destination": "US"}), ctx)
         .await?;
     if let ChainOutcome::Completed(out) = outcome {
         println!("chain         -> {}", serde_json::Value::Object(out));

@@ -418,8 +418,7 @@ mod tests {
 
     #[test]
     fn nested_reason_hint_is_read() {
-        let err =
-            Error::execution("x").with_details(json!({"reason": {"reason": {"retry": false}}}));
+        let err = Error::execution("x").with_details(json!({"reason": {"reason": {"retry": false}}}));
         assert!(!err.retryable());
     }
 

@@ -166,8 +166,7 @@ fn one_from_json(value: &Value, allowed: &[DynAction]) -> Result<Instruction> {
         Value::String(name) => Ok(Instruction::new(resolve(name, allowed)?)),
         Value::Array(pair) if is_pair(pair) => {
             let name = pair[0].as_str().unwrap_or_default();
-            Ok(Instruction::new(resolve(name, allowed)?)
-                .with_params(object_or_empty(&pair[1], "params")?))
+            Ok(Instruction::new(resolve(name, allowed)?).with_params(object_or_empty(&pair[1], "params")?))
         }
         Value::Object(map) => {
             let name = map.get("action").and_then(Value::as_str).ok_or_else(|| {
@@ -175,11 +174,10 @@ fn one_from_json(value: &Value, allowed: &[DynAction]) -> Result<Instruction> {
                     .with_detail("path", "action")
             })?;
             let params = object_or_empty(map.get("params").unwrap_or(&Value::Null), "params")?;
-            let context =
-                match object_or_empty(map.get("context").unwrap_or(&Value::Null), "context")? {
-                    Value::Object(m) => m,
-                    _ => Map::new(),
-                };
+            let context = match object_or_empty(map.get("context").unwrap_or(&Value::Null), "context")? {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
             let opts = ExecOptions::from_json(map.get("opts").unwrap_or(&Value::Null))?;
             Ok(Instruction::new(resolve(name, allowed)?)
                 .with_params(params)
@@ -239,11 +237,7 @@ impl<A: Into<DynAction>> IntoInstructions for (A, Value) {
 
 impl<A: Into<DynAction>> IntoInstructions for (A, Value, Map<String, Value>) {
     fn into_instructions(self) -> Vec<Instruction> {
-        vec![
-            Instruction::new(self.0)
-                .with_params(self.1)
-                .with_context(self.2),
-        ]
+        vec![Instruction::new(self.0).with_params(self.1).with_context(self.2)]
     }
 }
 
@@ -260,8 +254,6 @@ impl<A: Into<DynAction>> IntoInstructions for (A, Value, Map<String, Value>, Exe
 
 impl<T: IntoInstructions> IntoInstructions for Vec<T> {
     fn into_instructions(self) -> Vec<Instruction> {
-        self.into_iter()
-            .flat_map(IntoInstructions::into_instructions)
-            .collect()
+        self.into_iter().flat_map(IntoInstructions::into_instructions).collect()
     }
 }

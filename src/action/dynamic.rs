@@ -37,11 +37,8 @@ pub(crate) trait Erased: Send + Sync + 'static {
     fn metadata(&self) -> ActionMetadata;
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>>;
+    fn run<'a>(&'a self, prepared: &'a Prepared, ctx: &'a Context)
+    -> BoxFuture<'a, Result<Map<String, Value>>>;
     fn compensate<'a>(
         &'a self,
         prepared: &'a Prepared,
@@ -79,10 +76,7 @@ impl<A: Action> Erased for Typed<A> {
             let message = if path == "." {
                 format!("invalid parameters for action {}: {reason}", A::NAME)
             } else {
-                format!(
-                    "invalid parameters for action {}: {path}: {reason}",
-                    A::NAME
-                )
+                format!("invalid parameters for action {}: {path}: {reason}", A::NAME)
             };
             Error::validation(message)
                 .with_detail("action", A::NAME)

@@ -189,9 +189,7 @@ where
     };
     let errors: Vec<Value> = report
         .iter()
-        .map(
-            |(path, err)| serde_json::json!({"path": path.to_string(), "message": err.to_string()}),
-        )
+        .map(|(path, err)| serde_json::json!({"path": path.to_string(), "message": err.to_string()}))
         .collect();
     let first = report
         .iter()

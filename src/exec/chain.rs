@@ -129,12 +129,7 @@ impl Chain {
     /// # Errors
     ///
     /// A cancelled error when the executor is shut down.
-    pub fn spawn(
-        self,
-        exec: &Exec,
-        params: Value,
-        ctx: Context,
-    ) -> Result<AsyncHandle<ChainOutcome>> {
+    pub fn spawn(self, exec: &Exec, params: Value, ctx: Context) -> Result<AsyncHandle<ChainOutcome>> {
         let exec2 = exec.clone();
         let handle = exec
             .supervisor()
@@ -157,14 +152,7 @@ fn into_object(value: Value, what: &str) -> Result<Map<String, Value>> {
 impl fmt::Debug for Chain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Chain")
-            .field(
-                "steps",
-                &self
-                    .steps
-                    .iter()
-                    .map(|s| s.action.name())
-                    .collect::<Vec<_>>(),
-            )
+            .field("steps", &self.steps.iter().map(|s| s.action.name()).collect::<Vec<_>>())
             .field("interruptible", &self.interrupt.is_some())
             .finish()
     }

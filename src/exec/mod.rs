@@ -211,9 +211,7 @@ impl Exec {
     ///
     /// As [`Exec::run`].
     pub async fn run_instruction(&self, instruction: Instruction) -> Result<ExecOutput> {
-        self.execute(instruction, Context::new())
-            .await
-            .into_result()
+        self.execute(instruction, Context::new()).await.into_result()
     }
 
     /// Starts a run in a supervised task and returns a handle that only its
@@ -222,11 +220,7 @@ impl Exec {
     /// # Errors
     ///
     /// A cancelled error when the executor is shut down.
-    pub fn run_async(
-        &self,
-        instruction: Instruction,
-        ctx: Context,
-    ) -> Result<AsyncHandle<ExecOutput>> {
+    pub fn run_async(&self, instruction: Instruction, ctx: Context) -> Result<AsyncHandle<ExecOutput>> {
         let exec = self.clone();
         let handle = self
             .inner
@@ -294,9 +288,7 @@ impl Exec {
             .build();
         let mut attempt: u32 = 0;
         loop {
-            let (result, effects) = self
-                .attempt(&action, &prepared, &ctx, meta, &opts, attempt)
-                .await;
+            let (result, effects) = self.attempt(&action, &prepared, &ctx, meta, &opts, attempt).await;
             let error = match result {
                 Ok(output) => {
                     return Outcome {
@@ -312,10 +304,7 @@ impl Exec {
                 effects,
                 attempts: attempt + 1,
             };
-            if attempt >= max_retries
-                || !error.retryable()
-                || error.detail(BUDGET_EXHAUSTED).is_some()
-            {
+            if attempt >= max_retries || !error.retryable() || error.detail(BUDGET_EXHAUSTED).is_some() {
                 return done(error);
             }
             let delay = delays.next().unwrap_or_else(|| opts.get_max_backoff());
@@ -384,12 +373,10 @@ impl Exec {
             .instrument(span.clone())
             .await;
         let result = match result {
-            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
-                Err(self
-                    .compensate(action, prepared, &actx, meta, opts, err)
-                    .instrument(span.clone())
-                    .await)
-            }
+            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => Err(self
+                .compensate(action, prepared, &actx, meta, opts, err)
+                .instrument(span.clone())
+                .await),
             other => other,
         };
         record(&span, &result);
@@ -418,11 +405,9 @@ impl Exec {
         let erased = Arc::clone(action.erased());
         let task_prepared = Arc::clone(prepared);
         let task_ctx = actx.clone();
-        let mut handle = match self
-            .inner
-            .supervisor
-            .spawn(async move { erased.run(&task_prepared, &task_ctx).await }.in_current_span())
-        {
+        let mut handle = match self.inner.supervisor.spawn(
+            async move { erased.run(&task_prepared, &task_ctx).await }.in_current_span(),
+        ) {
             Ok(h) => h,
             Err(err) => return Err(err.with_detail("action", meta.name)),
         };
@@ -434,10 +419,8 @@ impl Exec {
             ))
             .with_detail("action", meta.name)),
             Ok(Err(join)) if join.is_panic() => Err(panicked(meta.name, &*join.into_panic())),
-            Ok(Err(_)) => Err(
-                Error::cancelled(format!("action {} was cancelled", meta.name))
-                    .with_detail("action", meta.name),
-            ),
+            Ok(Err(_)) => Err(Error::cancelled(format!("action {} was cancelled", meta.name))
+                .with_detail("action", meta.name)),
             Err(_elapsed) => {
                 handle.abort();
                 let ms = millis(deadline.saturating_duration_since(started));
@@ -467,8 +450,7 @@ impl Exec {
         let task_error = original.clone();
         let cctx = actx.for_attempt(meta, Some(Instant::now() + timeout));
         let spawned = self.inner.supervisor.spawn(
-            async move { erased.compensate(&task_prepared, &task_error, &cctx).await }
-                .in_current_span(),
+            async move { erased.compensate(&task_prepared, &task_error, &cctx).await }.in_current_span(),
         );
         let envelope = original.to_envelope();
         let retry = original.retryable();
@@ -489,10 +471,8 @@ impl Exec {
             }
         };
         match tokio::time::timeout(timeout, &mut handle).await {
-            Ok(Ok(Some(Ok(result)))) => {
-                base(format!("compensation completed for: {orig_msg}"), true)
-                    .with_detail("compensation_result", result)
-            }
+            Ok(Ok(Some(Ok(result)))) => base(format!("compensation completed for: {orig_msg}"), true)
+                .with_detail("compensation_result", result),
             Ok(Ok(Some(Err(err)))) => base(format!("compensation failed for: {orig_msg}"), false)
                 .with_detail("compensation_error", err.to_envelope()),
             Ok(Ok(None)) => base(format!("compensation crashed for: {orig_msg}"), false)
@@ -509,10 +489,7 @@ impl Exec {
             Err(_) => {
                 handle.abort();
                 base(
-                    format!(
-                        "compensation timed out after {}ms for: {orig_msg}",
-                        millis(timeout)
-                    ),
+                    format!("compensation timed out after {}ms for: {orig_msg}", millis(timeout)),
                     false,
                 )
             }
@@ -570,10 +547,7 @@ pub async fn run(
     ctx: Context,
     opts: ExecOptions,
 ) -> Result<ExecOutput> {
-    let exec = ctx
-        .exec()
-        .cloned()
-        .unwrap_or_else(|| Exec::global().clone());
+    let exec = ctx.exec().cloned().unwrap_or_else(|| Exec::global().clone());
     exec.run(action, params, ctx, opts).await
 }
 

@@ -170,11 +170,7 @@ impl ExecOptions {
         let map = match value {
             Value::Object(map) => map,
             Value::Null => return Ok(Self::new()),
-            _ => {
-                return Err(Error::validation(
-                    "invalid opts format: expected a JSON object",
-                ));
-            }
+            _ => return Err(Error::validation("invalid opts format: expected a JSON object")),
         };
         let millis = |key: &str| -> Result<Option<Duration>> {
             Ok(read_u64(map, key)?.map(Duration::from_millis))
@@ -195,10 +191,8 @@ fn read_u64(map: &Map<String, Value>, key: &str) -> Result<Option<u64>> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-            Error::validation(format!(
-                "invalid opts: {key} must be a non-negative integer"
-            ))
-            .with_detail("path", key.to_owned())
+            Error::validation(format!("invalid opts: {key} must be a non-negative integer"))
+                .with_detail("path", key.to_owned())
         }),
     }
 }
