@@ -41,6 +41,7 @@ pub mod effect;
 pub mod error;
 pub mod exec;
 pub mod instruction;
+pub mod server;
 pub mod signal;
 pub mod strategy;
 
@@ -62,6 +63,7 @@ pub mod prelude {
     pub use crate::error::{Error, ErrorKind};
     pub use crate::exec::{Exec, ExecOptions};
     pub use crate::instruction::{Instruction, IntoInstructions};
+    pub use crate::server::{AgentRef, Jido, JidoConfig, ServerOptions};
     pub use crate::signal::dispatch::{Dispatch, DispatchConfig};
     pub use crate::signal::{Route, Router, Signal, TypedSignal};
     pub use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus};

@@ -385,6 +385,15 @@ impl AgentState {
         &self.id
     }
 
+    /// Changes the agent's id (the runtime uses it when a server option
+    /// names the id); an empty id is ignored.
+    pub fn set_id(&mut self, id: impl Into<String>) {
+        let id = id.into();
+        if !id.is_empty() {
+            self.id = id;
+        }
+    }
+
     /// The agent type's name.
     pub fn name(&self) -> &'static str {
         self.def.metadata().name

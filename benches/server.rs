@@ -1,0 +1,358 @@
+//! AgentServer against raw ractor, each pair in one criterion group.
+//!
+//! * `call`: a call round trip with a no-op action, beside a raw ractor
+//!   call (target: ≤ 3×);
+//! * `cast`: 1 000 casts then a call, beside the same on a raw actor
+//!   (target throughput ≥ 0.4×);
+//! * `spawn_stop`: start and stop one agent, beside spawn + stop of a raw
+//!   actor (target: ≤ 3×);
+//! * `children`: a parent spawning N children (SpawnAgent) and stopping
+//!   them, beside a raw supervisor doing the same (should grow linearly).
+//!
+//! Sizes shrink when `CI` is set.
+
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use jido::agent::SignalRoute;
+use jido::prelude::*;
+use jido::server::{AgentRef, OnParentDeath};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::json;
+
+// ---------- raw ractor baseline ----------
+
+enum RawMsg {
+    Cast(Signal),
+    Call(Signal, RpcReplyPort<u64>),
+}
+
+struct Raw;
+impl Actor for Raw {
+    type Msg = RawMsg;
+    type State = u64;
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RawMsg>, _: ()) -> Result<u64, ActorProcessingErr> {
+        Ok(0)
+    }
+    async fn handle(
+        &self,
+        _: ActorRef<RawMsg>,
+        msg: RawMsg,
+        n: &mut u64,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RawMsg::Cast(s) => *n += s.ty().len() as u64,
+            RawMsg::Call(s, reply) => {
+                *n += s.ty().len() as u64;
+                let _ = reply.send(*n);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A raw supervisor that ignores its children's exits.
+struct RawSup;
+impl Actor for RawSup {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        _: SupervisionEvent,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+}
+
+// ---------- agents ----------
+
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+
+struct Noop;
+impl Action for Noop {
+    type Params = Nothing;
+    type Output = ();
+    const NAME: &'static str = "noop";
+    async fn run(&self, _: Nothing, _: &Context) -> jido::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct SpawnN {
+    n: usize,
+}
+
+struct Bench;
+impl Agent for Bench {
+    const NAME: &'static str = "bench";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("noop", Noop)]
+    }
+}
+
+/// Spawns `n` children through SpawnAgent directives.
+struct Spawner;
+impl Action for Spawner {
+    type Params = SpawnN;
+    type Output = ();
+    const NAME: &'static str = "spawner";
+    async fn run(&self, p: SpawnN, ctx: &Context) -> jido::Result<()> {
+        for i in 0..p.n {
+            let mut d = Directive::spawn_agent(
+                AgentState::new(Bench, AgentOptions::new()),
+                format!("c{i}"),
+            );
+            if let Directive::SpawnAgent { opts, .. } = &mut d {
+                opts.insert(
+                    "on_parent_death".into(),
+                    json!(OnParentDeath::Stop.as_str()),
+                );
+            }
+            ctx.push_effect(d);
+        }
+        Ok(())
+    }
+}
+
+struct Parent;
+impl Agent for Parent {
+    const NAME: &'static str = "parent";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("spawn", Spawner),
+            SignalRoute::action("noop", Noop),
+        ]
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+fn call(c: &mut Criterion) {
+    let rt = runtime();
+    let (raw, jido, agent, inline_jido, inline_agent) = rt.block_on(async {
+        let (raw, _) = Actor::spawn(None, Raw, ()).await.expect("raw");
+        let jido = Jido::start(JidoConfig::new()).await.expect("jido");
+        let agent = jido
+            .start_agent(
+                AgentState::new(Bench, AgentOptions::new().id("b")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("agent");
+        let inline_jido =
+            Jido::start(JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)))
+                .await
+                .expect("jido");
+        let inline_agent = inline_jido
+            .start_agent(
+                AgentState::new(Bench, AgentOptions::new().id("b")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("agent");
+        (raw, jido, agent, inline_jido, inline_agent)
+    });
+    let mut g = c.benchmark_group("call");
+    g.bench_function("raw_ractor_call", |b| {
+        b.to_async(&rt).iter(|| async {
+            let s = Signal::new("noop", json!({}));
+            raw.call(|r| RawMsg::Call(s, r), None).await.expect("call")
+        })
+    });
+    g.bench_function("agent_call_noop", |b| {
+        b.to_async(&rt).iter(|| async {
+            agent
+                .call(Signal::new("noop", json!({})))
+                .await
+                .expect("call")
+        })
+    });
+    g.bench_function("agent_call_noop_inline_exec", |b| {
+        b.to_async(&rt).iter(|| async {
+            inline_agent
+                .call(Signal::new("noop", json!({})))
+                .await
+                .expect("call")
+        })
+    });
+    g.finish();
+    rt.block_on(async {
+        jido.shutdown().await;
+        inline_jido.shutdown().await;
+        raw.stop(None);
+    });
+}
+
+fn cast(c: &mut Criterion) {
+    let n: u64 = if ci() { 200 } else { 1_000 };
+    let rt = runtime();
+    let (raw, jido, agent) = rt.block_on(async {
+        let (raw, _) = Actor::spawn(None, Raw, ()).await.expect("raw");
+        let jido =
+            Jido::start(JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)))
+                .await
+                .expect("jido");
+        let agent = jido
+            .start_agent(
+                AgentState::new(Bench, AgentOptions::new().id("b")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("agent");
+        (raw, jido, agent)
+    });
+    let mut g = c.benchmark_group("cast");
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("raw_ractor_cast", |b| {
+        b.to_async(&rt).iter(|| async {
+            for _ in 0..n {
+                raw.cast(RawMsg::Cast(Signal::new("noop", json!({}))))
+                    .expect("cast");
+            }
+            let s = Signal::new("noop", json!({}));
+            raw.call(|r| RawMsg::Call(s, r), None).await.expect("call")
+        })
+    });
+    g.bench_function("agent_cast_noop", |b| {
+        b.to_async(&rt).iter(|| async {
+            for _ in 0..n {
+                agent.cast(Signal::new("noop", json!({}))).expect("cast");
+            }
+            agent
+                .call_timeout(Signal::new("noop", json!({})), Duration::from_secs(60))
+                .await
+                .expect("call")
+        })
+    });
+    g.finish();
+    rt.block_on(async {
+        jido.shutdown().await;
+        raw.stop(None);
+    });
+}
+
+fn spawn_stop(c: &mut Criterion) {
+    let rt = runtime();
+    let jido = rt.block_on(Jido::start(JidoConfig::new())).expect("jido");
+    let mut g = c.benchmark_group("spawn_stop");
+    g.bench_function("raw_ractor_spawn_stop", |b| {
+        b.to_async(&rt).iter(|| async {
+            let (a, h) = Actor::spawn(None, Raw, ()).await.expect("spawn");
+            a.stop(None);
+            h.await.expect("join");
+        })
+    });
+    g.bench_function("agent_start_stop", |b| {
+        b.to_async(&rt).iter(|| async {
+            let a = jido
+                .start_agent(
+                    AgentState::new(Bench, AgentOptions::new().id("s")),
+                    ServerOptions::new(),
+                )
+                .await
+                .expect("start");
+            jido.stop_agent(a.id()).await.expect("stop");
+        })
+    });
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+async fn agent_family(jido: &Jido, n: usize) -> Duration {
+    let started = Instant::now();
+    let parent: AgentRef = jido
+        .start_agent(
+            AgentState::new(Parent, AgentOptions::new().id("p")),
+            ServerOptions::new(),
+        )
+        .await
+        .expect("parent");
+    parent
+        .call(Signal::new("spawn", json!({"n": n})))
+        .await
+        .expect("spawn");
+    // Returns once every SpawnAgent directive ran.
+    parent
+        .call_timeout(Signal::new("noop", json!({})), Duration::from_secs(60))
+        .await
+        .expect("noop");
+    assert_eq!(jido.agents().len(), n + 1);
+    parent.stop("shutdown").await.expect("stop");
+    while !jido.agents().is_empty() {
+        tokio::time::sleep(Duration::from_micros(50)).await;
+    }
+    started.elapsed()
+}
+
+async fn raw_family(n: usize) -> Duration {
+    let started = Instant::now();
+    let (sup, h) = Actor::spawn(None, RawSup, ()).await.expect("sup");
+    for _ in 0..n {
+        Actor::spawn_linked(None, Raw, (), sup.get_cell())
+            .await
+            .expect("child");
+    }
+    sup.stop_children_and_wait(None, None).await;
+    sup.stop(None);
+    h.await.expect("join");
+    started.elapsed()
+}
+
+fn children(c: &mut Criterion) {
+    let sizes: &[usize] = if ci() { &[10, 100] } else { &[10, 100, 1_000] };
+    let rt = runtime();
+    let jido = rt.block_on(Jido::start(JidoConfig::new())).expect("jido");
+    let mut g = c.benchmark_group("children");
+    g.sample_size(10);
+    for &n in sizes {
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::new("raw_ractor_supervisor", n), &n, |b, &n| {
+            b.to_async(&rt).iter_custom(|iters| async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    total += raw_family(n).await;
+                }
+                total
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("agent_parent", n), &n, |b, &n| {
+            let jido = jido.clone();
+            b.to_async(&rt).iter_custom(move |iters| {
+                let jido = jido.clone();
+                async move {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += agent_family(&jido, n).await;
+                    }
+                    total
+                }
+            })
+        });
+    }
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+criterion_group!(benches, call, cast, spawn_stop, children);
+criterion_main!(benches);

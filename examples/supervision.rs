@@ -1,0 +1,184 @@
+//! Embedding an AgentServer under your own ractor supervisor.
+//!
+//! ```text
+//! cargo run --example supervision
+//! ```
+//!
+//! The supervisor spawns an agent with plain `Actor::spawn_linked`, prints
+//! every supervision event it receives (`ActorStarted`, `ActorFailed`,
+//! `ActorTerminated`), restarts the agent once after a crash, and finally
+//! stops it.
+
+use std::time::Duration;
+
+use jido::agent::SignalRoute;
+use jido::directive::CustomDirective;
+use jido::prelude::*;
+use jido::server::{
+    AgentMsg, AgentRef, AgentServer, AgentServerArgs, DirectiveContext, DirectiveExec,
+    DirectiveResult, ServerOptions,
+};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::json;
+
+/// Counts: `count += by`.
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct By {
+    by: i64,
+}
+
+struct Count;
+impl Action for Count {
+    type Params = By;
+    type Output = serde_json::Value;
+    const NAME: &'static str = "count";
+    async fn run(&self, p: By, ctx: &Context) -> jido::Result<serde_json::Value> {
+        let count = ctx
+            .state()
+            .and_then(|s| s.get("count")?.as_i64())
+            .unwrap_or(0);
+        Ok(json!({"count": count + p.by}))
+    }
+}
+
+/// A directive whose executor panics: it crashes the agent on purpose.
+#[derive(Debug)]
+struct Explode;
+impl CustomDirective for Explode {}
+
+struct ExplodeExec;
+impl DirectiveExec for ExplodeExec {
+    type Directive = Explode;
+    fn exec(&self, _: &Explode, _: &Signal, _: &DirectiveContext<'_>) -> DirectiveResult {
+        panic!("asked to explode")
+    }
+}
+
+/// Returns the Explode directive.
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Nothing {}
+struct Detonate;
+impl Action for Detonate {
+    type Params = Nothing;
+    type Output = ();
+    const NAME: &'static str = "detonate";
+    async fn run(&self, _: Nothing, ctx: &Context) -> jido::Result<()> {
+        ctx.push_effect(Directive::custom(Explode));
+        Ok(())
+    }
+}
+
+struct Counter;
+impl Agent for Counter {
+    const NAME: &'static str = "counter";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("count", Count),
+            SignalRoute::action("explode", Detonate),
+        ]
+    }
+}
+
+fn args() -> AgentServerArgs {
+    AgentServerArgs::new(
+        AgentState::new(Counter, AgentOptions::new().id("counter-1")),
+        ServerOptions::new().directive_exec(ExplodeExec),
+    )
+}
+
+/// The user's supervisor: prints events, restarts a failed agent once.
+struct MySupervisor;
+
+struct SupState {
+    restarts: u32,
+    agent_tx: tokio::sync::mpsc::UnboundedSender<ActorRef<AgentMsg>>,
+}
+
+impl Actor for MySupervisor {
+    type Msg = ();
+    type State = SupState;
+    type Arguments = tokio::sync::mpsc::UnboundedSender<ActorRef<AgentMsg>>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<()>,
+        agent_tx: Self::Arguments,
+    ) -> Result<SupState, ActorProcessingErr> {
+        let (agent, _) = Actor::spawn_linked(None, AgentServer, args(), myself.get_cell()).await?;
+        let _ = agent_tx.send(agent);
+        Ok(SupState {
+            restarts: 0,
+            agent_tx,
+        })
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<()>,
+        event: SupervisionEvent,
+        state: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorStarted(cell) => {
+                println!("supervisor: ActorStarted    {}", cell.get_id());
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                println!("supervisor: ActorFailed     {} ({err})", cell.get_id());
+                if state.restarts == 0 {
+                    state.restarts += 1;
+                    println!("supervisor: restarting the agent");
+                    let (agent, _) =
+                        Actor::spawn_linked(None, AgentServer, args(), myself.get_cell()).await?;
+                    let _ = state.agent_tx.send(agent);
+                }
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                println!(
+                    "supervisor: ActorTerminated {} (reason: {})",
+                    cell.get_id(),
+                    reason.as_deref().unwrap_or("none")
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> jido::Result<()> {
+    let (tx, mut agents) = tokio::sync::mpsc::unbounded_channel();
+    let (sup, sup_handle) = Actor::spawn(None, MySupervisor, tx)
+        .await
+        .map_err(|e| Error::internal(e.to_string()))?;
+
+    let first = agents
+        .recv()
+        .await
+        .ok_or_else(|| Error::internal("no agent"))?;
+    let agent = AgentRef::from_actor(first).await?;
+    let after = agent.call(Signal::new("count", json!({"by": 2}))).await?;
+    println!("agent {}: count = {}", agent.id(), after.state()["count"]);
+
+    // Crash it: the supervisor sees ActorFailed and restarts it.
+    agent.cast(Signal::new("explode", json!({})))?;
+    let second = tokio::time::timeout(Duration::from_secs(5), agents.recv())
+        .await
+        .map_err(|_| Error::timeout("no restart"))?
+        .ok_or_else(|| Error::internal("no agent"))?;
+    let agent = AgentRef::from_actor(second).await?;
+    let after = agent.call(Signal::new("count", json!({"by": 1}))).await?;
+    println!(
+        "restarted agent {}: count = {} (fresh state)",
+        agent.id(),
+        after.state()["count"]
+    );
+
+    // A graceful stop: ActorTerminated with the reason.
+    agent.stop("finished").await?;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    sup.stop(None);
+    let _ = sup_handle.await;
+    Ok(())
+}

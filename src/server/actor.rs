@@ -1,0 +1,1041 @@
+//! The AgentServer actor: routing, one signal at a time off the handler, the
+//! directive queue.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use serde_json::{Map, Value, json};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::agent_ref::{
+    AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus, not_alive,
+};
+use super::cron::CronJob;
+use super::hierarchy::ChildInfo;
+use super::msg::{AgentMsg, CmdDone, DoneItem, Internal};
+use super::options::{AgentServerArgs, ParentRef, ServerOptions};
+use super::{AgentRef, DEBUG_BUFFER_SIZE, Jido, signal_types};
+use crate::agent::{AgentState, CmdOptions, ORPHANED_FROM_KEY, PARENT_KEY, RouteTarget};
+use crate::directive::{Directive, StopReason};
+use crate::error::{Error, Result};
+use crate::exec::Exec;
+use crate::instruction::Instruction;
+use crate::signal::{Route, Router, Signal};
+use crate::strategy::Command;
+
+/// The actor running one agent. It runs agents of every type: the agent
+/// value ([`AgentState`]) carries its definition.
+///
+/// Spawn it through [`Jido::start_agent`], or yourself with
+/// [`AgentServer::start`] / [`AgentServer::start_linked`] or plain
+/// `ractor::Actor::spawn_linked(None, AgentServer, args, supervisor)`: a
+/// supervisor of your own then receives `ActorStarted`, `ActorTerminated`
+/// and `ActorFailed` for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgentServer;
+
+impl AgentServer {
+    /// Spawns an unsupervised AgentServer.
+    ///
+    /// # Errors
+    ///
+    /// The start error: invalid options, an invalid route (a configuration
+    /// error naming it), an id already registered in the instance.
+    pub async fn start(args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
+        let id = args.id().to_owned();
+        let (actor, handle) = Actor::spawn(None, AgentServer, args)
+            .await
+            .map_err(spawn_error)?;
+        Ok((AgentRef::new(actor, id), handle))
+    }
+
+    /// Spawns an AgentServer linked to `supervisor`, which receives its
+    /// supervision events.
+    ///
+    /// # Errors
+    ///
+    /// As [`AgentServer::start`].
+    pub async fn start_linked(
+        args: AgentServerArgs,
+        supervisor: ractor::ActorCell,
+    ) -> Result<(AgentRef, JoinHandle<()>)> {
+        let id = args.id().to_owned();
+        let (actor, handle) = Actor::spawn_linked(None, AgentServer, args, supervisor)
+            .await
+            .map_err(spawn_error)?;
+        Ok((AgentRef::new(actor, id), handle))
+    }
+}
+
+/// Turns a ractor spawn error back into our error.
+pub(crate) fn spawn_error(err: ractor::SpawnErr) -> Error {
+    match err {
+        ractor::SpawnErr::StartupFailed(inner) => match inner.downcast::<Error>() {
+            Ok(e) => *e,
+            Err(other) => Error::internal(format!("agent failed to start: {other}")),
+        },
+        other => Error::internal(format!("agent failed to start: {other}")),
+    }
+}
+
+/// Aborts a task when dropped (timers, in-flight work), so nothing outlives
+/// the agent, whichever way it ends.
+pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One signal waiting for its turn.
+pub(crate) struct Work {
+    pub(crate) signal: Signal,
+    pub(crate) reply: Option<RpcReplyPort<Result<AgentState>>>,
+}
+
+/// The work running off the handler.
+pub(crate) struct InFlight {
+    generation: u64,
+    /// Signals in the batch (for the pending count).
+    batch: usize,
+    _task: AbortOnDrop<Option<()>>,
+}
+
+/// A routed signal ready for `cmd`.
+pub(crate) struct Prepared {
+    signal: Arc<Signal>,
+    reply: Option<RpcReplyPort<Result<AgentState>>>,
+    commands: Vec<Command>,
+    tick: bool,
+}
+
+/// The most signals one off-handler task runs back to back (only while
+/// they return no directives).
+const MAX_BATCH: usize = 32;
+
+pub(crate) struct Waiter {
+    id: u64,
+    opts: AwaitOptions,
+    reply: RpcReplyPort<Result<Completion>>,
+    started: Instant,
+    _timer: AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>,
+}
+
+/// The state of an [`AgentServer`]. Opaque: query it through
+/// [`AgentRef`].
+pub struct AgentServerState {
+    pub(crate) agent: AgentState,
+    pub(crate) id: Arc<str>,
+    pub(crate) router: Router<RouteTarget>,
+    pub(crate) opts: ServerOptions,
+    pub(crate) myself: ActorRef<AgentMsg>,
+    pub(crate) status: ServerStatus,
+    pub(crate) in_flight: Option<InFlight>,
+    pub(crate) pending: VecDeque<Work>,
+    pub(crate) queue: VecDeque<(Arc<Signal>, Directive)>,
+    pub(crate) drain_scheduled: bool,
+    pub(crate) stopping: bool,
+    pub(crate) children: HashMap<String, ChildInfo>,
+    pub(crate) parent: Option<ParentRef>,
+    pub(crate) orphaned_from: Option<ParentRef>,
+    pub(crate) error_count: u32,
+    pub(crate) waiters: Vec<Waiter>,
+    pub(crate) next_id: u64,
+    pub(crate) debug: Option<VecDeque<DebugEvent>>,
+    pub(crate) timers: Vec<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
+    pub(crate) crons: HashMap<String, CronJob>,
+    pub(crate) exec: Exec,
+    pub(crate) jido: Option<Jido>,
+    /// Set when a custom directive executor panicked: the handler then
+    /// fails, and the actor with it.
+    pub(crate) crash: Option<String>,
+}
+
+impl fmt::Debug for AgentServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentServerState")
+            .field("id", &self.id)
+            .field("status", &self.status)
+            .field("queue", &self.queue.len())
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn boxed(err: Error) -> ActorProcessingErr {
+    Box::new(err)
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+/// Builds the router of an agent, naming the first invalid route.
+pub(crate) fn build_router(agent: &AgentState) -> Result<Router<RouteTarget>> {
+    let mut router = Router::new();
+    for route in agent.signal_routes() {
+        let path = route.path.clone();
+        let mut r = Route::new(route.path, route.target);
+        if let Some(p) = route.priority {
+            r = r.priority(p);
+        }
+        router.add_route(r).map_err(|err| {
+            Error::configuration(format!("invalid signal route {path}: {}", err.message()))
+                .with_detail("route", path.clone())
+                .with_details(Value::Object(err.details().clone()))
+                .with_source(err)
+        })?;
+    }
+    Ok(router)
+}
+
+impl Actor for AgentServer {
+    type Msg = AgentMsg;
+    type State = AgentServerState;
+    type Arguments = AgentServerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        args: AgentServerArgs,
+    ) -> std::result::Result<AgentServerState, ActorProcessingErr> {
+        AgentServerState::init(myself, args).map_err(boxed)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        state: &mut AgentServerState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        state.status = ServerStatus::Idle;
+        state.announce_to_parent();
+        state.check_parent_alive(&myself);
+        state.advance(&myself);
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        state: &mut AgentServerState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            AgentMsg::Signal(signal) => state.enqueue_signal(&myself, signal, None),
+            AgentMsg::Call(call) => state.enqueue_signal(&myself, call.signal, Some(call.reply)),
+            AgentMsg::Runtime(rt) => state.handle_internal(&myself, rt.0).await,
+        }
+        match state.crash.take() {
+            Some(message) => Err(boxed(Error::execution(message))),
+            None => Ok(()),
+        }
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        event: SupervisionEvent,
+        state: &mut AgentServerState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        // Never the ractor default (which stops on any child exit): only the
+        // parent policy may stop this agent.
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let reason = reason.unwrap_or_else(|| "normal".to_owned());
+                state.on_actor_down(&myself, cell.get_id(), reason);
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                state.on_actor_down(&myself, cell.get_id(), format!("failed: {err}"));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<AgentMsg>,
+        state: &mut AgentServerState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        state.status = ServerStatus::Stopping;
+        state.cleanup(&myself);
+        Ok(())
+    }
+}
+
+impl AgentServerState {
+    fn init(myself: ActorRef<AgentMsg>, args: AgentServerArgs) -> Result<Self> {
+        let restart_args = args.clone();
+        let AgentServerArgs {
+            mut agent,
+            options,
+            supervised,
+        } = args;
+        let options = match &options.jido {
+            Some(jido) => options.clone().or(jido.defaults()),
+            None => options,
+        };
+        options.validate()?;
+        if let Some(id) = options.id.as_ref().filter(|id| id.as_str() != agent.id()) {
+            agent.set_id(id.clone());
+        }
+        if let Some(initial) = &options.initial_state {
+            agent
+                .state_mut()
+                .extend(initial.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let router = build_router(&agent)?;
+        let exec = options
+            .jido
+            .as_ref()
+            .map_or_else(|| Exec::global().clone(), |j| j.exec().clone());
+        let jido = options.jido.clone();
+        let id: Arc<str> = Arc::from(agent.id());
+        let debug = options.debug.unwrap_or(false).then(VecDeque::new);
+        let parent = options.parent.clone();
+        let mut state = Self {
+            agent,
+            id: Arc::clone(&id),
+            router,
+            myself: myself.clone(),
+            status: ServerStatus::Initializing,
+            in_flight: None,
+            pending: VecDeque::new(),
+            queue: VecDeque::new(),
+            drain_scheduled: false,
+            stopping: false,
+            children: HashMap::new(),
+            parent: None,
+            orphaned_from: None,
+            error_count: 0,
+            waiters: Vec::new(),
+            next_id: 0,
+            debug,
+            timers: Vec::new(),
+            crons: HashMap::new(),
+            exec,
+            jido,
+            crash: None,
+            opts: options,
+        };
+        // The strategy's init runs for real now; its directives are queued.
+        let init_directives = state
+            .agent
+            .init_strategy(CmdOptions::new().exec(state.exec.clone()));
+        if let Some(parent) = parent {
+            state.bind_parent(&myself, parent);
+        }
+        state.sync_reserved();
+        let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
+        for d in init_directives {
+            state.queue.push_back((Arc::clone(&init_signal), d));
+        }
+        if let Some(jido) = &state.jido {
+            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
+            let restart = state
+                .opts
+                .restart
+                .unwrap_or(crate::directive::Restart::Temporary);
+            if supervised && restart != crate::directive::Restart::Temporary {
+                jido.register_restart(myself.get_id(), restart_args);
+            }
+        }
+        Ok(state)
+    }
+
+    pub(crate) fn agent_ref(&self) -> AgentRef {
+        AgentRef::new(self.myself.clone(), Arc::clone(&self.id))
+    }
+
+    pub(crate) fn instance_name(&self) -> &str {
+        self.jido.as_ref().map_or("", |j| j.name())
+    }
+
+    pub(crate) fn record(&mut self, kind: &'static str, data: Value) {
+        if let Some(buf) = &mut self.debug {
+            buf.push_front(DebugEvent {
+                at: chrono::Utc::now(),
+                kind,
+                data,
+            });
+            buf.truncate(DEBUG_BUFFER_SIZE);
+        }
+    }
+
+    /// Keeps `__parent__` and `__orphaned_from__` in the agent state in line
+    /// with the server's view (a `cmd` cannot change them).
+    pub(crate) fn sync_reserved(&mut self) {
+        let want_parent = self.parent.as_ref().map(ParentRef::to_json);
+        let want_orphan = self.orphaned_from.as_ref().map(ParentRef::to_json);
+        let st = self.agent.state();
+        if st.get(PARENT_KEY) == want_parent.as_ref()
+            && st.get(ORPHANED_FROM_KEY) == want_orphan.as_ref()
+        {
+            return;
+        }
+        let st = self.agent.state_mut();
+        match want_parent {
+            Some(v) => {
+                st.insert(PARENT_KEY.into(), v);
+            }
+            None => {
+                st.shift_remove(PARENT_KEY);
+            }
+        }
+        match want_orphan {
+            Some(v) => {
+                st.insert(ORPHANED_FROM_KEY.into(), v);
+            }
+            None => {
+                st.shift_remove(ORPHANED_FROM_KEY);
+            }
+        }
+    }
+
+    pub(crate) fn enqueue_signal(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Signal,
+        reply: Option<RpcReplyPort<Result<AgentState>>>,
+    ) {
+        if self.stopping {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(Error::cancelled("agent is stopping")
+                    .with_detail("agent_id", self.id.to_string())));
+            }
+            return;
+        }
+        self.record(
+            "signal_received",
+            json!({"type": signal.ty(), "id": signal.id()}),
+        );
+        self.pending.push_back(Work { signal, reply });
+        self.advance(myself);
+    }
+
+    /// Starts the next piece of work when nothing is in flight: queued
+    /// directives first (one per `Drain` message), then the next signal.
+    pub(crate) fn advance(&mut self, myself: &ActorRef<AgentMsg>) {
+        loop {
+            if self.stopping || self.in_flight.is_some() {
+                return;
+            }
+            if !self.queue.is_empty() {
+                self.status = ServerStatus::Processing;
+                if !self.drain_scheduled {
+                    self.drain_scheduled = true;
+                    let _ = myself.send_message(AgentMsg::internal(Internal::Drain));
+                }
+                return;
+            }
+            let Some(work) = self.pending.pop_front() else {
+                self.status = ServerStatus::Idle;
+                return;
+            };
+            self.start_signal(myself, work);
+        }
+    }
+
+    /// Routes `work`; `None` when it was handled at once (no route, the
+    /// built-in stop).
+    fn prepare(&mut self, work: Work) -> Option<Prepared> {
+        match self.router.route(&work.signal) {
+            Ok(t) => {
+                let targets: Vec<RouteTarget> = t.into_iter().cloned().collect();
+                Some(Self::prepared(work, targets))
+            }
+            Err(err) => {
+                self.unrouted(work.signal, work.reply, err);
+                None
+            }
+        }
+    }
+
+    fn prepared(work: Work, targets: Vec<RouteTarget>) -> Prepared {
+        let Work { signal, reply } = work;
+        let data = signal
+            .data()
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        let mut commands = Vec::with_capacity(targets.len());
+        let mut tick = false;
+        for target in targets {
+            match target {
+                RouteTarget::Action(a) => {
+                    commands.push(Command::Run(Instruction::new(a).with_params(data.clone())));
+                }
+                RouteTarget::ActionWithParams(a, p) => {
+                    commands.push(Command::Run(Instruction::new(a).with_params(p)));
+                }
+                RouteTarget::StrategyCmd(name) => {
+                    commands.push(Command::strategy(name, data.clone()));
+                }
+                RouteTarget::StrategyTick => tick = true,
+            }
+        }
+        Prepared {
+            signal: Arc::new(signal),
+            reply,
+            commands,
+            tick,
+        }
+    }
+
+    /// Starts `first` and, behind it, the pending signals that route: one
+    /// task runs their `cmd`s in order and stops after the first one that
+    /// returns directives (those run before any later signal).
+    fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, first: Work) {
+        let Some(first) = self.prepare(first) else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            let Some(work) = self.pending.pop_front() else {
+                break;
+            };
+            let targets: Vec<RouteTarget> = self
+                .router
+                .matching(&work.signal)
+                .into_iter()
+                .map(|r| r.target().clone())
+                .collect();
+            if targets.is_empty() {
+                // Handled after the batch, in order.
+                self.pending.push_front(work);
+                break;
+            }
+            batch.push(Self::prepared(work, targets));
+        }
+        for p in &batch {
+            tracing::debug!(
+                name: "jido.agent_server.signal.start",
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                agent_module = self.agent.name(),
+                signal_type = p.signal.ty(),
+                jido_instance = self.instance_name(),
+                "jido.agent_server.signal.start"
+            );
+        }
+        let span = tracing::debug_span!(
+            target: "jido::agent_server",
+            "jido.agent_server.signal",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = batch[0].signal.ty(),
+            signal_id = batch[0].signal.id(),
+            batch = batch.len(),
+            jido_instance = self.instance_name(),
+        );
+        let exec = self.exec.clone();
+        let size = batch.len();
+        self.spawn_batch(myself, size, span, move |mut agent| async move {
+            let mut items = Vec::with_capacity(batch.len());
+            let mut rest = batch.into_iter();
+            for p in rest.by_ref() {
+                let started = Instant::now();
+                let before = agent.clone();
+                let opts = CmdOptions::new()
+                    .exec(exec.clone())
+                    .signal((*p.signal).clone());
+                let commands = p.commands;
+                let tick = p.tick;
+                let result = AssertUnwindSafe(async {
+                    let mut directives = Vec::new();
+                    if !commands.is_empty() {
+                        directives = agent.cmd(commands, opts.clone()).await;
+                    }
+                    if tick {
+                        directives.extend(agent.tick(opts).await);
+                    }
+                    directives
+                })
+                .catch_unwind()
+                .await
+                .map_err(|p| {
+                    Error::execution(format!("agent cmd panicked: {}", panic_message(&*p)))
+                });
+                if result.is_err() {
+                    agent = before;
+                }
+                let last = !matches!(&result, Ok(d) if d.is_empty());
+                items.push(DoneItem {
+                    signal: p.signal,
+                    reply: p.reply,
+                    agent: agent.clone(),
+                    result,
+                    duration_us: started.elapsed().as_micros() as u64,
+                });
+                if last {
+                    break;
+                }
+            }
+            let leftover = rest
+                .map(|p| Work {
+                    signal: Arc::unwrap_or_clone(p.signal),
+                    reply: p.reply,
+                })
+                .collect();
+            (items, leftover)
+        });
+    }
+
+    /// Runs `work` on a copy of the agent in a supervised task; the result
+    /// comes back as a `CmdDone` message.
+    pub(crate) fn spawn_batch<F, Fut>(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        batch: usize,
+        span: tracing::Span,
+        work: F,
+    ) where
+        F: FnOnce(AgentState) -> Fut,
+        Fut: Future<Output = (Vec<DoneItem>, Vec<Work>)> + Send + 'static,
+    {
+        self.next_id += 1;
+        let generation = self.next_id;
+        let back = myself.clone();
+        let fut = work(self.agent.clone());
+        let task = self.exec.supervisor().spawn(
+            async move {
+                let (items, leftover) = fut.await;
+                let _ =
+                    back.send_message(AgentMsg::internal(Internal::CmdDone(Box::new(CmdDone {
+                        generation,
+                        items,
+                        leftover,
+                    }))));
+            }
+            .instrument(span),
+        );
+        match task {
+            Ok(task) => {
+                self.status = ServerStatus::Processing;
+                self.in_flight = Some(InFlight {
+                    generation,
+                    batch,
+                    _task: AbortOnDrop(task),
+                });
+            }
+            Err(err) => {
+                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused");
+            }
+        }
+    }
+
+    /// Runs one piece of work (an instruction and its feedback) off the
+    /// handler.
+    pub(crate) fn spawn_work<F, Fut>(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Arc<Signal>,
+        span: tracing::Span,
+        work: F,
+    ) where
+        F: FnOnce(AgentState) -> Fut,
+        Fut: Future<Output = (AgentState, std::result::Result<Vec<Directive>, Error>)>
+            + Send
+            + 'static,
+    {
+        self.spawn_batch(myself, 0, span, move |agent| {
+            let fut = work(agent);
+            async move {
+                let started = Instant::now();
+                let (agent, result) = fut.await;
+                let item = DoneItem {
+                    signal,
+                    reply: None,
+                    agent,
+                    result,
+                    duration_us: started.elapsed().as_micros() as u64,
+                };
+                (vec![item], Vec::new())
+            }
+        });
+    }
+
+    fn unrouted(
+        &mut self,
+        signal: Signal,
+        reply: Option<RpcReplyPort<Result<AgentState>>>,
+        err: Error,
+    ) {
+        let ty = signal.ty().to_owned();
+        if ty == signal_types::AGENT_STOP {
+            let reason = signal
+                .data()
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_str)
+                .map_or(StopReason::Normal, StopReason::from);
+            let signal = Arc::new(signal);
+            self.queue.push_back((signal, Directive::Stop { reason }));
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(self.agent.clone()));
+            }
+            return;
+        }
+        let error = Error::routing(format!("no route for signal: {ty}"))
+            .with_details(Value::Object(err.details().clone()))
+            .with_detail("agent_id", self.id.to_string())
+            .with_source(err);
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(error.clone()));
+        }
+        if ty.starts_with(signal_types::RUNTIME_PREFIX) {
+            tracing::debug!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                signal_type = %ty,
+                "runtime signal without a route ignored"
+            );
+            return;
+        }
+        self.queue
+            .push_back((Arc::new(signal), Directive::error(error, "routing")));
+    }
+
+    fn on_cmd_done(&mut self, myself: &ActorRef<AgentMsg>, done: CmdDone) {
+        let matches = self
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| f.generation == done.generation);
+        if !matches {
+            return;
+        }
+        self.in_flight = None;
+        for item in done.items {
+            self.settle(item);
+        }
+        for work in done.leftover.into_iter().rev() {
+            self.pending.push_front(work);
+        }
+        self.check_waiters();
+        self.advance(myself);
+    }
+
+    /// Applies one finished `cmd`: state, directives (or overflow), reply.
+    fn settle(&mut self, item: DoneItem) {
+        let DoneItem {
+            signal,
+            reply,
+            agent,
+            result,
+            duration_us,
+        } = item;
+        match result {
+            Ok(directives) => {
+                self.agent = agent;
+                self.sync_reserved();
+                let n = directives.len();
+                let max = self.opts.resolved_max_queue_size();
+                let answer = if self.queue.len() + n > max {
+                    tracing::warn!(
+                        name: "jido.agent_server.queue.overflow",
+                        target: "jido::agent_server",
+                        agent_id = %self.id,
+                        agent_module = self.agent.name(),
+                        signal_type = signal.ty(),
+                        jido_instance = self.instance_name(),
+                        queue_size = max,
+                        dropped = n,
+                        "directive queue overflow: dropped {n} directives"
+                    );
+                    Err(Error::queue_overflow("directive queue overflow")
+                        .with_detail("agent_id", self.id.to_string())
+                        .with_detail("queue_size", max)
+                        .with_detail("dropped", n))
+                } else {
+                    if tracing::enabled!(target: "jido::agent_server", tracing::Level::DEBUG) {
+                        let types: Vec<&'static str> =
+                            directives.iter().map(Directive::kind).collect();
+                        tracing::debug!(
+                            name: "jido.agent_server.signal.stop",
+                            target: "jido::agent_server",
+                            agent_id = %self.id,
+                            agent_module = self.agent.name(),
+                            signal_type = signal.ty(),
+                            jido_instance = self.instance_name(),
+                            duration_us,
+                            directive_count = n,
+                            directive_types = ?types,
+                            "jido.agent_server.signal.stop"
+                        );
+                    }
+                    for d in directives {
+                        self.queue.push_back((Arc::clone(&signal), d));
+                    }
+                    Ok(self.agent.clone())
+                };
+                if let Some(reply) = reply {
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(
+                    name: "jido.agent_server.signal.exception",
+                    target: "jido::agent_server",
+                    agent_id = %self.id,
+                    agent_module = self.agent.name(),
+                    signal_type = signal.ty(),
+                    jido_instance = self.instance_name(),
+                    duration_us,
+                    error = %error,
+                    error_type = error.kind().as_str(),
+                    retryable = error.retryable(),
+                    "jido.agent_server.signal.exception"
+                );
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                self.queue
+                    .push_back((signal, Directive::error(error, "cmd")));
+            }
+        }
+    }
+
+    async fn on_drain(&mut self, myself: &ActorRef<AgentMsg>) {
+        self.drain_scheduled = false;
+        if self.stopping || self.in_flight.is_some() {
+            return;
+        }
+        if let Some((signal, directive)) = self.queue.pop_front() {
+            let outcome = self.exec_directive(myself, signal, directive).await;
+            if let super::DirectiveResult::Stop(reason) = outcome {
+                self.stop_self(myself, reason.to_string());
+                return;
+            }
+        }
+        self.check_waiters();
+        self.advance(myself);
+    }
+
+    /// Stops gracefully: queued directives and waiting signals are dropped.
+    pub(crate) fn stop_self(&mut self, myself: &ActorRef<AgentMsg>, reason: String) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        self.status = ServerStatus::Stopping;
+        let dropped = self.queue.len();
+        self.queue.clear();
+        if dropped > 0 {
+            tracing::debug!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                dropped,
+                "agent stopping: queued directives dropped"
+            );
+        }
+        myself.stop(Some(reason));
+    }
+
+    async fn handle_internal(&mut self, myself: &ActorRef<AgentMsg>, msg: Internal) {
+        match msg {
+            Internal::State(reply) => {
+                let _ = reply.send(self.agent.clone());
+            }
+            Internal::Status(reply) => {
+                let _ = reply.send(self.status_report());
+            }
+            Internal::Await(opts, reply) => self.add_waiter(myself, opts, reply),
+            Internal::AwaitTimeout(id) => self.waiter_timed_out(id),
+            Internal::RecentEvents(limit, reply) => {
+                let answer = match &self.debug {
+                    None => Err(Error::validation("debug mode is not enabled")
+                        .with_detail("agent_id", self.id.to_string())),
+                    Some(buf) => Ok(buf
+                        .iter()
+                        .take(limit.unwrap_or(usize::MAX))
+                        .cloned()
+                        .collect()),
+                };
+                let _ = reply.send(answer);
+            }
+            Internal::SetDebug(on, reply) => {
+                match (on, self.debug.is_some()) {
+                    (true, false) => self.debug = Some(VecDeque::new()),
+                    (false, true) => self.debug = None,
+                    _ => {}
+                }
+                let _ = reply.send(());
+            }
+            Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
+            Internal::Drain => self.on_drain(myself).await,
+            Internal::ChildStarted(started) => self.on_child_started(myself, *started),
+            Internal::Adopt(parent, reply) => {
+                let answer = self.accept_parent(myself, *parent);
+                let _ = reply.send(answer);
+            }
+            Internal::CronTick(job_id, generation) => {
+                self.on_cron_tick(myself, &job_id, generation)
+            }
+        }
+    }
+
+    fn status_report(&self) -> AgentStatus {
+        let mut children: Vec<String> = self.children.keys().cloned().collect();
+        children.sort();
+        let mut cron_jobs: Vec<String> = self.crons.keys().cloned().collect();
+        cron_jobs.sort();
+        AgentStatus {
+            agent_id: self.id.to_string(),
+            agent_type: self.agent.name(),
+            status: self.status,
+            snapshot: self.agent.strategy_snapshot(),
+            queue_length: self.queue.len(),
+            pending_signals: self.pending.len()
+                + self
+                    .in_flight
+                    .as_ref()
+                    .map_or(0, |f| f.batch.saturating_sub(1)),
+            in_flight: self.in_flight.is_some(),
+            children,
+            parent_id: self.parent.as_ref().map(|p| p.id.clone()),
+            completion_waiters: self.waiters.len(),
+            error_count: self.error_count,
+            scheduled: self.timers.iter().filter(|t| !t.0.is_finished()).count(),
+            cron_jobs,
+            agent: self.agent.clone(),
+        }
+    }
+
+    fn completion(&self, opts: &AwaitOptions) -> Option<Completion> {
+        let status = lookup(self.agent.state(), &opts.status_path)?;
+        let (status, path) = match status.as_str()? {
+            "completed" => (CompletionStatus::Completed, &opts.result_path),
+            "failed" => (CompletionStatus::Failed, &opts.error_path),
+            _ => return None,
+        };
+        let result = lookup(self.agent.state(), path)
+            .cloned()
+            .unwrap_or(Value::Null);
+        Some(Completion { status, result })
+    }
+
+    fn add_waiter(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        opts: AwaitOptions,
+        reply: RpcReplyPort<Result<Completion>>,
+    ) {
+        if let Some(done) = self.completion(&opts) {
+            let _ = reply.send(Ok(done));
+            return;
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let timer = myself.send_after(opts.timeout, move || {
+            AgentMsg::internal(Internal::AwaitTimeout(id))
+        });
+        self.waiters.push(Waiter {
+            id,
+            opts,
+            reply,
+            started: Instant::now(),
+            _timer: AbortOnDrop(timer),
+        });
+    }
+
+    fn waiter_timed_out(&mut self, id: u64) {
+        let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
+            return;
+        };
+        let waiter = self.waiters.swap_remove(pos);
+        let waited_ms = waiter.started.elapsed().as_millis() as u64;
+        let error = Error::timeout(format!("await completion timed out after {waited_ms}ms"))
+            .with_detail("agent_id", self.id.to_string())
+            .with_detail("waited_ms", waited_ms)
+            .with_detail("server_status", self.status.as_str())
+            .with_detail("queue_length", self.queue.len())
+            .with_detail("pending_signals", self.pending.len())
+            .with_detail(
+                "hint",
+                format!(
+                    "the state at {:?} never became \"completed\" or \"failed\"",
+                    waiter.opts.status_path.join(".")
+                ),
+            );
+        let _ = waiter.reply.send(Err(error));
+    }
+
+    /// Answers the completion waiters whose condition now holds.
+    pub(crate) fn check_waiters(&mut self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if let Some(done) = self.completion(&self.waiters[i].opts) {
+                let waiter = self.waiters.swap_remove(i);
+                let _ = waiter.reply.send(Ok(done));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Schedules `signal` back to this agent after `delay`.
+    pub(crate) fn schedule(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        delay: std::time::Duration,
+        signal: Signal,
+    ) {
+        self.timers.retain(|t| !t.0.is_finished());
+        let timer = myself.send_after(delay, move || AgentMsg::Signal(signal));
+        self.timers.push(AbortOnDrop(timer));
+    }
+
+    fn cleanup(&mut self, myself: &ActorRef<AgentMsg>) {
+        self.timers.clear();
+        self.crons.clear();
+        self.in_flight = None;
+        self.waiters.clear();
+        let cell = myself.get_cell();
+        if let Some(parent) = &self.parent {
+            cell.unmonitor(parent.actor.get_cell());
+        }
+        for child in self.children.values() {
+            cell.unmonitor(child.actor.get_cell());
+        }
+        if let Some(jido) = &self.jido {
+            jido.unregister(&self.id, myself.get_id());
+        }
+        tracing::debug!(
+            name: "jido.agent_server.stop",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            jido_instance = self.instance_name(),
+            "jido.agent_server.stop"
+        );
+    }
+
+    /// Looks an agent up in the instance registry.
+    pub(crate) fn lookup_agent(&self, id: &str) -> Result<AgentRef> {
+        self.jido
+            .as_ref()
+            .and_then(|j| j.whereis(id))
+            .ok_or_else(|| not_alive(id))
+    }
+}
+
+fn lookup<'a>(state: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    let mut current = state.get(first)?;
+    for key in rest {
+        current = current.get(key)?;
+    }
+    Some(current)
+}

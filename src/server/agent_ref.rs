@@ -1,0 +1,511 @@
+//! `AgentRef`: the handle of a running agent.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{ActorRef, ActorStatus, RpcReplyPort};
+use serde_json::Value;
+
+use super::msg::{AgentMsg, CallRequest, Internal};
+use super::{DEFAULT_AWAIT_TIMEOUT, DEFAULT_CALL_TIMEOUT, DEFAULT_STOP_TIMEOUT};
+use crate::agent::AgentState;
+use crate::directive::StopReason;
+use crate::error::{Error, Result};
+use crate::signal::Signal;
+use crate::strategy::Snapshot;
+
+/// The handle of a running agent: a typed wrapper around its
+/// `ActorRef<AgentMsg>` plus its id. Cheap to clone; `Send + Sync`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use jido::server::{Jido, JidoConfig, ServerOptions};
+/// use jido::signal::Signal;
+/// use jido::agent::SignalRoute;
+/// use serde_json::json;
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct Add { n: i64 }
+/// struct AddAction;
+/// impl Action for AddAction {
+///     type Params = Add;
+///     type Output = serde_json::Value;
+///     const NAME: &'static str = "add";
+///     async fn run(&self, p: Add, ctx: &Context) -> jido::Result<serde_json::Value> {
+///         let total = ctx.state().and_then(|s| s.get("total")?.as_i64()).unwrap_or(0);
+///         Ok(json!({"total": total + p.n}))
+///     }
+/// }
+///
+/// struct Counter;
+/// impl Agent for Counter {
+///     const NAME: &'static str = "counter";
+///     type Schema = ();
+///     fn signal_routes(&self) -> Vec<SignalRoute> {
+///         vec![SignalRoute::action("counter.add", AddAction)]
+///     }
+/// }
+///
+/// let jido = Jido::start(JidoConfig::new()).await?;
+/// let agent = jido.start_agent(AgentState::new(Counter, AgentOptions::new().id("c1")), ServerOptions::new()).await?;
+/// let after = agent.call(Signal::new("counter.add", json!({"n": 2}))).await?;
+/// assert_eq!(after.state()["total"], 2);
+/// agent.cast(Signal::new("counter.add", json!({"n": 3})))?;
+/// let status = agent.status().await?;
+/// assert_eq!(status.agent_id, "c1");
+/// jido.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AgentRef {
+    actor: ActorRef<AgentMsg>,
+    id: Arc<str>,
+}
+
+impl fmt::Debug for AgentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentRef")
+            .field("id", &self.id)
+            .field("actor", &self.actor.get_id())
+            .finish()
+    }
+}
+
+impl PartialEq for AgentRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.actor.get_id() == other.actor.get_id()
+    }
+}
+
+impl Eq for AgentRef {}
+
+pub(crate) fn not_alive(id: &str) -> Error {
+    Error::not_found("agent is not alive").with_detail("agent_id", id.to_owned())
+}
+
+fn stopped_before_reply(id: &str) -> Error {
+    Error::cancelled("agent stopped before replying").with_detail("agent_id", id.to_owned())
+}
+
+impl AgentRef {
+    pub(crate) fn new(actor: ActorRef<AgentMsg>, id: impl Into<Arc<str>>) -> Self {
+        Self {
+            actor,
+            id: id.into(),
+        }
+    }
+
+    /// Wraps the actor of an AgentServer you spawned yourself, asking it for
+    /// its id.
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) when the actor is not
+    /// alive, a timeout after 5 s.
+    pub async fn from_actor(actor: ActorRef<AgentMsg>) -> Result<AgentRef> {
+        let probe = AgentRef::new(actor, "");
+        let status = probe.status().await?;
+        Ok(AgentRef::new(probe.actor, status.agent_id))
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The raw actor, e.g. to link, monitor or supervise it yourself.
+    pub fn actor_ref(&self) -> &ActorRef<AgentMsg> {
+        &self.actor
+    }
+
+    /// Whether the actor is still running (not stopping or stopped).
+    pub fn is_alive(&self) -> bool {
+        self.actor.get_status() < ActorStatus::Stopping
+    }
+
+    async fn request<T: Send + 'static>(
+        &self,
+        build: impl FnOnce(RpcReplyPort<T>) -> AgentMsg,
+        timeout: Duration,
+    ) -> Result<T> {
+        match self.actor.call(build, Some(timeout)).await {
+            Ok(CallResult::Success(v)) => Ok(v),
+            Ok(CallResult::Timeout) => Err(Error::timeout(format!(
+                "agent call timed out after {}ms",
+                timeout.as_millis()
+            ))
+            .with_detail("agent_id", self.id.to_string())
+            .with_detail("timeout_ms", timeout.as_millis() as u64)),
+            Ok(CallResult::SenderError) => Err(stopped_before_reply(&self.id)),
+            Err(_) => Err(not_alive(&self.id)),
+        }
+    }
+
+    /// Sends `signal` and waits (at most 5 s) for its `cmd` to finish.
+    /// Returns the agent as it is once the signal's directives are
+    /// **queued** (not yet executed).
+    ///
+    /// # Errors
+    ///
+    /// * [`Routing`](crate::ErrorKind::Routing) "no route for signal:
+    ///   TYPE" when no route matches (an Error directive also goes to the
+    ///   error policy);
+    /// * [`QueueOverflow`](crate::ErrorKind::QueueOverflow) when the
+    ///   directives did not fit in the queue (they are dropped, the state
+    ///   change is kept);
+    /// * [`Timeout`](crate::ErrorKind::Timeout) after 5 s (the signal is
+    ///   still processed);
+    /// * [`NotFound`](crate::ErrorKind::NotFound) when the agent is not
+    ///   alive, [`Cancelled`](crate::ErrorKind::Cancelled) when it stopped
+    ///   before answering;
+    /// * [`Execution`](crate::ErrorKind::Execution) when the strategy
+    ///   panicked.
+    pub async fn call(&self, signal: Signal) -> Result<AgentState> {
+        self.call_timeout(signal, DEFAULT_CALL_TIMEOUT).await
+    }
+
+    /// [`call`](AgentRef::call) with another timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](AgentRef::call).
+    pub async fn call_timeout(&self, signal: Signal, timeout: Duration) -> Result<AgentState> {
+        self.request(
+            |reply| AgentMsg::Call(CallRequest { signal, reply }),
+            timeout,
+        )
+        .await?
+    }
+
+    /// Sends `signal` without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) when the agent is not
+    /// alive.
+    pub fn cast(&self, signal: Signal) -> Result<()> {
+        self.actor
+            .send_message(AgentMsg::Signal(signal))
+            .map_err(|_| not_alive(&self.id))
+    }
+
+    /// The agent as it is now. While a signal is being processed this is
+    /// the state before it.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](AgentRef::call), without the routing and queue errors.
+    pub async fn state(&self) -> Result<AgentState> {
+        self.request(
+            |r| AgentMsg::internal(Internal::State(r)),
+            DEFAULT_CALL_TIMEOUT,
+        )
+        .await
+    }
+
+    /// The server's status.
+    ///
+    /// # Errors
+    ///
+    /// As [`state`](AgentRef::state).
+    pub async fn status(&self) -> Result<AgentStatus> {
+        self.request(
+            |r| AgentMsg::internal(Internal::Status(r)),
+            DEFAULT_CALL_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Waits until the agent's state says `completed` or `failed` (see
+    /// [`AwaitOptions`]). Event-driven: checked after every `cmd` and every
+    /// directive.
+    ///
+    /// # Errors
+    ///
+    /// A [`Timeout`](crate::ErrorKind::Timeout) error "await completion
+    /// timed out after Nms" with details `waited_ms`, `server_status`,
+    /// `queue_length`, `hint`; the waiter is removed. Errors of
+    /// [`state`](AgentRef::state).
+    pub async fn await_completion(&self, options: AwaitOptions) -> Result<Completion> {
+        let margin = options.timeout + Duration::from_secs(1);
+        self.request(|r| AgentMsg::internal(Internal::Await(options, r)), margin)
+            .await?
+    }
+
+    /// The newest `limit` (all when `None`) debug events, newest first.
+    ///
+    /// # Errors
+    ///
+    /// A validation error "debug mode is not enabled" when debug is off;
+    /// errors of [`state`](AgentRef::state).
+    pub async fn recent_events(&self, limit: Option<usize>) -> Result<Vec<DebugEvent>> {
+        self.request(
+            |r| AgentMsg::internal(Internal::RecentEvents(limit, r)),
+            DEFAULT_CALL_TIMEOUT,
+        )
+        .await?
+    }
+
+    /// Turns debug mode on (an empty buffer) or off (the buffer is
+    /// dropped).
+    ///
+    /// # Errors
+    ///
+    /// As [`state`](AgentRef::state).
+    pub async fn set_debug(&self, on: bool) -> Result<()> {
+        self.request(
+            |r| AgentMsg::internal(Internal::SetDebug(on, r)),
+            DEFAULT_CALL_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Stops the agent gracefully with `reason` (after the message it is
+    /// handling; queued directives and waiting signals are dropped) and
+    /// waits for it to end, at most 5 s, after which it is killed.
+    ///
+    /// The reason decides restarts under a `Jido` instance: `"shutdown"`
+    /// (or `"shutdown: …"`) is never restarted; `"normal"` restarts a
+    /// permanent agent only.
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) when the agent was not
+    /// alive.
+    pub async fn stop(&self, reason: impl Into<StopReason>) -> Result<()> {
+        if !self.is_alive() {
+            return Err(not_alive(&self.id));
+        }
+        let reason: StopReason = reason.into();
+        let cell = self.actor.get_cell();
+        match cell
+            .stop_and_wait(Some(reason.to_string()), Some(DEFAULT_STOP_TIMEOUT))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(ractor::RactorErr::Timeout) => {
+                let _ = cell.kill_and_wait(Some(DEFAULT_STOP_TIMEOUT)).await;
+                Ok(())
+            }
+            // The actor was already gone.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// The lifecycle status of an AgentServer.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerStatus {
+    /// Starting (before `post_start` ran).
+    Initializing,
+    /// Nothing to do.
+    Idle,
+    /// A `cmd` is running or directives are queued.
+    Processing,
+    /// A stop was decided; the actor is about to end.
+    Stopping,
+}
+
+impl ServerStatus {
+    /// The lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerStatus::Initializing => "initializing",
+            ServerStatus::Idle => "idle",
+            ServerStatus::Processing => "processing",
+            ServerStatus::Stopping => "stopping",
+        }
+    }
+}
+
+impl fmt::Display for ServerStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What [`AgentRef::status`] reports.
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct AgentStatus {
+    /// The agent's id.
+    pub agent_id: String,
+    /// The agent type's name.
+    pub agent_type: &'static str,
+    /// The server's lifecycle status.
+    pub status: ServerStatus,
+    /// The strategy's snapshot.
+    pub snapshot: Snapshot,
+    /// Directives waiting in the queue.
+    pub queue_length: usize,
+    /// Signals waiting for their turn (not counting the one in flight).
+    pub pending_signals: usize,
+    /// Whether a `cmd` (or an instruction) is running now.
+    pub in_flight: bool,
+    /// Tags of the tracked children, sorted.
+    pub children: Vec<String>,
+    /// The live parent's id.
+    pub parent_id: Option<String>,
+    /// Callers waiting in [`AgentRef::await_completion`].
+    pub completion_waiters: usize,
+    /// Errors seen by the error policy.
+    pub error_count: u32,
+    /// Pending Schedule timers.
+    pub scheduled: usize,
+    /// Ids of the active cron jobs, sorted.
+    pub cron_jobs: Vec<String>,
+    /// The agent value.
+    pub agent: AgentState,
+}
+
+/// Options of [`AgentRef::await_completion`]: where the state says the
+/// status, the result and the error, and how long to wait.
+///
+/// ```
+/// use std::time::Duration;
+/// use jido::server::AwaitOptions;
+///
+/// let opts = AwaitOptions::new().timeout(Duration::from_secs(2)).result_path(["order", "total"]);
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwaitOptions {
+    pub(crate) status_path: Vec<String>,
+    pub(crate) result_path: Vec<String>,
+    pub(crate) error_path: Vec<String>,
+    pub(crate) timeout: Duration,
+}
+
+impl Default for AwaitOptions {
+    fn default() -> Self {
+        Self {
+            status_path: vec!["status".into()],
+            result_path: vec!["last_answer".into()],
+            error_path: vec!["error".into()],
+            timeout: DEFAULT_AWAIT_TIMEOUT,
+        }
+    }
+}
+
+fn path<I, K>(keys: I) -> Vec<String>
+where
+    I: IntoIterator<Item = K>,
+    K: Into<String>,
+{
+    keys.into_iter().map(Into::into).collect()
+}
+
+impl AwaitOptions {
+    /// Jido's defaults: status at `status`, result at `last_answer`, error
+    /// at `error`, 10 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where the status (`"completed"` / `"failed"`) is.
+    #[must_use]
+    pub fn status_path<I: IntoIterator<Item = K>, K: Into<String>>(mut self, keys: I) -> Self {
+        self.status_path = path(keys);
+        self
+    }
+
+    /// Where the result of a completed agent is.
+    #[must_use]
+    pub fn result_path<I: IntoIterator<Item = K>, K: Into<String>>(mut self, keys: I) -> Self {
+        self.result_path = path(keys);
+        self
+    }
+
+    /// Where the error of a failed agent is.
+    #[must_use]
+    pub fn error_path<I: IntoIterator<Item = K>, K: Into<String>>(mut self, keys: I) -> Self {
+        self.error_path = path(keys);
+        self
+    }
+
+    /// How long to wait.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// How an agent finished.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompletionStatus {
+    /// The status said `"completed"`.
+    Completed,
+    /// The status said `"failed"`.
+    Failed,
+}
+
+/// The outcome of [`AgentRef::await_completion`].
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// Completed or failed.
+    pub status: CompletionStatus,
+    /// The value at the result path (completed) or the error path
+    /// (failed); `null` when absent.
+    pub result: Value,
+}
+
+/// One entry of the debug ring buffer.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub struct DebugEvent {
+    /// When it happened (UTC).
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// `signal_received`, `directive_started`, `child_started`,
+    /// `child_exit`, `child_adopted`, `parent_adopted`, `parent_down`,
+    /// `orphaned`.
+    pub kind: &'static str,
+    /// Details (signal type and id, directive kind, tag, …).
+    pub data: Value,
+}
+
+/// Agents are dispatch targets: wrap one in an
+/// [`ActorTarget`](crate::signal::dispatch::ActorTarget). Asynchronous
+/// delivery is a [`cast`](AgentRef::cast); synchronous delivery is a
+/// [`call`](AgentRef::call) (delivered once the agent's `cmd` ran, and
+/// failing with the call's error, e.g. a routing error).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// # use jido::prelude::*;
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::server::{Jido, JidoConfig, ServerOptions};
+/// use jido::signal::dispatch::{ActorTarget, DispatchConfig};
+///
+/// let jido = Jido::start(JidoConfig::new()).await?;
+/// let agent = jido.start_agent(AgentState::new(A, AgentOptions::new().id("sink")), ServerOptions::new()).await?;
+/// let config = DispatchConfig::new(ActorTarget::new(agent.clone()))?;
+/// config.dispatch(&jido::Signal::new("anything", serde_json::json!({}))).await?;
+/// jido.shutdown().await;
+/// # Ok(()) }
+/// ```
+impl crate::signal::dispatch::SignalSink for AgentRef {
+    fn send_signal(&self, signal: Signal) -> Result<()> {
+        self.cast(signal).map_err(|e| {
+            crate::signal::dispatch::target_not_alive(&format!("agent:{}", self.id)).with_source(e)
+        })
+    }
+
+    fn call_signal(
+        &self,
+        signal: Signal,
+        timeout: Duration,
+    ) -> futures::future::BoxFuture<'_, Result<()>> {
+        Box::pin(async move { self.call_timeout(signal, timeout).await.map(|_| ()) })
+    }
+
+    fn describe(&self) -> String {
+        format!("agent:{}", self.id)
+    }
+}

@@ -1,0 +1,524 @@
+//! Executing directives: the built-ins, the error policy and custom
+//! directives.
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ractor::ActorRef;
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::actor::{AgentServerState, panic_message};
+use super::msg::AgentMsg;
+use super::options::{ErrorDecision, ErrorEvent, ErrorPolicy};
+use super::{AgentRef, Jido, signal_types};
+use crate::agent::{AgentState, CmdOptions};
+use crate::directive::{CustomDirective, Directive, ScheduledMessage, StopReason};
+use crate::error::Error;
+use crate::exec::Exec;
+use crate::instruction::Instruction;
+use crate::signal::Signal;
+use crate::signal::dispatch::DispatchConfig;
+use crate::strategy::instruction_feedback;
+
+/// What executing one directive led to (Jido's `DirectiveExec` results).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectiveResult {
+    /// Done; go on with the next directive.
+    Ok,
+    /// Work was started elsewhere (a task, a timer, another actor), with an
+    /// optional reference for tracking.
+    Async(Option<String>),
+    /// Stop the agent with this reason. Queued directives are dropped.
+    Stop(StopReason),
+}
+
+impl DirectiveResult {
+    /// `"ok"`, `"async"` or `"stop"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DirectiveResult::Ok => "ok",
+            DirectiveResult::Async(_) => "async",
+            DirectiveResult::Stop(_) => "stop",
+        }
+    }
+}
+
+/// What a custom directive's executor sees: the agent and the runtime
+/// around it.
+pub struct DirectiveContext<'a> {
+    state: &'a AgentServerState,
+}
+
+impl DirectiveContext<'_> {
+    /// The agent, as it is now.
+    pub fn agent(&self) -> &AgentState {
+        &self.state.agent
+    }
+
+    /// The agent's id.
+    pub fn agent_id(&self) -> &str {
+        &self.state.id
+    }
+
+    /// The running agent, e.g. to cast the result of async work back to it.
+    pub fn myself(&self) -> AgentRef {
+        self.state.agent_ref()
+    }
+
+    /// The executor (and task supervisor) of the agent's instance: spawn
+    /// async work on `exec().supervisor()` so that shutdown cancels it.
+    pub fn exec(&self) -> &Exec {
+        &self.state.exec
+    }
+
+    /// The instance, when the agent runs in one.
+    pub fn jido(&self) -> Option<&Jido> {
+        self.state.jido.as_ref()
+    }
+}
+
+/// The executor of a custom directive type (Jido's `DirectiveExec`
+/// protocol). Register it with
+/// [`ServerOptions::directive_exec`](super::ServerOptions::directive_exec)
+/// or [`JidoConfig::directive_exec`](super::JidoConfig::directive_exec).
+/// A custom directive without an executor is logged and skipped.
+///
+/// `exec` runs inside the agent's handler: keep it short and start longer
+/// work in a task (see [`DirectiveContext::exec`]), returning
+/// [`DirectiveResult::Async`]. A panic **crashes the agent**: its
+/// supervisor sees `ActorFailed` ("directive TYPE panicked: MESSAGE") and
+/// restarts it by its policy; the children and parent see it as a crash.
+///
+/// ```
+/// use jido::directive::CustomDirective;
+/// use jido::server::{DirectiveContext, DirectiveExec, DirectiveResult, ServerOptions};
+/// use jido::signal::Signal;
+///
+/// #[derive(Debug)]
+/// struct Notify { channel: String }
+/// impl CustomDirective for Notify {}
+///
+/// struct NotifyExec;
+/// impl DirectiveExec for NotifyExec {
+///     type Directive = Notify;
+///     fn exec(&self, d: &Notify, _input: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+///         println!("{} -> {}", ctx.agent_id(), d.channel);
+///         DirectiveResult::Ok
+///     }
+/// }
+///
+/// let opts = ServerOptions::new().directive_exec(NotifyExec);
+/// # let _ = opts;
+/// ```
+pub trait DirectiveExec: Send + Sync + 'static {
+    /// The directive type this executes.
+    type Directive: CustomDirective;
+
+    /// Executes one directive. `input` is the signal whose `cmd` produced
+    /// it.
+    fn exec(
+        &self,
+        directive: &Self::Directive,
+        input: &Signal,
+        ctx: &DirectiveContext<'_>,
+    ) -> DirectiveResult;
+}
+
+pub(crate) trait ErasedExec: Send + Sync + 'static {
+    fn exec(
+        &self,
+        directive: &(dyn CustomDirective + 'static),
+        input: &Signal,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult>;
+}
+
+pub(crate) struct TypedExec<E> {
+    exec: E,
+    _d: PhantomData<fn()>,
+}
+
+impl<E> TypedExec<E> {
+    pub(crate) fn new(exec: E) -> Self {
+        Self {
+            exec,
+            _d: PhantomData,
+        }
+    }
+}
+
+impl<E: DirectiveExec> ErasedExec for TypedExec<E> {
+    fn exec(
+        &self,
+        directive: &(dyn CustomDirective + 'static),
+        input: &Signal,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        let d = directive.downcast_ref::<E::Directive>()?;
+        Some(self.exec.exec(d, input, ctx))
+    }
+}
+
+impl AgentServerState {
+    /// Executes one directive (one drain step).
+    pub(crate) async fn exec_directive(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: Arc<Signal>,
+        directive: Directive,
+    ) -> DirectiveResult {
+        let kind = directive.kind();
+        self.record(
+            "directive_started",
+            json!({"type": kind, "signal_type": input.ty()}),
+        );
+        let span = tracing::debug_span!(
+            target: "jido::agent_server",
+            "jido.agent_server.directive",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = input.ty(),
+            directive_type = kind,
+            jido_instance = self.instance_name(),
+        );
+        let started = Instant::now();
+        let result = self
+            .exec_inner(myself, &input, directive)
+            .instrument(span)
+            .await;
+        tracing::debug!(
+            name: "jido.agent_server.directive.stop",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = input.ty(),
+            directive_type = kind,
+            jido_instance = self.instance_name(),
+            result = result.as_str(),
+            duration_us = started.elapsed().as_micros() as u64,
+            "jido.agent_server.directive.stop"
+        );
+        result
+    }
+
+    async fn exec_inner(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: &Arc<Signal>,
+        directive: Directive,
+    ) -> DirectiveResult {
+        match directive {
+            Directive::Emit { signal, dispatch } => self.emit(myself, signal, dispatch),
+            Directive::EmitToParent { signal, parent_id } => {
+                self.emit_to_parent(signal, &parent_id)
+            }
+            Directive::Error { error, context } => {
+                self.apply_error_policy(myself, &error, &context)
+            }
+            Directive::Spawn { child, tag } => {
+                let agent_id = self.id.to_string();
+                let name = child.name().to_owned();
+                let started = self.exec.supervisor().spawn(async move {
+                    if let Err(err) = child.start().await {
+                        tracing::error!(
+                            target: "jido::agent_server",
+                            agent_id = %agent_id,
+                            child = %name,
+                            tag = ?tag,
+                            error = %err,
+                            "spawn directive failed"
+                        );
+                    }
+                });
+                match started {
+                    Ok(_) => DirectiveResult::Async(None),
+                    Err(err) => {
+                        tracing::error!(target: "jido::agent_server", agent_id = %self.id, error = %err, "spawn directive failed");
+                        DirectiveResult::Ok
+                    }
+                }
+            }
+            Directive::SpawnAgent {
+                agent,
+                tag,
+                opts,
+                meta,
+                restart,
+            } => {
+                self.spawn_child(myself, agent, tag, opts, meta, restart)
+                    .await
+            }
+            Directive::AdoptChild { child, tag, meta } => {
+                self.adopt_child(myself, &child, tag, meta).await
+            }
+            Directive::StopChild { tag, reason } => self.stop_child(&tag, &reason),
+            Directive::Schedule { delay, message } => {
+                let signal = self.scheduled_signal(message);
+                self.schedule(myself, delay, signal);
+                DirectiveResult::Async(None)
+            }
+            Directive::Cron {
+                cron,
+                message,
+                job_id,
+                timezone,
+            } => self.add_cron(myself, cron, message, job_id, timezone),
+            Directive::CronCancel { job_id } => self.cancel_cron(&job_id),
+            Directive::RunInstruction {
+                instruction,
+                result_action,
+                meta,
+            } => self.run_instruction(myself, input, *instruction, result_action, meta),
+            Directive::Stop { reason } => {
+                if matches!(reason.as_str(), "completed" | "ok" | "done" | "success") {
+                    tracing::warn!(
+                        target: "jido::agent_server",
+                        agent_id = %self.id,
+                        reason = %reason,
+                        "stop directive used for completion; set state status to \"completed\" instead"
+                    );
+                }
+                DirectiveResult::Stop(reason)
+            }
+            Directive::Custom(custom) => self.exec_custom(input, custom.as_ref()),
+        }
+    }
+
+    fn exec_custom(
+        &mut self,
+        input: &Signal,
+        custom: &(dyn CustomDirective + 'static),
+    ) -> DirectiveResult {
+        let type_id = Any::type_id(custom.as_any());
+        let Some(exec) = self.opts.executors.0.get(&type_id).cloned() else {
+            tracing::debug!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                directive_type = custom.type_name(),
+                "unknown directive skipped"
+            );
+            return DirectiveResult::Ok;
+        };
+        let ctx = DirectiveContext { state: self };
+        match catch_unwind(AssertUnwindSafe(|| exec.exec(custom, input, &ctx))) {
+            Ok(Some(result)) => result,
+            Ok(None) => DirectiveResult::Ok,
+            Err(panic) => {
+                // An executor panic crashes the agent (its supervisor sees
+                // ActorFailed and restarts it by its policy).
+                self.crash = Some(format!(
+                    "directive {} panicked: {}",
+                    custom.type_name(),
+                    panic_message(&*panic)
+                ));
+                DirectiveResult::Ok
+            }
+        }
+    }
+
+    /// The signal of a Schedule message: a signal as is, JSON wrapped as
+    /// `jido.scheduled` `{message}` from `/agent/<id>`.
+    fn scheduled_signal(&self, message: ScheduledMessage) -> Signal {
+        match message {
+            ScheduledMessage::Json(v) => Signal::builder(crate::directive::SCHEDULED_SIGNAL_TYPE)
+                .source(format!("/agent/{}", self.id))
+                .data(json!({"message": v.clone()}))
+                .build()
+                .unwrap_or_else(|_| ScheduledMessage::Json(v).into_scheduled_signal()),
+            other => other.into_scheduled_signal(),
+        }
+    }
+
+    /// Emit: to `dispatch`, else the default dispatch, else back to this
+    /// agent's own mailbox.
+    pub(crate) fn emit(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Signal,
+        dispatch: Option<DispatchConfig>,
+    ) -> DirectiveResult {
+        let Some(config) = dispatch.or_else(|| self.opts.default_dispatch.clone()) else {
+            let _ = myself.send_message(AgentMsg::Signal(signal));
+            return DirectiveResult::Async(None);
+        };
+        let agent_id = self.id.to_string();
+        let spawned = self.exec.supervisor().spawn(async move {
+            if let Err(err) = config.dispatch(&signal).await {
+                tracing::warn!(
+                    target: "jido::agent_server",
+                    agent_id = %agent_id,
+                    signal_type = signal.ty(),
+                    error = %err,
+                    "emit dispatch failed"
+                );
+            }
+        });
+        if let Err(err) = spawned {
+            tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "emit dropped");
+        }
+        DirectiveResult::Async(None)
+    }
+
+    fn emit_to_parent(&mut self, signal: Signal, parent_id: &str) -> DirectiveResult {
+        let target = match &self.parent {
+            Some(p) if p.id == parent_id => Some(AgentRef::new(p.actor.clone(), p.id.as_str())),
+            _ => self.lookup_agent(parent_id).ok(),
+        };
+        match target {
+            Some(parent) => {
+                if let Err(err) = parent.cast(signal) {
+                    tracing::warn!(target: "jido::agent_server", agent_id = %self.id, parent_id, error = %err, "emit to parent failed");
+                }
+            }
+            None => tracing::warn!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                parent_id,
+                "emit to parent dropped: parent not found"
+            ),
+        }
+        DirectiveResult::Async(None)
+    }
+
+    /// Applies the error policy to one error.
+    pub(crate) fn apply_error_policy(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        error: &Error,
+        context: &str,
+    ) -> DirectiveResult {
+        self.error_count = self.error_count.saturating_add(1);
+        let details = Value::Object(error.details().clone());
+        tracing::error!(
+            name: "jido.agent_server.error",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            context,
+            policy = self.opts.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
+            error_type = error.kind().as_str(),
+            details = %details,
+            "agent {} [{}]: {}",
+            self.id,
+            context,
+            error.message()
+        );
+        let policy = self.opts.error_policy.clone().unwrap_or_default();
+        match policy {
+            ErrorPolicy::LogOnly => DirectiveResult::Ok,
+            ErrorPolicy::StopOnError => DirectiveResult::Stop(StopReason::Custom(format!(
+                "agent_error: {}",
+                error.message()
+            ))),
+            ErrorPolicy::EmitSignal(dispatch) => {
+                let signal = Signal::builder(signal_types::AGENT_ERROR)
+                    .source(format!("/agent/{}", self.id))
+                    .data(json!({
+                        "error": error.message(),
+                        "context": context,
+                        "agent_id": &*self.id,
+                    }))
+                    .build()
+                    .unwrap_or_else(|_| {
+                        Signal::new(
+                            signal_types::AGENT_ERROR,
+                            json!({"error": error.message(), "context": context, "agent_id": &*self.id}),
+                        )
+                    });
+                self.emit(myself, signal, dispatch);
+                DirectiveResult::Ok
+            }
+            ErrorPolicy::MaxErrors(n) => {
+                if self.error_count >= n {
+                    DirectiveResult::Stop(StopReason::Custom(format!(
+                        "max_errors_exceeded: {}",
+                        self.error_count
+                    )))
+                } else {
+                    DirectiveResult::Ok
+                }
+            }
+            ErrorPolicy::Custom(f) => {
+                let event = ErrorEvent {
+                    agent_id: &self.id,
+                    error,
+                    context,
+                    error_count: self.error_count,
+                };
+                match catch_unwind(AssertUnwindSafe(|| f(&event))) {
+                    Ok(Ok(ErrorDecision::Continue)) => DirectiveResult::Ok,
+                    Ok(Ok(ErrorDecision::Stop(reason))) => DirectiveResult::Stop(reason),
+                    Ok(Err(err)) => {
+                        tracing::warn!(
+                            target: "jido::agent_server",
+                            agent_id = %self.id,
+                            error = %err,
+                            "error policy function returned an error; ignored"
+                        );
+                        DirectiveResult::Ok
+                    }
+                    Err(panic) => {
+                        tracing::warn!(
+                            target: "jido::agent_server",
+                            agent_id = %self.id,
+                            panic = %panic_message(&*panic),
+                            "error policy function panicked; ignored"
+                        );
+                        DirectiveResult::Ok
+                    }
+                }
+            }
+        }
+    }
+
+    /// RunInstruction: runs the instruction off the handler, then feeds
+    /// `{status, result|reason, effects}` back through `cmd` as the
+    /// strategy command `result_action`.
+    fn run_instruction(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: &Arc<Signal>,
+        instruction: Instruction,
+        result_action: String,
+        meta: Map<String, Value>,
+    ) -> DirectiveResult {
+        let exec = self.exec.clone();
+        let opts = CmdOptions::new()
+            .exec(exec.clone())
+            .signal((**input).clone());
+        let span = tracing::debug_span!(
+            target: "jido::agent_server",
+            "jido.agent_server.run_instruction",
+            agent_id = %self.id,
+            action = instruction.action.name(),
+        );
+        self.spawn_work(
+            myself,
+            Arc::clone(input),
+            span,
+            move |mut agent| async move {
+                let result = AssertUnwindSafe(async {
+                    let command =
+                        instruction_feedback(&agent, instruction, &result_action, &meta, &exec)
+                            .await;
+                    agent.cmd(command, opts).await
+                })
+                .catch_unwind()
+                .await
+                .map_err(|p| {
+                    Error::execution(format!(
+                        "instruction feedback panicked: {}",
+                        panic_message(&*p)
+                    ))
+                });
+                (agent, result)
+            },
+        );
+        DirectiveResult::Async(None)
+    }
+}

@@ -1,0 +1,609 @@
+//! The `Jido` instance: a root supervisor, a registry, a task supervisor and
+//! default options.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::actor::{AgentServer, spawn_error};
+use super::agent_ref::{AgentRef, not_alive};
+use super::directives::DirectiveExec;
+use super::options::{AgentServerArgs, ErrorPolicy, ServerOptions};
+use super::{DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, DEFAULT_STOP_TIMEOUT, signal_types};
+use crate::agent::AgentState;
+use crate::directive::Restart;
+use crate::error::{Error, Result};
+use crate::exec::{Exec, ExecOptions};
+use crate::signal::Signal;
+use crate::signal::dispatch::DispatchConfig;
+
+/// Configuration of a [`Jido`] instance.
+///
+/// ```
+/// use std::time::Duration;
+/// use jido::server::{ErrorPolicy, JidoConfig};
+///
+/// let config = JidoConfig::new()
+///     .name("shop")
+///     .error_policy(ErrorPolicy::max_errors(5))
+///     .max_restarts(3, Duration::from_secs(5));
+/// # let _ = config;
+/// ```
+#[derive(Clone, Default)]
+pub struct JidoConfig {
+    name: Option<String>,
+    defaults: ServerOptions,
+    exec_defaults: ExecOptions,
+    max_restarts: Option<(u32, Duration)>,
+}
+
+impl fmt::Debug for JidoConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JidoConfig")
+            .field("name", &self.name)
+            .field("defaults", &self.defaults)
+            .field("exec_defaults", &self.exec_defaults)
+            .field("max_restarts", &self.max_restarts)
+            .finish()
+    }
+}
+
+impl JidoConfig {
+    /// Jido's defaults and a generated name.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The instance's name (telemetry field `jido_instance`); default
+    /// `"jido-<uuid>"`.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Default server options of every agent of the instance (an agent's
+    /// own options win).
+    #[must_use]
+    pub fn defaults(mut self, defaults: ServerOptions) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// Default dispatch of Emit directives.
+    #[must_use]
+    pub fn default_dispatch(mut self, dispatch: DispatchConfig) -> Self {
+        self.defaults = self.defaults.default_dispatch(dispatch);
+        self
+    }
+
+    /// Default error policy.
+    #[must_use]
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.defaults = self.defaults.error_policy(policy);
+        self
+    }
+
+    /// Registers a custom directive executor for every agent.
+    #[must_use]
+    pub fn directive_exec<E: DirectiveExec>(mut self, exec: E) -> Self {
+        self.defaults = self.defaults.directive_exec(exec);
+        self
+    }
+
+    /// Defaults of the instance's executor (timeouts, retries of actions).
+    #[must_use]
+    pub fn exec_options(mut self, opts: ExecOptions) -> Self {
+        self.exec_defaults = opts;
+        self
+    }
+
+    /// Restart intensity: a supervised agent that needs more than `max`
+    /// restarts within `window` is given up (default 3 in 5 s).
+    #[must_use]
+    pub fn max_restarts(mut self, max: u32, window: Duration) -> Self {
+        self.max_restarts = Some((max, window));
+        self
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    by_id: HashMap<String, AgentRef>,
+    by_actor: HashMap<ActorId, String>,
+}
+
+struct Shared {
+    registry: RwLock<Registry>,
+    specs: Mutex<HashMap<ActorId, AgentServerArgs>>,
+    shutting_down: AtomicBool,
+    max_restarts: u32,
+    restart_window: Duration,
+}
+
+struct JidoInner {
+    name: String,
+    root: ActorRef<()>,
+    shared: Arc<Shared>,
+    exec: Exec,
+    defaults: ServerOptions,
+}
+
+/// A Jido instance: a root supervisor actor that every agent of the
+/// instance is linked under, a registry (agent id → [`AgentRef`]), the
+/// task supervisor actions and `cmd`s run in, and default options.
+///
+/// Instances are isolated: two instances may run agents with the same id,
+/// and shutting one down touches nothing of the other. Cloning gives
+/// another handle to the same instance.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use jido::server::{Jido, JidoConfig, ServerOptions};
+///
+/// struct Idle;
+/// impl Agent for Idle { const NAME: &'static str = "idle"; type Schema = (); }
+///
+/// let a = Jido::start(JidoConfig::new()).await?;
+/// let b = Jido::start(JidoConfig::new()).await?;
+/// a.start_agent(AgentState::new(Idle, AgentOptions::new().id("same")), ServerOptions::new()).await?;
+/// b.start_agent(AgentState::new(Idle, AgentOptions::new().id("same")), ServerOptions::new()).await?;
+/// assert!(a.whereis("same").is_some() && b.whereis("same").is_some());
+///
+/// a.stop_agent("same").await?;
+/// assert!(a.whereis("same").is_none() && b.whereis("same").is_some());
+/// a.shutdown().await;
+/// b.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Jido {
+    inner: Arc<JidoInner>,
+}
+
+impl fmt::Debug for Jido {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Jido")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Jido {
+    /// Starts an instance.
+    ///
+    /// # Errors
+    ///
+    /// An internal error when the root supervisor cannot start.
+    pub async fn start(config: JidoConfig) -> Result<Jido> {
+        let (max_restarts, restart_window) = config
+            .max_restarts
+            .unwrap_or((DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW));
+        let shared = Arc::new(Shared {
+            registry: RwLock::new(Registry::default()),
+            specs: Mutex::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+            max_restarts,
+            restart_window,
+        });
+        let (root, _) = Actor::spawn(None, InstanceSupervisor, Arc::clone(&shared))
+            .await
+            .map_err(|e| Error::internal(format!("instance supervisor failed to start: {e}")))?;
+        let name = config
+            .name
+            .unwrap_or_else(|| format!("jido-{}", uuid::Uuid::now_v7()));
+        Ok(Jido {
+            inner: Arc::new(JidoInner {
+                name,
+                root,
+                shared,
+                exec: Exec::with_defaults(config.exec_defaults),
+                defaults: config.defaults,
+            }),
+        })
+    }
+
+    /// The instance's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The executor (and task supervisor) of the instance.
+    pub fn exec(&self) -> &Exec {
+        &self.inner.exec
+    }
+
+    /// The root supervisor's cell: every agent of the instance is linked
+    /// under it.
+    pub fn supervisor_cell(&self) -> ActorCell {
+        self.inner.root.get_cell()
+    }
+
+    pub(crate) fn defaults(&self) -> &ServerOptions {
+        &self.inner.defaults
+    }
+
+    /// Whether [`shutdown`](Jido::shutdown) was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shared.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Starts `agent` under the instance supervisor with `options` (unset
+    /// options take the instance's defaults). Returns once the agent runs.
+    ///
+    /// # Errors
+    ///
+    /// A configuration error for invalid options or an invalid route
+    /// (naming it), "agent id already registered" when the id is taken in
+    /// this instance, a cancelled error after shutdown.
+    pub async fn start_agent(&self, agent: AgentState, options: ServerOptions) -> Result<AgentRef> {
+        if self.is_shut_down() {
+            return Err(Error::cancelled("jido instance is shut down"));
+        }
+        let mut args = AgentServerArgs::new(agent, options.jido(self.clone()));
+        args.supervised = true;
+        let id = args.id().to_owned();
+        let (actor, _) = Actor::spawn_linked(None, AgentServer, args, self.supervisor_cell())
+            .await
+            .map_err(spawn_error)?;
+        Ok(AgentRef::new(actor, id))
+    }
+
+    /// The running agent with this id.
+    pub fn whereis(&self, id: &str) -> Option<AgentRef> {
+        let reg = self
+            .inner
+            .shared
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        reg.by_id.get(id).filter(|r| r.is_alive()).cloned()
+    }
+
+    /// Every running agent, sorted by id.
+    pub fn agents(&self) -> Vec<AgentRef> {
+        let reg = self
+            .inner
+            .shared
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut all: Vec<AgentRef> = reg
+            .by_id
+            .values()
+            .filter(|r| r.is_alive())
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.id().cmp(b.id()));
+        all
+    }
+
+    /// Stops the agent `id` with the reason `"shutdown"` (so it is not
+    /// restarted) and waits for it to end (5 s, then it is killed).
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) when no such agent runs.
+    pub async fn stop_agent(&self, id: &str) -> Result<()> {
+        let agent = self.whereis(id).ok_or_else(|| not_alive(id))?;
+        agent.stop("shutdown").await?;
+        let mut reg = self
+            .inner
+            .shared
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        reg.remove(id, agent.actor_ref().get_id());
+        Ok(())
+    }
+
+    /// Shuts the instance down: every agent is stopped with `"shutdown"`
+    /// (killed after 5 s), no agent is restarted, every task of the
+    /// executor is cancelled, then the root supervisor stops. Afterwards
+    /// nothing of the instance runs and `start_agent` fails. Calling it
+    /// again does nothing.
+    pub async fn shutdown(&self) {
+        let shared = &self.inner.shared;
+        if shared.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let agents = self.agents();
+        futures::future::join_all(agents.iter().map(|a| a.stop("shutdown"))).await;
+        // Anything still linked (e.g. an agent between restart and
+        // registration).
+        let leftovers = self.inner.root.get_children();
+        futures::future::join_all(
+            leftovers
+                .iter()
+                .map(|c| c.stop_and_wait(Some("shutdown".into()), Some(DEFAULT_STOP_TIMEOUT))),
+        )
+        .await;
+        self.inner.exec.shutdown().await;
+        let _ = self
+            .inner
+            .root
+            .stop_and_wait(None, Some(DEFAULT_STOP_TIMEOUT))
+            .await;
+        // Break the reference cycles (restart specs hold the instance).
+        shared
+            .specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let mut reg = shared
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *reg = Registry::default();
+    }
+
+    pub(crate) fn register(&self, id: &str, agent: AgentRef) -> Result<()> {
+        let mut reg = self
+            .inner
+            .shared
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if reg
+            .by_id
+            .get(id)
+            .is_some_and(|existing| existing.is_alive() && existing != &agent)
+        {
+            return Err(Error::configuration("agent id already registered")
+                .with_detail("agent_id", id.to_owned())
+                .with_detail("jido_instance", self.inner.name.clone()));
+        }
+        let actor = agent.actor_ref().get_id();
+        if let Some(old) = reg.by_id.insert(id.to_owned(), agent) {
+            reg.by_actor.remove(&old.actor_ref().get_id());
+        }
+        reg.by_actor.insert(actor, id.to_owned());
+        Ok(())
+    }
+
+    pub(crate) fn unregister(&self, id: &str, actor: ActorId) {
+        let mut reg = self
+            .inner
+            .shared
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        reg.remove(id, actor);
+    }
+
+    pub(crate) fn register_restart(&self, actor: ActorId, args: AgentServerArgs) {
+        self.inner
+            .shared
+            .specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(actor, args);
+    }
+}
+
+impl Registry {
+    fn remove(&mut self, id: &str, actor: ActorId) {
+        if self
+            .by_id
+            .get(id)
+            .is_some_and(|r| r.actor_ref().get_id() == actor)
+        {
+            self.by_id.remove(id);
+        }
+        self.by_actor.remove(&actor);
+    }
+
+    fn remove_actor(&mut self, actor: ActorId) {
+        let Some(id) = self.by_actor.remove(&actor) else {
+            return;
+        };
+        if self
+            .by_id
+            .get(&id)
+            .is_some_and(|r| r.actor_ref().get_id() == actor)
+        {
+            self.by_id.remove(&id);
+        }
+    }
+}
+
+/// How an agent ended, as its supervisor saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Stopped(Option<String>),
+    Failed(String),
+}
+
+impl Exit {
+    fn is_shutdown(&self) -> bool {
+        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:"))
+    }
+
+    fn is_clean(&self) -> bool {
+        match self {
+            Exit::Stopped(None) => true,
+            Exit::Stopped(Some(r)) => r == "normal" || self.is_shutdown(),
+            Exit::Failed(_) => false,
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            Exit::Stopped(None) => "normal".to_owned(),
+            Exit::Stopped(Some(r)) => r.clone(),
+            Exit::Failed(e) => format!("failed: {e}"),
+        }
+    }
+}
+
+/// Whether a child with this policy is restarted after this exit.
+pub(crate) fn should_restart(restart: Restart, exit: &Exit) -> bool {
+    match restart {
+        Restart::Temporary => false,
+        Restart::Transient => !exit.is_clean(),
+        Restart::Permanent => !exit.is_shutdown(),
+    }
+}
+
+struct InstanceSupervisor;
+
+struct RootState {
+    shared: Arc<Shared>,
+    restarts: HashMap<String, VecDeque<Instant>>,
+}
+
+impl Actor for InstanceSupervisor {
+    type Msg = ();
+    type State = RootState;
+    type Arguments = Arc<Shared>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        shared: Arc<Shared>,
+    ) -> std::result::Result<RootState, ActorProcessingErr> {
+        Ok(RootState {
+            shared,
+            restarts: HashMap::new(),
+        })
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<()>,
+        event: SupervisionEvent,
+        state: &mut RootState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        // Never the ractor default (stop the supervisor when a child ends).
+        let (cell, exit) = match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, Exit::Stopped(reason)),
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Exit::Failed(err.to_string())),
+            _ => return Ok(()),
+        };
+        state.on_exit(&myself, cell.get_id(), exit).await;
+        Ok(())
+    }
+}
+
+impl RootState {
+    async fn on_exit(&mut self, myself: &ActorRef<()>, actor: ActorId, exit: Exit) {
+        self.shared
+            .registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_actor(actor);
+        let spec = self
+            .shared
+            .specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&actor);
+        let Some(args) = spec else {
+            return;
+        };
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let restart = args.options.restart.unwrap_or(Restart::Temporary);
+        if !should_restart(restart, &exit) {
+            return;
+        }
+        let id = args.id().to_owned();
+        let now = Instant::now();
+        let window = self.shared.restart_window;
+        let history = self.restarts.entry(id.clone()).or_default();
+        while history
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            history.pop_front();
+        }
+        if history.len() >= self.shared.max_restarts as usize {
+            let restarts = history.len();
+            self.restarts.remove(&id);
+            tracing::error!(
+                name: "jido.agent_server.restart.given_up",
+                target: "jido::agent_server",
+                agent_id = %id,
+                restarts,
+                reason = %exit.reason(),
+                "agent {id} keeps failing: restart limit reached, given up"
+            );
+            if let Some(parent) = &args.options.parent {
+                let signal = Signal::builder(signal_types::CHILD_GIVEN_UP)
+                    .source(format!("/agent/{}", parent.id))
+                    .data(json!({
+                        "tag": parent.tag,
+                        "id": id,
+                        "restarts": restarts,
+                        "reason": exit.reason(),
+                    }))
+                    .build();
+                if let Ok(signal) = signal {
+                    let _ = parent
+                        .actor
+                        .send_message(super::msg::AgentMsg::Signal(signal));
+                }
+            }
+            return;
+        }
+        history.push_back(now);
+        tracing::info!(
+            name: "jido.agent_server.restart",
+            target: "jido::agent_server",
+            agent_id = %id,
+            reason = %exit.reason(),
+            "restarting agent {id}"
+        );
+        if let Err(err) = Actor::spawn_linked(None, AgentServer, args, myself.get_cell()).await {
+            let err = spawn_error(err);
+            tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_rules() {
+        let failed = Exit::Failed("boom".into());
+        let killed = Exit::Stopped(Some("killed".into()));
+        let normal = Exit::Stopped(Some("normal".into()));
+        let none = Exit::Stopped(None);
+        let shutdown = Exit::Stopped(Some("shutdown".into()));
+        let parent_down = Exit::Stopped(Some("shutdown: parent_down: killed".into()));
+        let custom = Exit::Stopped(Some("agent_error: x".into()));
+        for e in [
+            &failed,
+            &killed,
+            &normal,
+            &none,
+            &shutdown,
+            &parent_down,
+            &custom,
+        ] {
+            assert!(!should_restart(Restart::Temporary, e));
+        }
+        assert!(should_restart(Restart::Transient, &failed));
+        assert!(should_restart(Restart::Transient, &killed));
+        assert!(should_restart(Restart::Transient, &custom));
+        assert!(!should_restart(Restart::Transient, &normal));
+        assert!(!should_restart(Restart::Transient, &none));
+        assert!(!should_restart(Restart::Transient, &shutdown));
+        assert!(!should_restart(Restart::Transient, &parent_down));
+        assert!(should_restart(Restart::Permanent, &normal));
+        assert!(should_restart(Restart::Permanent, &none));
+        assert!(should_restart(Restart::Permanent, &failed));
+        assert!(!should_restart(Restart::Permanent, &shutdown));
+        assert!(!should_restart(Restart::Permanent, &parent_down));
+    }
+}

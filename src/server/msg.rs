@@ -1,0 +1,139 @@
+//! The one message type of every AgentServer.
+
+use std::fmt;
+
+use ractor::RpcReplyPort;
+
+use super::agent_ref::{AgentStatus, AwaitOptions, Completion, DebugEvent};
+use super::options::ParentRef;
+use crate::agent::AgentState;
+use crate::directive::Directive;
+use crate::error::{Error, Result};
+use crate::signal::Signal;
+
+/// The message type of every AgentServer, so every agent is an
+/// `ActorRef<AgentMsg>` whatever its agent type.
+///
+/// Only [`AgentMsg::Signal`] is meant to be built by hand (or through
+/// `From<Signal>`); it is the variant a future `cluster` feature carries
+/// between nodes as CloudEvents JSON. The others are local requests made by
+/// [`AgentRef`](super::AgentRef) and by the runtime itself.
+///
+/// ```
+/// use jido::server::AgentMsg;
+/// use jido::signal::Signal;
+///
+/// let msg = AgentMsg::from(Signal::new("order.placed", serde_json::json!({"id": 1})));
+/// assert!(matches!(msg, AgentMsg::Signal(ref s) if s.ty() == "order.placed"));
+/// ```
+#[non_exhaustive]
+pub enum AgentMsg {
+    /// Process a signal; nobody waits for the result (a cast).
+    Signal(Signal),
+    /// Process a signal and answer the caller (see
+    /// [`AgentRef::call`](super::AgentRef::call)).
+    Call(CallRequest),
+    /// A local request of the runtime (queries, completion of work,
+    /// hierarchy bookkeeping). Opaque.
+    Runtime(RuntimeMsg),
+}
+
+impl From<Signal> for AgentMsg {
+    fn from(signal: Signal) -> Self {
+        AgentMsg::Signal(signal)
+    }
+}
+
+impl fmt::Debug for AgentMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentMsg::Signal(s) => f.debug_tuple("Signal").field(&s.ty()).finish(),
+            AgentMsg::Call(c) => f.debug_tuple("Call").field(&c.signal.ty()).finish(),
+            AgentMsg::Runtime(r) => f.debug_tuple("Runtime").field(&r.0.name()).finish(),
+        }
+    }
+}
+
+/// A signal with the port its answer goes to.
+pub struct CallRequest {
+    pub(crate) signal: Signal,
+    pub(crate) reply: RpcReplyPort<Result<AgentState>>,
+}
+
+impl CallRequest {
+    /// The signal.
+    pub fn signal(&self) -> &Signal {
+        &self.signal
+    }
+}
+
+/// An opaque runtime message.
+pub struct RuntimeMsg(pub(crate) Internal);
+
+impl AgentMsg {
+    pub(crate) fn internal(msg: Internal) -> Self {
+        AgentMsg::Runtime(RuntimeMsg(msg))
+    }
+}
+
+/// One signal (or instruction result) whose `cmd` ran.
+pub(crate) struct DoneItem {
+    pub(crate) signal: std::sync::Arc<Signal>,
+    pub(crate) reply: Option<RpcReplyPort<Result<AgentState>>>,
+    /// The agent right after this item.
+    pub(crate) agent: AgentState,
+    pub(crate) result: std::result::Result<Vec<Directive>, Error>,
+    pub(crate) duration_us: u64,
+}
+
+/// What a finished batch of `cmd`s (or instruction feedback) sends back.
+pub(crate) struct CmdDone {
+    pub(crate) generation: u64,
+    /// The items that ran, in order; only the last may have directives or
+    /// an error.
+    pub(crate) items: Vec<DoneItem>,
+    /// Signals of the batch that did not run (after one with directives),
+    /// back to the front of the pending queue.
+    pub(crate) leftover: Vec<super::actor::Work>,
+}
+
+/// A child announcing itself to its parent.
+pub(crate) struct ChildStarted {
+    pub(crate) tag: String,
+    pub(crate) child_id: String,
+    pub(crate) child_type: &'static str,
+    pub(crate) actor: ractor::ActorRef<AgentMsg>,
+    pub(crate) meta: serde_json::Map<String, serde_json::Value>,
+}
+
+pub(crate) enum Internal {
+    State(RpcReplyPort<AgentState>),
+    Status(RpcReplyPort<AgentStatus>),
+    Await(AwaitOptions, RpcReplyPort<Result<Completion>>),
+    AwaitTimeout(u64),
+    RecentEvents(Option<usize>, RpcReplyPort<Result<Vec<DebugEvent>>>),
+    SetDebug(bool, RpcReplyPort<()>),
+    CmdDone(Box<CmdDone>),
+    Drain,
+    ChildStarted(Box<ChildStarted>),
+    Adopt(Box<ParentRef>, RpcReplyPort<Result<()>>),
+    CronTick(String, u64),
+}
+
+impl Internal {
+    fn name(&self) -> &'static str {
+        match self {
+            Internal::State(_) => "state",
+            Internal::Status(_) => "status",
+            Internal::Await(..) => "await",
+            Internal::AwaitTimeout(_) => "await_timeout",
+            Internal::RecentEvents(..) => "recent_events",
+            Internal::SetDebug(..) => "set_debug",
+            Internal::CmdDone(_) => "cmd_done",
+            Internal::Drain => "drain",
+            Internal::ChildStarted(_) => "child_started",
+            Internal::Adopt(..) => "adopt",
+            Internal::CronTick(..) => "cron_tick",
+        }
+    }
+}

@@ -1,0 +1,536 @@
+//! Options of an AgentServer and of a `Jido` instance.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use serde_json::{Map, Value};
+
+use super::directives::{DirectiveExec, ErasedExec, TypedExec};
+use super::msg::AgentMsg;
+use super::{AgentRef, DEFAULT_MAX_QUEUE_SIZE, Jido};
+use crate::agent::AgentState;
+use crate::directive::{Restart, StopReason};
+use crate::error::{Error, Result};
+use crate::signal::dispatch::DispatchConfig;
+
+/// What a child agent does when its parent ends (stops, crashes or is
+/// killed).
+///
+/// ```
+/// use jido::server::OnParentDeath;
+///
+/// assert_eq!(OnParentDeath::parse("emit_orphan"), Some(OnParentDeath::EmitOrphan));
+/// assert_eq!(OnParentDeath::default(), OnParentDeath::Stop);
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnParentDeath {
+    /// Stop with the reason `"shutdown: parent_down: <parent's reason>"`
+    /// (the default). The child's own children then apply their policy.
+    #[default]
+    Stop,
+    /// Keep running: the parent is dropped and `__orphaned_from__` records
+    /// it.
+    Continue,
+    /// As [`Continue`](OnParentDeath::Continue), and process one
+    /// `jido.agent.orphaned` signal.
+    EmitOrphan,
+}
+
+impl OnParentDeath {
+    /// Reads `"stop"`, `"continue"` or `"emit_orphan"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "stop" => OnParentDeath::Stop,
+            "continue" => OnParentDeath::Continue,
+            "emit_orphan" => OnParentDeath::EmitOrphan,
+            _ => return None,
+        })
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnParentDeath::Stop => "stop",
+            OnParentDeath::Continue => "continue",
+            OnParentDeath::EmitOrphan => "emit_orphan",
+        }
+    }
+}
+
+/// What the error policy decides about one error (see
+/// [`ErrorPolicy::custom`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorDecision {
+    /// Keep going.
+    Continue,
+    /// Stop the agent with this reason.
+    Stop(StopReason),
+}
+
+/// One error handed to the error policy.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ErrorEvent<'a> {
+    /// The agent's id.
+    pub agent_id: &'a str,
+    /// The error.
+    pub error: &'a Error,
+    /// Where it happened (the Error directive's context).
+    pub context: &'a str,
+    /// How many errors the agent has seen, this one included.
+    pub error_count: u32,
+}
+
+type ErrorFn = dyn Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync;
+
+/// How an agent reacts to [`Directive::Error`](crate::Directive::Error)s.
+///
+/// ```
+/// use jido::server::{ErrorDecision, ErrorPolicy};
+/// use jido::directive::StopReason;
+///
+/// let policy = ErrorPolicy::custom(|ev| {
+///     Ok(if ev.context == "routing" { ErrorDecision::Continue } else { ErrorDecision::Stop(StopReason::from("bad")) })
+/// });
+/// # let _ = policy;
+/// let _ = ErrorPolicy::max_errors(3);
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Default)]
+pub enum ErrorPolicy {
+    /// Log `"agent <id> [<context>]: <message>"` at error level (the
+    /// default).
+    #[default]
+    LogOnly,
+    /// Log, then stop with the reason `"agent_error: <message>"`.
+    StopOnError,
+    /// Log, then emit `jido.agent.error` `{error, context, agent_id}`
+    /// through this dispatch (`None`: like an Emit without dispatch).
+    EmitSignal(Option<DispatchConfig>),
+    /// Log and count; stop with `"max_errors_exceeded: <count>"` once the
+    /// count reaches `n` (≥ 1).
+    MaxErrors(u32),
+    /// A function deciding per error. Its panics and `Err` returns are
+    /// logged and ignored (the agent continues).
+    Custom(Arc<ErrorFn>),
+}
+
+impl ErrorPolicy {
+    /// [`ErrorPolicy::MaxErrors`].
+    pub fn max_errors(n: u32) -> Self {
+        ErrorPolicy::MaxErrors(n)
+    }
+
+    /// [`ErrorPolicy::EmitSignal`] through `dispatch`.
+    pub fn emit_signal(dispatch: DispatchConfig) -> Self {
+        ErrorPolicy::EmitSignal(Some(dispatch))
+    }
+
+    /// [`ErrorPolicy::Custom`].
+    pub fn custom(
+        f: impl Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync + 'static,
+    ) -> Self {
+        ErrorPolicy::Custom(Arc::new(f))
+    }
+
+    /// Reads `"log_only"`, `"stop_on_error"`, `"emit_signal"` (to the
+    /// default dispatch) or `{"max_errors": n}`.
+    ///
+    /// # Errors
+    ///
+    /// A configuration error "invalid error policy" for anything else.
+    pub fn from_json(value: &Value) -> Result<Self> {
+        match value {
+            Value::String(s) if s == "log_only" => Ok(ErrorPolicy::LogOnly),
+            Value::String(s) if s == "stop_on_error" => Ok(ErrorPolicy::StopOnError),
+            Value::String(s) if s == "emit_signal" => Ok(ErrorPolicy::EmitSignal(None)),
+            Value::Object(map) if map.len() == 1 => match map.get("max_errors") {
+                Some(n) => n
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .map(ErrorPolicy::MaxErrors)
+                    .ok_or_else(|| invalid_policy(value)),
+                None => Err(invalid_policy(value)),
+            },
+            _ => Err(invalid_policy(value)),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            ErrorPolicy::LogOnly => "log_only",
+            ErrorPolicy::StopOnError => "stop_on_error",
+            ErrorPolicy::EmitSignal(_) => "emit_signal",
+            ErrorPolicy::MaxErrors(_) => "max_errors",
+            ErrorPolicy::Custom(_) => "custom",
+        }
+    }
+}
+
+fn invalid_policy(value: &Value) -> Error {
+    Error::configuration("invalid error policy")
+        .with_detail("option", "error_policy")
+        .with_detail("value", value.clone())
+}
+
+impl fmt::Debug for ErrorPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorPolicy::MaxErrors(n) => write!(f, "MaxErrors({n})"),
+            ErrorPolicy::EmitSignal(d) => f.debug_tuple("EmitSignal").field(d).finish(),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// A child's reference to its parent agent: id, the tag the parent tracks
+/// it under, free metadata, and the parent's actor.
+#[derive(Clone)]
+pub struct ParentRef {
+    /// The parent agent's id.
+    pub id: String,
+    /// The tag the parent knows this child by.
+    pub tag: String,
+    /// Free metadata from the parent.
+    pub meta: Map<String, Value>,
+    pub(crate) actor: ActorRef<AgentMsg>,
+}
+
+impl ParentRef {
+    /// A reference to `parent`, tracking the child under `tag`.
+    pub fn new(parent: &AgentRef, tag: impl Into<String>) -> Self {
+        Self {
+            id: parent.id().to_owned(),
+            tag: tag.into(),
+            meta: Map::new(),
+            actor: parent.actor_ref().clone(),
+        }
+    }
+
+    /// Sets the metadata.
+    #[must_use]
+    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// The parent's actor.
+    pub fn actor_ref(&self) -> &ActorRef<AgentMsg> {
+        &self.actor
+    }
+
+    /// `{"id", "tag", "meta"}`: what `__parent__` and `__orphaned_from__`
+    /// hold.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"id": self.id, "tag": self.tag, "meta": self.meta})
+    }
+}
+
+impl fmt::Debug for ParentRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParentRef")
+            .field("id", &self.id)
+            .field("tag", &self.tag)
+            .field("meta", &self.meta)
+            .field("actor", &self.actor.get_id())
+            .finish()
+    }
+}
+
+/// Executors of custom directives, by directive type.
+#[derive(Clone, Default)]
+pub(crate) struct Executors(pub(crate) HashMap<TypeId, Arc<dyn ErasedExec>>);
+
+impl Executors {
+    pub(crate) fn merged_over(&self, base: &Executors) -> Executors {
+        let mut out = base.0.clone();
+        out.extend(self.0.iter().map(|(k, v)| (*k, Arc::clone(v))));
+        Executors(out)
+    }
+}
+
+/// Options of one AgentServer. Every option left unset takes the
+/// instance's default (see [`JidoConfig`](super::JidoConfig)), then
+/// Jido's.
+///
+/// | option | default |
+/// |---|---|
+/// | `id` | the agent value's id (a UUIDv7 unless it was given one) |
+/// | `initial_state` | none (merged shallowly over the agent's state) |
+/// | `default_dispatch` | none: Emit without dispatch goes back to the agent |
+/// | `error_policy` | [`ErrorPolicy::LogOnly`] |
+/// | `max_queue_size` | 10 000 (≥ 1) |
+/// | `parent` | none |
+/// | `on_parent_death` | [`OnParentDeath::Stop`] |
+/// | `debug` | false |
+/// | `restart` | [`Restart::Temporary`] (children from SpawnAgent: the directive's) |
+///
+/// ```
+/// use jido::server::{ErrorPolicy, ServerOptions};
+///
+/// let opts = ServerOptions::new().id("order-7").max_queue_size(100).error_policy(ErrorPolicy::StopOnError).debug(true);
+/// # let _ = opts;
+/// ```
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    pub(crate) id: Option<String>,
+    pub(crate) initial_state: Option<Map<String, Value>>,
+    pub(crate) default_dispatch: Option<DispatchConfig>,
+    pub(crate) error_policy: Option<ErrorPolicy>,
+    pub(crate) max_queue_size: Option<usize>,
+    pub(crate) parent: Option<ParentRef>,
+    pub(crate) on_parent_death: Option<OnParentDeath>,
+    pub(crate) debug: Option<bool>,
+    pub(crate) restart: Option<Restart>,
+    pub(crate) jido: Option<Jido>,
+    pub(crate) executors: Executors,
+}
+
+impl fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("id", &self.id)
+            .field("initial_state", &self.initial_state)
+            .field("default_dispatch", &self.default_dispatch)
+            .field("error_policy", &self.error_policy)
+            .field("max_queue_size", &self.max_queue_size)
+            .field("parent", &self.parent)
+            .field("on_parent_death", &self.on_parent_death)
+            .field("debug", &self.debug)
+            .field("restart", &self.restart)
+            .field("jido", &self.jido.as_ref().map(Jido::name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerOptions {
+    /// Nothing set: every option takes its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The agent's id (an empty id counts as none).
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        let id = id.into();
+        self.id = (!id.is_empty()).then_some(id);
+        self
+    }
+
+    /// State merged (shallowly) over the agent's state at start.
+    #[must_use]
+    pub fn initial_state(mut self, state: Map<String, Value>) -> Self {
+        self.initial_state = Some(state);
+        self
+    }
+
+    /// Where Emit directives without a dispatch go.
+    #[must_use]
+    pub fn default_dispatch(mut self, dispatch: DispatchConfig) -> Self {
+        self.default_dispatch = Some(dispatch);
+        self
+    }
+
+    /// The error policy.
+    #[must_use]
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.error_policy = Some(policy);
+        self
+    }
+
+    /// The most directives the queue holds (≥ 1).
+    #[must_use]
+    pub fn max_queue_size(mut self, n: usize) -> Self {
+        self.max_queue_size = Some(n);
+        self
+    }
+
+    /// The parent agent.
+    #[must_use]
+    pub fn parent(mut self, parent: ParentRef) -> Self {
+        self.parent = Some(parent);
+        self
+    }
+
+    /// What to do when the parent ends.
+    #[must_use]
+    pub fn on_parent_death(mut self, policy: OnParentDeath) -> Self {
+        self.on_parent_death = Some(policy);
+        self
+    }
+
+    /// Debug mode: keep the last 500 events (see
+    /// [`AgentRef::recent_events`]).
+    #[must_use]
+    pub fn debug(mut self, on: bool) -> Self {
+        self.debug = Some(on);
+        self
+    }
+
+    /// Restart policy under the instance supervisor.
+    #[must_use]
+    pub fn restart(mut self, restart: Restart) -> Self {
+        self.restart = Some(restart);
+        self
+    }
+
+    /// The instance the agent belongs to: its registry, task supervisor,
+    /// defaults and supervisor for children. Set by
+    /// [`Jido::start_agent`]; set it yourself when embedding an
+    /// AgentServer that should spawn supervised children.
+    #[must_use]
+    pub fn jido(mut self, jido: Jido) -> Self {
+        self.jido = Some(jido);
+        self
+    }
+
+    /// Registers the executor of a custom directive type (see
+    /// [`DirectiveExec`]).
+    #[must_use]
+    pub fn directive_exec<E: DirectiveExec>(mut self, exec: E) -> Self {
+        self.executors
+            .0
+            .insert(TypeId::of::<E::Directive>(), Arc::new(TypedExec::new(exec)));
+        self
+    }
+
+    /// Reads the JSON options of a
+    /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
+    /// `initial_state` (object), `on_parent_death` (`"stop"`,
+    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `debug`,
+    /// `error_policy` (see [`ErrorPolicy::from_json`]).
+    ///
+    /// # Errors
+    ///
+    /// A configuration error naming the `option` for an unknown key or a
+    /// bad value.
+    pub fn from_json(opts: &Map<String, Value>) -> Result<Self> {
+        let bad = |key: &str, value: &Value| {
+            Error::configuration(format!("invalid server option: {key}"))
+                .with_detail("option", key.to_owned())
+                .with_detail("value", value.clone())
+        };
+        let mut out = ServerOptions::new();
+        for (key, value) in opts {
+            match key.as_str() {
+                "id" => match value {
+                    Value::String(s) => out = out.id(s.clone()),
+                    Value::Null => {}
+                    _ => return Err(bad(key, value)),
+                },
+                "initial_state" => match value {
+                    Value::Object(m) => out.initial_state = Some(m.clone()),
+                    _ => return Err(bad(key, value)),
+                },
+                "on_parent_death" => {
+                    out.on_parent_death = Some(
+                        value
+                            .as_str()
+                            .and_then(OnParentDeath::parse)
+                            .ok_or_else(|| bad(key, value))?,
+                    );
+                }
+                "max_queue_size" => {
+                    out.max_queue_size = Some(
+                        value
+                            .as_u64()
+                            .and_then(|n| usize::try_from(n).ok())
+                            .ok_or_else(|| bad(key, value))?,
+                    );
+                }
+                "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
+                "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
+                _ => {
+                    return Err(
+                        Error::configuration(format!("unknown server option: {key}"))
+                            .with_detail("option", key.clone()),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// These options with every unset one taken from `defaults`
+    /// (executors merge, these win).
+    pub(crate) fn or(mut self, defaults: &ServerOptions) -> Self {
+        self.id = self.id.or_else(|| defaults.id.clone());
+        self.initial_state = self
+            .initial_state
+            .or_else(|| defaults.initial_state.clone());
+        self.default_dispatch = self
+            .default_dispatch
+            .or_else(|| defaults.default_dispatch.clone());
+        self.error_policy = self.error_policy.or_else(|| defaults.error_policy.clone());
+        self.max_queue_size = self.max_queue_size.or(defaults.max_queue_size);
+        self.parent = self.parent.or_else(|| defaults.parent.clone());
+        self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
+        self.debug = self.debug.or(defaults.debug);
+        self.restart = self.restart.or(defaults.restart);
+        self.jido = self.jido.or_else(|| defaults.jido.clone());
+        self.executors = self.executors.merged_over(&defaults.executors);
+        self
+    }
+
+    /// Checks the values.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.max_queue_size == Some(0) {
+            return Err(Error::configuration("max_queue_size must be at least 1")
+                .with_detail("option", "max_queue_size")
+                .with_detail("value", 0));
+        }
+        if let Some(ErrorPolicy::MaxErrors(0)) = self.error_policy {
+            return Err(Error::configuration("max_errors must be at least 1")
+                .with_detail("option", "error_policy")
+                .with_detail("value", 0));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn resolved_max_queue_size(&self) -> usize {
+        self.max_queue_size.unwrap_or(DEFAULT_MAX_QUEUE_SIZE)
+    }
+}
+
+/// The start arguments of an [`AgentServer`](super::AgentServer): the agent
+/// value and its options.
+///
+/// ```
+/// # use jido::prelude::*;
+/// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+/// use jido::server::{AgentServerArgs, ServerOptions};
+///
+/// let args = AgentServerArgs::new(AgentState::new(A, AgentOptions::new().id("a1")), ServerOptions::new());
+/// assert_eq!(args.id(), "a1");
+/// let args = AgentServerArgs::new(AgentState::new(A, AgentOptions::new()), ServerOptions::new().id("x"));
+/// assert_eq!(args.id(), "x");
+/// ```
+#[derive(Clone, Debug)]
+pub struct AgentServerArgs {
+    pub(crate) agent: AgentState,
+    pub(crate) options: ServerOptions,
+    /// Spawned linked under the instance supervisor (restarts apply).
+    pub(crate) supervised: bool,
+}
+
+impl AgentServerArgs {
+    /// Arguments for running `agent` with `options`.
+    pub fn new(agent: AgentState, options: ServerOptions) -> Self {
+        Self {
+            agent,
+            options,
+            supervised: false,
+        }
+    }
+
+    /// The id the agent will run under: the option's, else the agent
+    /// value's.
+    pub fn id(&self) -> &str {
+        self.options.id.as_deref().unwrap_or(self.agent.id())
+    }
+}
