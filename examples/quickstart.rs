@@ -1,139 +1,264 @@
-//! Quickstart: define two actions and run them through Exec.
+//! Quickstart: a small order-processing system on the agent runtime.
 //!
 //! ```text
 //! cargo run --example quickstart
 //! ```
+//!
+//! * The `desk` agent routes `order.placed` signals: it records the order,
+//!   spawns one `worker` child agent per order (SpawnAgent) and schedules a
+//!   deadline check (Schedule).
+//! * Each worker starts on its own (its strategy's `init` schedules
+//!   `work.start`), charges the order and reports back with EmitToParent.
+//! * The desk stops finished workers (StopChild), sees their exits
+//!   (`jido.agent.child.exit`) and sets `status: "completed"` once every
+//!   order is settled; `main` waits for that with `await_completion`.
 
 use std::time::Duration;
 
-use jido::exec::{Chain, ChainOutcome};
+use jido::agent::SignalRoute;
 use jido::prelude::*;
+use jido::server::AwaitOptions;
+use jido::strategy::{Direct, Strategy, StrategyContext};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
-/// Params of [`PriceOrder`].
+// ---------- the desk ----------
+
 #[derive(Clone, Deserialize, JsonSchema)]
-struct PriceParams {
-    /// Number of items.
-    quantity: u32,
-    /// Price of one item, in cents.
-    unit_cents: u64,
+struct Placed {
+    order_id: String,
+    amount_cents: u64,
 }
 
-#[derive(Serialize)]
-struct Priced {
-    subtotal_cents: u64,
-}
-
-/// Computes the subtotal of an order.
-struct PriceOrder;
-
-impl Action for PriceOrder {
-    type Params = PriceParams;
-    type Output = Priced;
-    const NAME: &'static str = "price_order";
-    const DESCRIPTION: &'static str = "Computes an order's subtotal.";
-
-    async fn run(&self, p: PriceParams, _ctx: &Context) -> jido::Result<Priced> {
-        Ok(Priced {
-            subtotal_cents: u64::from(p.quantity) * p.unit_cents,
-        })
+/// Records an order, spawns its worker, schedules a deadline check.
+struct PlaceOrder;
+impl Action for PlaceOrder {
+    type Params = Placed;
+    type Output = Value;
+    const NAME: &'static str = "place_order";
+    async fn run(&self, p: Placed, ctx: &Context) -> jido::Result<Value> {
+        println!(
+            "desk     order {} placed ({} cents)",
+            p.order_id, p.amount_cents
+        );
+        let order = json!({"order_id": p.order_id, "amount_cents": p.amount_cents});
+        let worker = AgentState::new(
+            Worker,
+            AgentOptions::new().state(order.as_object().cloned().unwrap_or_default()),
+        );
+        ctx.push_effect(Directive::spawn_agent(worker, p.order_id.clone()));
+        ctx.push_effect(Directive::schedule(
+            Duration::from_secs(2),
+            Signal::new("order.deadline", json!({"order_id": p.order_id})),
+        ));
+        Ok(json!({"orders": {p.order_id: {"status": "processing"}}}))
     }
 }
 
-/// Params of [`AddShipping`].
 #[derive(Clone, Deserialize, JsonSchema)]
-struct ShippingParams {
-    subtotal_cents: u64,
-    destination: String,
+struct Settled {
+    order_id: String,
+    outcome: String,
+    charged_cents: u64,
 }
 
-#[derive(Serialize)]
-struct Shipped {
-    shipping_cents: u64,
-    total_cents: u64,
+/// A worker reported: record it, stop the worker, complete when all are in.
+struct OrderSettled;
+impl Action for OrderSettled {
+    type Params = Settled;
+    type Output = Value;
+    const NAME: &'static str = "order_settled";
+    async fn run(&self, p: Settled, ctx: &Context) -> jido::Result<Value> {
+        let state = ctx.state().cloned().unwrap_or_default();
+        let expected = state.get("expected").and_then(Value::as_u64).unwrap_or(0);
+        let settled = state.get("settled").and_then(Value::as_u64).unwrap_or(0) + 1;
+        let revenue = state
+            .get("revenue_cents")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            + p.charged_cents;
+        println!("desk     order {} {}", p.order_id, p.outcome);
+        ctx.push_effect(Directive::stop_child(p.order_id.clone()));
+        let mut out = json!({
+            "orders": {p.order_id: {"status": p.outcome}},
+            "settled": settled,
+            "revenue_cents": revenue,
+        });
+        if settled == expected {
+            out["status"] = json!("completed");
+            out["last_answer"] = json!({"orders": settled, "revenue_cents": revenue});
+        }
+        Ok(out)
+    }
 }
 
-/// Adds shipping, free above 50.00 for domestic orders.
-struct AddShipping;
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Deadline {
+    order_id: String,
+}
 
-impl Action for AddShipping {
-    type Params = ShippingParams;
-    type Output = Shipped;
-    const NAME: &'static str = "add_shipping";
-    const DESCRIPTION: &'static str = "Adds shipping costs to a subtotal.";
+/// The scheduled deadline check.
+struct CheckDeadline;
+impl Action for CheckDeadline {
+    type Params = Deadline;
+    type Output = Value;
+    const NAME: &'static str = "check_deadline";
+    async fn run(&self, p: Deadline, ctx: &Context) -> jido::Result<Value> {
+        let status = ctx
+            .state()
+            .and_then(|s| {
+                s.get("orders")?
+                    .get(&p.order_id)?
+                    .get("status")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        if status == "processing" {
+            println!("desk     order {} missed its deadline", p.order_id);
+            return Ok(json!({"orders": {p.order_id: {"status": "late"}}}));
+        }
+        Ok(json!({}))
+    }
+}
 
-    async fn run(&self, p: ShippingParams, ctx: &Context) -> jido::Result<Shipped> {
-        let tenant = ctx.get("tenant").and_then(|v| v.as_str()).unwrap_or("?");
-        println!(
-            "  add_shipping runs for tenant {tenant}, budget left: {:?}",
-            ctx.remaining()
-        );
-        let shipping_cents = match p.destination.as_str() {
-            "US" if p.subtotal_cents >= 5_000 => 0,
-            "US" => 599,
-            _ => 1_999,
+#[derive(Clone, Deserialize, JsonSchema)]
+struct ChildExit {
+    tag: String,
+    reason: String,
+}
+
+/// `jido.agent.child.exit`.
+struct WorkerExited;
+impl Action for WorkerExited {
+    type Params = ChildExit;
+    type Output = ();
+    const NAME: &'static str = "worker_exited";
+    async fn run(&self, p: ChildExit, _: &Context) -> jido::Result<()> {
+        println!("desk     worker {} exited ({})", p.tag, p.reason);
+        Ok(())
+    }
+}
+
+struct Desk;
+impl Agent for Desk {
+    const NAME: &'static str = "desk";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("order.placed", PlaceOrder),
+            SignalRoute::action("order.settled", OrderSettled),
+            SignalRoute::action("order.deadline", CheckDeadline),
+            SignalRoute::action("jido.agent.child.exit", WorkerExited),
+        ]
+    }
+}
+
+// ---------- the worker ----------
+
+#[derive(Clone, Deserialize, JsonSchema)]
+struct Start {}
+
+/// Charges the order (orders above 500.00 are rejected) and reports to the
+/// desk.
+struct ProcessOrder;
+impl Action for ProcessOrder {
+    type Params = Start;
+    type Output = Value;
+    const NAME: &'static str = "process_order";
+    async fn run(&self, _: Start, ctx: &Context) -> jido::Result<Value> {
+        let state = ctx.state().cloned().unwrap_or_default();
+        let order_id = state
+            .get("order_id")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        let amount = state
+            .get("amount_cents")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        println!("worker   {order_id}: charging {amount} cents");
+        tokio::time::sleep(Duration::from_millis(100 + amount % 300)).await;
+        let (outcome, charged) = if amount > 50_000 {
+            ("rejected", 0)
+        } else {
+            ("paid", amount)
         };
-        Ok(Shipped {
-            shipping_cents,
-            total_cents: p.subtotal_cents + shipping_cents,
-        })
+        let report = Signal::new(
+            "order.settled",
+            json!({"order_id": order_id, "outcome": outcome, "charged_cents": charged}),
+        );
+        if let Some(emit) = Directive::emit_to_parent_of(&state, report) {
+            ctx.push_effect(emit);
+        }
+        Ok(json!({"outcome": outcome}))
+    }
+}
+
+/// Direct, plus a first `work.start` right after the worker starts.
+struct Kickoff;
+impl Strategy for Kickoff {
+    fn init(&self, _: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
+        vec![Directive::schedule(
+            Duration::ZERO,
+            Signal::new("work.start", json!({})),
+        )]
+    }
+    async fn cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+        ctx: &StrategyContext,
+    ) -> Vec<Directive> {
+        Direct.cmd(agent, commands, ctx).await
+    }
+}
+
+struct Worker;
+impl Agent for Worker {
+    const NAME: &'static str = "worker";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(Kickoff)
+    }
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("work.start", ProcessOrder)]
     }
 }
 
 #[tokio::main]
 async fn main() -> jido::Result<()> {
-    let exec = Exec::new();
-    let ctx = Context::new().with("tenant", "acme");
-
-    // 1. One action, validated and run under a 30 s timeout with one retry.
-    let priced = exec
-        .run(
-            PriceOrder,
-            json!({"quantity": 3, "unit_cents": 1250}),
-            ctx.clone(),
-            ExecOptions::new(),
+    let jido = Jido::start(JidoConfig::new().name("orders")).await?;
+    let orders = [("A-1", 1_250), ("A-2", 89_900), ("A-3", 4_000)];
+    let desk = jido
+        .start_agent(
+            AgentState::new(Desk, AgentOptions::new().id("desk")),
+            ServerOptions::new().initial_state(
+                json!({"expected": orders.len()})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
         )
         .await?;
-    println!(
-        "price_order   -> {}",
-        serde_json::Value::Object(priced.output.clone())
-    );
 
-    // 2. Bad params are a typed validation error naming the field.
-    let err = exec
-        .run(
-            PriceOrder,
-            json!({"quantity": "three", "unit_cents": 1250}),
-            ctx.clone(),
-            ExecOptions::new(),
-        )
-        .await
-        .expect_err("quantity is not a number");
-    println!(
-        "bad params    -> {:?}: {} (path {})",
-        err.kind(),
-        err,
-        err.detail("path").unwrap_or(&json!(null))
-    );
-
-    // 3. Two actions chained: each output is merged into the next params.
-    let opts = ExecOptions::new().timeout(Duration::from_secs(5));
-    let chain = Chain::new()
-        .instruction(Instruction::new(PriceOrder).with_opts(opts))
-        .instruction(Instruction::new(AddShipping).with_opts(opts));
-    let outcome = chain
-        .run(
-            &exec,
-            json!({"quantity": 5, "unit_cents": 1250, "destination": "US"}),
-            ctx,
-        )
-        .await?;
-    if let ChainOutcome::Completed(out) = outcome {
-        println!("chain         -> {}", serde_json::Value::Object(out));
+    for (id, amount) in orders {
+        desk.cast(Signal::new(
+            "order.placed",
+            json!({"order_id": id, "amount_cents": amount}),
+        ))?;
     }
 
-    exec.shutdown().await;
+    let done = desk
+        .await_completion(AwaitOptions::new().timeout(Duration::from_secs(5)))
+        .await?;
+    println!("main     completed: {}", done.result);
+
+    let status = desk.status().await?;
+    println!("main     desk orders: {}", status.agent.state()["orders"]);
+
+    jido.shutdown().await;
+    println!("main     shut down");
     Ok(())
 }

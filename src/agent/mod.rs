@@ -86,6 +86,16 @@ pub const ORPHANED_FROM_KEY: &str = "__orphaned_from__";
 /// Every reserved state key. Strict validation keeps them.
 pub const RESERVED_KEYS: [&str; 3] = [STRATEGY_KEY, PARENT_KEY, ORPHANED_FROM_KEY];
 
+/// The id of the live parent recorded in an agent state (`__parent__.id`),
+/// if any.
+pub fn parent_id_of(state: &Map<String, Value>) -> Option<&str> {
+    state
+        .get(PARENT_KEY)?
+        .get("id")?
+        .as_str()
+        .filter(|id| !id.is_empty())
+}
+
 /// A typed state schema: defaults, validation and typed reads. `()` means
 /// no schema.
 ///
@@ -540,11 +550,7 @@ impl AgentState {
 
     /// The id of the live parent (`__parent__.id`), if any.
     pub fn parent_id(&self) -> Option<&str> {
-        self.state
-            .get(PARENT_KEY)?
-            .get("id")?
-            .as_str()
-            .filter(|id| !id.is_empty())
+        parent_id_of(&self.state)
     }
 
     /// A checkpoint: `{"version", "agent", "id", "state"}` where `version`

@@ -35,7 +35,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::agent::{AgentState, PARENT_KEY};
+use crate::agent::AgentState;
 use crate::error::{Error, Result};
 use crate::instruction::Instruction;
 use crate::signal::Signal;
@@ -222,12 +222,27 @@ impl Directive {
     /// assert!(matches!(d, Directive::EmitToParent { ref parent_id, .. } if parent_id == "boss"));
     /// ```
     pub fn emit_to_parent(agent: &AgentState, signal: Signal) -> Option<Self> {
-        let parent_id = agent
-            .state()
-            .get(PARENT_KEY)?
-            .get("id")?
-            .as_str()
-            .filter(|id| !id.is_empty())?;
+        Self::emit_to_parent_of(agent.state(), signal)
+    }
+
+    /// As [`emit_to_parent`](Directive::emit_to_parent), from an agent's
+    /// state: what an action sees as [`Context::state`](crate::Context::state).
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// use jido::signal::Signal;
+    /// use serde_json::json;
+    ///
+    /// # async fn run(ctx: &Context) {
+    /// if let Some(state) = ctx.state() {
+    ///     if let Some(d) = Directive::emit_to_parent_of(state, Signal::new("job.done", json!({}))) {
+    ///         ctx.push_effect(d);
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn emit_to_parent_of(state: &Map<String, Value>, signal: Signal) -> Option<Self> {
+        let parent_id = crate::agent::parent_id_of(state)?;
         Some(Directive::EmitToParent {
             signal,
             parent_id: parent_id.to_owned(),
