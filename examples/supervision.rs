@@ -148,6 +148,14 @@ impl Actor for MySupervisor {
 
 #[tokio::main]
 async fn main() -> jido::Result<()> {
+    // The agent below crashes on purpose; print that panic as one line, not
+    // as a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!(
+            "(panic on purpose: {})",
+            info.payload_as_str().unwrap_or("non-string payload")
+        );
+    }));
     let (tx, mut agents) = tokio::sync::mpsc::unbounded_channel();
     let (sup, sup_handle) = Actor::spawn(None, MySupervisor, tx)
         .await
