@@ -11,6 +11,7 @@ use crate::action::ActionMetadata;
 use crate::effect::Effect;
 use crate::error::{Error, Result};
 use crate::exec::Exec;
+use crate::signal::Signal;
 
 /// What an action sees beside its params: caller values (a tenant, a
 /// request id), the action's own metadata, the deadline of the run, the
@@ -35,6 +36,7 @@ pub struct Context {
     action: Option<ActionMetadata>,
     deadline: Option<Instant>,
     state: Option<Arc<Map<String, Value>>>,
+    signal: Option<Arc<Signal>>,
     exec: Option<Exec>,
     effects: EffectSink,
 }
@@ -155,6 +157,19 @@ impl Context {
         self
     }
 
+    /// The signal being handled, when the action runs for an agent's
+    /// signal under the runtime.
+    pub fn signal(&self) -> Option<&Signal> {
+        self.signal.as_deref()
+    }
+
+    /// Sets the signal seen by the action.
+    #[must_use]
+    pub fn with_signal(mut self, signal: Arc<Signal>) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
     /// The executor (instance) this run belongs to, if any.
     pub fn exec(&self) -> Option<&Exec> {
         self.exec.as_ref()
@@ -195,6 +210,7 @@ impl Context {
             action: Some(action),
             deadline,
             state: self.state.clone(),
+            signal: self.signal.clone(),
             exec: Some(exec),
             effects: EffectSink::active(),
         }

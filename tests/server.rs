@@ -812,3 +812,38 @@ async fn telemetry_events_carry_jido_fields() {
     assert_eq!(directive[0]["result"], json!("async"));
     jido.shutdown().await;
 }
+
+#[tokio::test]
+async fn actions_see_the_signal_they_handle() {
+    #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+    struct Any {}
+    struct Echo;
+    impl Action for Echo {
+        type Params = Any;
+        type Output = serde_json::Value;
+        const NAME: &'static str = "echo_signal";
+        async fn run(&self, _: Any, ctx: &Context) -> jido::Result<serde_json::Value> {
+            let s = ctx.signal().expect("the runtime passes the signal");
+            Ok(json!({"seen": {"type": s.ty(), "id": s.id(), "source": s.source()}}))
+        }
+    }
+    let (jido, agent) = start(
+        TestAgent::new()
+            .route("probe.echo", Echo.into())
+            .build("echo"),
+        ServerOptions::new(),
+    )
+    .await;
+    let signal = Signal::builder("probe.echo")
+        .source("/tests")
+        .data(json!({}))
+        .build()
+        .unwrap();
+    let id = signal.id().to_owned();
+    let after = agent.call(signal).await.unwrap();
+    assert_eq!(
+        after.state()["seen"],
+        json!({"type": "probe.echo", "id": id, "source": "/tests"})
+    );
+    jido.shutdown().await;
+}

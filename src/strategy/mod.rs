@@ -383,13 +383,16 @@ impl StrategyContext {
         self.signal.as_deref()
     }
 
-    /// The base context of an action run for `agent`: the agent state and
-    /// the executor.
+    /// The base context of an action run for `agent`: the agent state, the
+    /// signal being handled (if any) and the executor.
     pub fn action_context(&self, agent: &AgentState) -> Context {
-        // The signal joins the action context once Context can carry it.
-        Context::new()
+        let ctx = Context::new()
             .with_state(Arc::clone(agent.shared_state()))
-            .with_exec(self.exec.clone())
+            .with_exec(self.exec.clone());
+        match &self.signal {
+            Some(signal) => ctx.with_signal(Arc::clone(signal)),
+            None => ctx,
+        }
     }
 
     /// Runs `instruction` for `agent` with [`Exec::execute`]: everything
