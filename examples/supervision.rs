@@ -151,10 +151,13 @@ async fn main() -> jido::Result<()> {
     // The agent below crashes on purpose; print that panic as one line, not
     // as a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!(
-            "(panic on purpose: {})",
-            info.payload_as_str().unwrap_or("non-string payload")
-        );
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("non-string payload");
+        eprintln!("(panic on purpose: {msg})");
     }));
     let (tx, mut agents) = tokio::sync::mpsc::unbounded_channel();
     let (sup, sup_handle) = Actor::spawn(None, MySupervisor, tx)
