@@ -2,12 +2,22 @@
 //!
 //! Jido's agent model on the [`ractor`] actor framework.
 //!
-//! * [`Action`]s are typed, validated units of work.
+//! * [`Action`]s are typed, validated units of work ([`action`]).
 //! * [`exec`] runs them with deadlines, retries and compensation.
-//! * Agents are plain data whose `cmd` returns new state plus
-//!   [directives](directive): effects described as data.
+//! * [Agents](agent) are plain data ([`AgentState`]) whose `cmd` returns
+//!   new state plus [directives](directive): effects described as data.
+//! * [Strategies](strategy) decide how `cmd` runs its instructions:
+//!   [`Direct`](strategy::Direct), [`Fsm`](strategy::Fsm),
+//!   [`BehaviorTree`](strategy::BehaviorTree) or your own.
 //! * [Signals](signal) (CloudEvents 1.0.2) are how everything talks to an
-//!   agent.
+//!   agent; the [router](signal::router) maps their types to targets and
+//!   [dispatch](signal::dispatch) delivers them.
+//! * The [runtime](server) runs each agent as a ractor actor, routes
+//!   signals to `cmd`, executes directives and keeps the agent hierarchy
+//!   through supervision events.
+//!
+//! The pure core (everything but `server` and `signal::dispatch`) never
+//! touches an actor: an agent's `cmd` runs and is tested as a plain value.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
