@@ -144,6 +144,23 @@ fn invalid_route_patterns_are_configuration_errors() {
             "{bad:?}"
         );
     }
+    // Fuzz regression (fuzz/artifacts/router, input "*\t"): a route's path is
+    // trimmed, so a padded pattern is the pattern itself.
+    let mut padded: Router<u32> = Router::new();
+    padded.add("*\t", 7).unwrap();
+    padded.add(" a.b ", 8).unwrap();
+    assert_eq!(
+        padded.list().iter().map(|r| r.path()).collect::<Vec<_>>(),
+        vec!["*", "a.b"]
+    );
+    assert_eq!(
+        padded.route(&Signal::new("x", json!({}))).unwrap(),
+        vec![&7]
+    );
+    assert_eq!(
+        padded.route(&Signal::new("a.b", json!({}))).unwrap(),
+        vec![&8]
+    );
     // The router is unchanged by refused routes.
     assert_eq!(router.len(), 1);
     assert_eq!(
@@ -347,17 +364,17 @@ proptest! {
 
     #[test]
     fn routes_agree_with_matches(
-        patterns in prop::collection::vec("[a-c*#.]{0,8}", 1..6),
+        patterns in prop::collection::vec("[a-c*#. \t]{0,8}", 1..6),
         types in prop::collection::vec("[a-c.]{0,8}", 1..6),
     ) {
         let mut router: Router<usize> = Router::new();
         for (i, p) in patterns.iter().enumerate() {
-            prop_assert_eq!(router.add(p.as_str(), i).is_ok(), validate_path(p).is_ok());
+            prop_assert_eq!(router.add(p.as_str(), i).is_ok(), validate_path(p.trim()).is_ok());
         }
         for ty in &types {
             if let Ok(found) = router.route(&Signal::new(ty.as_str(), Value::Null)) {
                 for i in found {
-                    prop_assert!(jido::signal::router::matches(&patterns[*i], ty));
+                    prop_assert!(jido::signal::router::matches(patterns[*i].trim(), ty));
                 }
             }
         }
