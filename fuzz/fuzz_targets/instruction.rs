@@ -40,7 +40,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let allowed = [DynAction::new(Ping)];
     // Inline runs (timeout zero, no retries): decoding is all that runs.
-    let exec = Exec::with_defaults(ExecOptions::new().timeout(std::time::Duration::ZERO).max_retries(0));
+    let exec = Exec::with_defaults(
+        ExecOptions::new()
+            .timeout(std::time::Duration::ZERO)
+            .max_retries(0),
+    );
     let mut list = Instruction::from_json(&value, &allowed).unwrap_or_default();
     list.push(Instruction::new(Ping).with_params(value));
     runtime().block_on(async {

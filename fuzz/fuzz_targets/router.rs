@@ -18,13 +18,21 @@ fuzz_target!(|data: &[u8]| {
     for (i, p) in patterns.iter().enumerate() {
         // Routes trim surrounding whitespace from their path.
         let added = router.add(*p, i).is_ok();
-        assert_eq!(added, validate_path(p.trim()).is_ok(), "add vs validate_path for {p:?}");
+        assert_eq!(
+            added,
+            validate_path(p.trim()).is_ok(),
+            "add vs validate_path for {p:?}"
+        );
     }
     for ty in lines.take(16) {
         let signal = Signal::new(ty, serde_json::Value::Null);
         if let Ok(found) = router.route(&signal) {
             for i in found {
-                assert!(matches(patterns[*i].trim(), ty), "{:?} routed to {ty:?}", patterns[*i]);
+                assert!(
+                    matches(patterns[*i].trim(), ty),
+                    "{:?} routed to {ty:?}",
+                    patterns[*i]
+                );
             }
         }
     }
