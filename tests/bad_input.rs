@@ -413,3 +413,87 @@ async fn typed_params_decode_or_fail_with_validation() {
     }
     assert!(ok > 0);
 }
+
+#[test]
+fn deep_or_mistyped_attributes_name_their_field() {
+    for depth in [110, 300] {
+        for field in ["type", "source", "subject"] {
+            let text = format!(
+                r#"{{"specversion":"1.0.2","type":"a","source":"/s","id":"1","{field}":{}}}"#,
+                nested(depth)
+            );
+            let err = Signal::from_json_str(&text).unwrap_err();
+            assert_eq!(
+                err.message(),
+                format!("invalid signal: {field} must be a string, got array")
+            );
+            assert_eq!(err.detail("field"), Some(&json!(field)));
+        }
+        let text = format!(
+            r#"{{"specversion":"1.0.2","type":"a","source":"/s","id":"1","ext":{}}}"#,
+            nested(depth)
+        );
+        let err = Signal::from_json_str(&text).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "invalid signal: ext nested deeper than 100 levels"
+        );
+        assert_eq!(err.detail("field"), Some(&json!("ext")));
+    }
+}
+
+#[tokio::test]
+async fn spawn_agent_with_invalid_options_starts_nothing_and_the_parent_keeps_serving() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let kid = TestAgent::new().build("unused");
+    let parent = jido
+        .start_agent(
+            TestAgent::new()
+                .route(
+                    "spawn",
+                    effects(move |p| {
+                        vec![Directive::SpawnAgent {
+                            agent: kid.clone(),
+                            tag: "kid".into(),
+                            opts: p.as_object().unwrap().clone(),
+                            meta: Default::default(),
+                            restart: jido::directive::Restart::Temporary,
+                        }]
+                    }),
+                )
+                .route("counter.add", add())
+                .build("parent"),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    for bad in [
+        json!({"max_queue_size": 0}),
+        json!({"on_parent_death": "explode"}),
+        json!({"lifecycle_mod": "x"}),
+    ] {
+        within(parent.call(sig("spawn", bad.clone())))
+            .await
+            .unwrap();
+        let after = within(parent.call(sig("counter.add", json!({"n": 1}))))
+            .await
+            .unwrap();
+        assert!(after.state().get("total").is_some(), "{bad}");
+        assert!(
+            within(parent.status()).await.unwrap().children.is_empty(),
+            "{bad}"
+        );
+        assert!(jido.whereis("parent/kid").is_none(), "{bad}");
+    }
+    assert_eq!(within(parent.state()).await.unwrap().state()["total"], 3);
+    assert_eq!(jido.agents().len(), 1);
+    // A valid spawn still works afterwards.
+    within(parent.call(sig("spawn", json!({})))).await.unwrap();
+    within(async {
+        while jido.whereis("parent/kid").is_none() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    jido.shutdown().await;
+}
