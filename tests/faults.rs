@@ -303,6 +303,7 @@ async fn a_panicking_directive_crashes_the_agent_and_every_waiting_caller_is_ans
     }
     assert_eq!(cancelled, 10);
     assert!(!agent.is_alive());
+    assert_eq!(agent.actor_ref().get_status(), ractor::ActorStatus::Stopped);
     within(async {
         while jido.whereis("d").is_some() {
             tokio::task::yield_now().await;
@@ -517,6 +518,11 @@ async fn shutdown_with_work_in_flight_answers_every_caller() {
     }
     assert_eq!(errors, 100);
     assert!(agents.iter().all(|a| !a.is_alive()));
+    assert!(
+        agents
+            .iter()
+            .all(|a| a.actor_ref().get_status() == ractor::ActorStatus::Stopped)
+    );
     assert!(jido.agents().is_empty());
     assert_eq!(jido.exec().supervisor().active(), 0);
     no_actors_left(&jido).await;
