@@ -56,14 +56,18 @@ async fn no_actors_left(jido: &Jido) {
     .await;
 }
 
-fn panicking() -> DynAction {
-    act(|_, _| async { panic!("kaboom") })
+fn panicking(runs: Arc<AtomicUsize>) -> DynAction {
+    act(move |_, _| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        async { panic!("kaboom") }
+    })
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_panicking_action_is_an_error_and_the_agent_keeps_serving() {
     // In a supervised task (default) and inline (timeout zero).
     for inline in [false, true] {
+        let runs = Arc::new(AtomicUsize::new(0));
         let (policy, mut errors) = reporting();
         let mut config = JidoConfig::new();
         if inline {
@@ -73,7 +77,7 @@ async fn a_panicking_action_is_an_error_and_the_agent_keeps_serving() {
         let agent = jido
             .start_agent(
                 TestAgent::new()
-                    .route("panic", panicking())
+                    .route("panic", panicking(Arc::clone(&runs)))
                     .route("counter.add", add())
                     .build("p"),
                 ServerOptions::new().error_policy(policy),
@@ -84,9 +88,13 @@ async fn a_panicking_action_is_an_error_and_the_agent_keeps_serving() {
             .await
             .unwrap();
         for _ in 0..3 {
+            let started = tokio::time::Instant::now();
             let after = within(agent.call(sig("panic", json!({})))).await.unwrap();
             assert_eq!(after.state()["total"], 2);
+            // A panic is an execution error, hence retried once (250 ms backoff).
+            assert_eq!(started.elapsed(), Duration::from_millis(250));
         }
+        assert_eq!(runs.load(Ordering::SeqCst), 6);
         for count in 1..=3 {
             assert_eq!(
                 recv(&mut errors).await,
