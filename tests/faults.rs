@@ -535,3 +535,93 @@ async fn shutdown_with_work_in_flight_answers_every_caller() {
     assert_eq!(jido.exec().supervisor().active(), 0);
     no_actors_left(&jido).await;
 }
+
+/// A strategy whose `init` crashes the agent at once.
+struct CrashOnStart;
+impl jido::strategy::Strategy for CrashOnStart {
+    fn init(&self, _: &mut AgentState, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
+        vec![Directive::custom(Crash)]
+    }
+    async fn cmd(
+        &self,
+        _: &mut AgentState,
+        _: Vec<Command>,
+        _: &jido::strategy::StrategyContext,
+    ) -> Vec<Directive> {
+        Vec::new()
+    }
+}
+struct Doomed;
+impl Agent for Doomed {
+    const NAME: &'static str = "doomed";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(CrashOnStart)
+    }
+    fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn a_child_crashing_in_a_loop_is_given_up_and_its_parent_is_told_once() {
+    let (tx, mut given_up) = channel();
+    let jido = Jido::start(
+        JidoConfig::new()
+            .directive_exec(CrashExec)
+            .max_restarts(2, Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let doomed = AgentState::new(Doomed, AgentOptions::new());
+    let parent = jido
+        .start_agent(
+            TestAgent::new()
+                .route(
+                    "spawn",
+                    effects(move |_| {
+                        vec![Directive::SpawnAgent {
+                            agent: doomed.clone(),
+                            tag: "d".into(),
+                            opts: Default::default(),
+                            meta: Default::default(),
+                            restart: Restart::Permanent,
+                        }]
+                    }),
+                )
+                .route("jido.agent.child.given_up", forward(tx))
+                .route("counter.add", add())
+                .build("p"),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    within(parent.call(sig("spawn", json!({})))).await.unwrap();
+    assert_eq!(
+        recv(&mut given_up).await,
+        json!({"tag": "d", "id": "p/d", "restarts": 2,
+               "reason": "failed: directive faults::Crash panicked: exec exploded"})
+    );
+    // The parent keeps serving; only it is left.
+    let after = within(parent.call(sig("counter.add", json!({"n": 1}))))
+        .await
+        .unwrap();
+    assert_eq!(after.state()["total"], 1);
+    assert!(within(parent.status()).await.unwrap().children.is_empty());
+    assert_eq!(
+        jido.agents()
+            .iter()
+            .map(|a| a.id().to_owned())
+            .collect::<Vec<_>>(),
+        ["p"]
+    );
+    assert_eq!(jido.supervisor_cell().get_children().len(), 1);
+    no_tasks_left(&jido).await;
+    // Told once: nothing more arrives.
+    within(parent.call(sig("counter.add", json!({"n": 1}))))
+        .await
+        .unwrap();
+    assert!(given_up.try_recv().is_err());
+    jido.shutdown().await;
+    no_actors_left(&jido).await;
+}
