@@ -69,10 +69,12 @@ impl JidoConfig {
     }
 
     /// Default server options of every agent of the instance (an agent's
-    /// own options win).
+    /// own options win). Options set before on this config (a directive
+    /// executor, error policy or default dispatch) are kept unless
+    /// `defaults` sets them too.
     #[must_use]
     pub fn defaults(mut self, defaults: ServerOptions) -> Self {
-        self.defaults = defaults;
+        self.defaults = defaults.or(&self.defaults);
         self
     }
 
