@@ -810,7 +810,9 @@ impl AgentServerState {
             return;
         }
         if let Some((signal, directive)) = self.queue.pop_front() {
-            let outcome = self.exec_directive(myself, signal, directive).await;
+            // Boxed: directive execution is a large future, and inline it
+            // would sit in every agent's (idle) processing loop.
+            let outcome = Box::pin(self.exec_directive(myself, signal, directive)).await;
             if let super::DirectiveResult::Stop(reason) = outcome {
                 self.stop_self(myself, reason.to_string());
                 return;
