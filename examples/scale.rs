@@ -9,12 +9,12 @@
 //! With `CI` set the default is 2 000 agents (`.ci/run` runs every example
 //! in debug mode).
 //!
-//! Phase 1 (this process): start N agents, measure the resident set (from
-//! `/proc/self/statm`), cast each one signal (every 1 000th a failing one),
-//! wait until `processed + failed + rejected == sent`, then shut the
-//! instance down. Phase 2 (a child process, so the allocator's retained
-//! memory from phase 1 does not hide its growth): the same with raw ractor
-//! actors holding the same state map.
+//! Phase 1 (a child process, so its memory is returned before phase 2):
+//! N raw ractor actors holding the same state map as the agents. Phase 2
+//! (this process): N agents. Each phase measures the resident set growth
+//! while spawning (from `/proc/self/statm`), casts each one signal (every
+//! 1 000th a failing one), waits until `processed + failed + rejected ==
+//! sent`, and stops everything.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -364,12 +364,8 @@ fn main() -> jido::Result<()> {
         std::process::exit(if f.complete { 0 } else { 1 });
     }
 
-    let f = rt.block_on(jido_phase(n))?;
-    f.print("jido agents", n);
-    drop(rt);
-
-    // Phase 2 in a fresh process.
-    let _ = std::io::stdout().flush();
+    // Phase 1: raw ractor actors in a child process (its memory is gone
+    // before phase 2 starts).
     let exe = std::env::current_exe().map_err(|e| jido::Error::internal(e.to_string()))?;
     let out = std::process::Command::new(exe)
         .args(["--raw-only", "--agents", &n.to_string()])
@@ -384,6 +380,12 @@ fn main() -> jido::Result<()> {
             None => println!("{line}"),
         }
     }
+    let _ = std::io::stdout().flush();
+
+    // Phase 2: jido agents in this process.
+    let f = rt.block_on(jido_phase(n))?;
+    f.print("jido agents", n);
+    drop(rt);
     if let Some(raw) = raw_rss.filter(|r| *r > 0.0) {
         println!(
             "memory per idle agent: {:.0} B vs {:.0} B per raw actor = {:.2}x",
