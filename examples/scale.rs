@@ -103,7 +103,11 @@ impl Actor for Raw {
         if signal.ty() == "boom" {
             FAILED.fetch_add(1, Ordering::Relaxed);
         } else {
-            let n = signal.data().and_then(|d| d.get("n")).cloned().unwrap_or(Value::Null);
+            let n = signal
+                .data()
+                .and_then(|d| d.get("n"))
+                .cloned()
+                .unwrap_or(Value::Null);
             state.insert("ticks".into(), n);
             PROCESSED.fetch_add(1, Ordering::Relaxed);
         }
@@ -220,7 +224,9 @@ async fn jido_phase(n: usize) -> jido::Result<Figures> {
     for i in 0..n {
         let state = AgentState::new(
             Counter,
-            AgentOptions::new().id(format!("a{i}")).state(initial_state()),
+            AgentOptions::new()
+                .id(format!("a{i}"))
+                .state(initial_state()),
         );
         agents.push(jido.start_agent(state, ServerOptions::new()).await?);
         if (i + 1) % every(n) == 0 {
