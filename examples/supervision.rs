@@ -153,7 +153,11 @@ async fn main() -> jido::Result<()> {
     std::panic::set_hook(Box::new(|info| {
         eprintln!(
             "(panic on purpose: {})",
-            info.payload_as_str().unwrap_or("non-string payload")
+            info.payload()
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("non-string payload")
         );
     }));
     let (tx, mut agents) = tokio::sync::mpsc::unbounded_channel();
