@@ -823,9 +823,7 @@ impl AgentServerState {
             return;
         }
         if let Some((signal, directive)) = self.queue.pop_front() {
-            // Boxed: directive execution is a large future, and inline it
-            // would sit in every agent's (idle) processing loop.
-            let outcome = Box::pin(self.exec_directive(myself, signal, directive)).await;
+            let outcome = self.exec_directive(myself, signal, directive).await;
             if let super::DirectiveResult::Stop(reason) = outcome {
                 self.stop_self(myself, reason.to_string());
                 return;
@@ -886,7 +884,11 @@ impl AgentServerState {
                 let _ = reply.send(());
             }
             Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
-            Internal::Drain => self.on_drain(myself).await,
+            // Boxed (one allocation per directive): directive execution is
+            // a large future, and inline it would sit in every agent's
+            // processing loop, idle or not (ractor boxes that loop once per
+            // actor), costing ~9 KB per agent.
+            Internal::Drain => Box::pin(self.on_drain(myself)).await,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
             Internal::Adopt(parent, reply) => {
                 let answer = self.accept_parent(myself, *parent);
