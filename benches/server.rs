@@ -7,16 +7,29 @@
 //! * `spawn_stop`: start and stop one agent, beside spawn + stop of a raw
 //!   actor (target: ≤ 3×);
 //! * `children`: a parent spawning N children (SpawnAgent) and stopping
-//!   them, beside a raw supervisor doing the same (should grow linearly).
+//!   them, beside a raw supervisor doing the same (should grow linearly);
+//! * `emit_fanout`: one signal whose action emits to 1 / 10 / 100 agents
+//!   (an Emit directive with one actor target per agent) until every
+//!   receiver ran it, beside the same number of raw ractor casts to raw
+//!   actors;
+//! * `schedule_cancel`: 10 000 Schedule directives (1 h) armed, then the
+//!   agent stopped (every timer cancelled), beside a raw actor arming as
+//!   many `send_after` timers and aborting them when stopped;
+//! * `busy_query`: a `status` query to an agent whose current signal's
+//!   action is retrying (the mailbox stays free), beside the same query to
+//!   an idle agent.
 //!
 //! Sizes shrink when `CI` is set.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use jido::agent::SignalRoute;
 use jido::prelude::*;
 use jido::server::{AgentRef, OnParentDeath};
+use jido::signal::dispatch::ActorTarget;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::json;
 
@@ -354,5 +367,354 @@ fn children(c: &mut Criterion) {
     rt.block_on(jido.shutdown());
 }
 
-criterion_group!(benches, call, cast, spawn_stop, children);
+// ---------- Emit fan-out ----------
+
+/// Counts what the receivers processed.
+struct Counted(Arc<AtomicU64>);
+impl Actor for Counted {
+    type Msg = Signal;
+    type State = ();
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<Signal>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+    async fn handle(
+        &self,
+        _: ActorRef<Signal>,
+        _: Signal,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+struct CountAction(Arc<AtomicU64>);
+impl Action for CountAction {
+    type Params = Nothing;
+    type Output = ();
+    const NAME: &'static str = "count";
+    async fn run(&self, _: Nothing, _: &Context) -> jido::Result<()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+struct Receiver(Arc<AtomicU64>);
+impl Agent for Receiver {
+    const NAME: &'static str = "receiver";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("count", CountAction(self.0.clone()))]
+    }
+}
+
+/// Emits one `count` signal through its dispatch (one target per receiver).
+struct FanOutAction(DispatchConfig);
+impl Action for FanOutAction {
+    type Params = Nothing;
+    type Output = ();
+    const NAME: &'static str = "fan_out";
+    async fn run(&self, _: Nothing, ctx: &Context) -> jido::Result<()> {
+        ctx.push_effect(Directive::emit_to(
+            Signal::new("count", json!({})),
+            self.0.clone(),
+        ));
+        Ok(())
+    }
+}
+
+struct Emitter(DispatchConfig);
+impl Agent for Emitter {
+    const NAME: &'static str = "emitter";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("fan_out", FanOutAction(self.0.clone()))]
+    }
+}
+
+async fn wait_count(counter: &AtomicU64, target: u64) {
+    while counter.load(Ordering::Relaxed) < target {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn emit_fanout(c: &mut Criterion) {
+    let sizes: &[usize] = if ci() { &[1, 10] } else { &[1, 10, 100] };
+    let rt = runtime();
+    let jido = rt
+        .block_on(Jido::start(
+            JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)),
+        ))
+        .expect("jido");
+    let mut g = c.benchmark_group("emit_fanout");
+    for &n in sizes {
+        let counter = Arc::new(AtomicU64::new(0));
+        let (raws, emitter) = rt.block_on(async {
+            let mut raws = Vec::new();
+            for _ in 0..n {
+                let (a, _) = Actor::spawn(None, Counted(counter.clone()), ())
+                    .await
+                    .expect("raw");
+                raws.push(a);
+            }
+            let mut dispatch: Option<DispatchConfig> = None;
+            for i in 0..n {
+                let r = jido
+                    .start_agent(
+                        AgentState::new(
+                            Receiver(counter.clone()),
+                            AgentOptions::new().id(format!("r{n}_{i}")),
+                        ),
+                        ServerOptions::new(),
+                    )
+                    .await
+                    .expect("receiver");
+                let t = ActorTarget::new(r);
+                dispatch = Some(match dispatch {
+                    None => DispatchConfig::new(t).expect("dispatch"),
+                    Some(d) => d.with(t).expect("dispatch"),
+                });
+            }
+            let emitter = jido
+                .start_agent(
+                    AgentState::new(
+                        Emitter(dispatch.expect("at least one receiver")),
+                        AgentOptions::new().id(format!("e{n}")),
+                    ),
+                    ServerOptions::new(),
+                )
+                .await
+                .expect("emitter");
+            (raws, emitter)
+        });
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::new("raw_ractor_casts", n), &n, |b, &n| {
+            b.to_async(&rt).iter(|| async {
+                let start = counter.load(Ordering::Relaxed);
+                for a in &raws {
+                    a.cast(Signal::new("count", json!({}))).expect("cast");
+                }
+                wait_count(&counter, start + n as u64).await;
+            })
+        });
+        g.bench_with_input(BenchmarkId::new("agent_emit", n), &n, |b, &n| {
+            b.to_async(&rt).iter(|| async {
+                let start = counter.load(Ordering::Relaxed);
+                emitter
+                    .cast(Signal::new("fan_out", json!({})))
+                    .expect("cast");
+                wait_count(&counter, start + n as u64).await;
+            })
+        });
+        for a in raws {
+            a.stop(None);
+        }
+    }
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+// ---------- Schedule: armed and cancelled ----------
+
+enum TimerMsg {
+    Arm(usize, RpcReplyPort<()>),
+    Tick,
+}
+
+/// Arms `send_after` timers and aborts them when stopped.
+struct RawTimers;
+impl Actor for RawTimers {
+    type Msg = TimerMsg;
+    type State = Vec<tokio::task::JoinHandle<Result<(), ractor::MessagingErr<TimerMsg>>>>;
+    type Arguments = ();
+    async fn pre_start(
+        &self,
+        _: ActorRef<TimerMsg>,
+        _: (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(Vec::new())
+    }
+    async fn handle(
+        &self,
+        myself: ActorRef<TimerMsg>,
+        msg: TimerMsg,
+        timers: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            TimerMsg::Arm(n, reply) => {
+                for _ in 0..n {
+                    timers.push(myself.send_after(Duration::from_secs(3600), || TimerMsg::Tick));
+                }
+                let _ = reply.send(());
+            }
+            TimerMsg::Tick => {}
+        }
+        Ok(())
+    }
+    async fn post_stop(
+        &self,
+        _: ActorRef<TimerMsg>,
+        timers: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        for t in timers.drain(..) {
+            t.abort();
+        }
+        Ok(())
+    }
+}
+
+/// Pushes `n` Schedule directives (1 h).
+struct ArmAction;
+impl Action for ArmAction {
+    type Params = SpawnN;
+    type Output = ();
+    const NAME: &'static str = "arm";
+    async fn run(&self, p: SpawnN, ctx: &Context) -> jido::Result<()> {
+        for _ in 0..p.n {
+            ctx.push_effect(Directive::schedule(
+                Duration::from_secs(3600),
+                Signal::new("noop", json!({})),
+            ));
+        }
+        Ok(())
+    }
+}
+
+struct Scheduler;
+impl Agent for Scheduler {
+    const NAME: &'static str = "scheduler";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("arm", ArmAction),
+            SignalRoute::action("noop", Noop),
+        ]
+    }
+}
+
+fn schedule_cancel(c: &mut Criterion) {
+    let n: usize = if ci() { 1_000 } else { 10_000 };
+    let rt = runtime();
+    let jido = rt
+        .block_on(Jido::start(
+            JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)),
+        ))
+        .expect("jido");
+    let mut g = c.benchmark_group("schedule_cancel");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_with_input(BenchmarkId::new("raw_ractor_send_after", n), &n, |b, &n| {
+        b.to_async(&rt).iter(|| async move {
+            let (a, h) = Actor::spawn(None, RawTimers, ()).await.expect("spawn");
+            a.call(|r| TimerMsg::Arm(n, r), None).await.expect("arm");
+            a.stop(None);
+            h.await.expect("join");
+        })
+    });
+    g.bench_with_input(BenchmarkId::new("agent_schedule", n), &n, |b, &n| {
+        b.to_async(&rt).iter(|| async {
+            let a = jido
+                .start_agent(
+                    AgentState::new(Scheduler, AgentOptions::new().id("sched")),
+                    ServerOptions::new().max_queue_size(n + 10),
+                )
+                .await
+                .expect("start");
+            a.call(Signal::new("arm", json!({"n": n})))
+                .await
+                .expect("arm");
+            // Returns once every Schedule directive ran.
+            a.call_timeout(Signal::new("noop", json!({})), Duration::from_secs(60))
+                .await
+                .expect("noop");
+            jido.stop_agent(a.id()).await.expect("stop");
+        })
+    });
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+// ---------- a query while an action retries ----------
+
+/// Always fails with a retryable error.
+struct Flaky;
+impl Action for Flaky {
+    type Params = Nothing;
+    type Output = ();
+    const NAME: &'static str = "flaky";
+    async fn run(&self, _: Nothing, _: &Context) -> jido::Result<()> {
+        Err(jido::Error::timeout("upstream slow"))
+    }
+}
+
+struct Busy;
+impl Agent for Busy {
+    const NAME: &'static str = "busy";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("flaky", Flaky),
+            SignalRoute::action("noop", Noop),
+        ]
+    }
+}
+
+fn busy_query(c: &mut Criterion) {
+    let rt = runtime();
+    let (jido, idle, busy) = rt.block_on(async {
+        // Retries for about an hour: the `flaky` signal stays in flight.
+        let jido = Jido::start(
+            JidoConfig::new().exec_options(
+                ExecOptions::new()
+                    .max_retries(1_000_000)
+                    .backoff(Duration::from_millis(2))
+                    .max_backoff(Duration::from_millis(5)),
+            ),
+        )
+        .await
+        .expect("jido");
+        let idle = jido
+            .start_agent(
+                AgentState::new(Busy, AgentOptions::new().id("idle")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("idle");
+        let busy = jido
+            .start_agent(
+                AgentState::new(Busy, AgentOptions::new().id("busy")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("busy");
+        busy.cast(Signal::new("flaky", json!({}))).expect("cast");
+        (jido, idle, busy)
+    });
+    let mut g = c.benchmark_group("busy_query");
+    g.bench_function("raw_idle_agent_status", |b| {
+        b.to_async(&rt)
+            .iter(|| async { idle.status().await.expect("status") })
+    });
+    g.bench_function("agent_status_while_retrying", |b| {
+        b.to_async(&rt).iter(|| async {
+            let st = busy.status().await.expect("status");
+            assert!(st.in_flight, "the flaky signal is still retrying");
+            st
+        })
+    });
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+criterion_group!(
+    benches,
+    call,
+    cast,
+    spawn_stop,
+    children,
+    emit_fanout,
+    schedule_cancel,
+    busy_query
+);
 criterion_main!(benches);

@@ -420,7 +420,15 @@ impl AgentServerState {
             "signal_received",
             json!({"type": signal.ty(), "id": signal.id()}),
         );
-        self.pending.push_back(Work { signal, reply });
+        let work = Work { signal, reply };
+        if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
+            // Nothing ahead of it: start at once without going through
+            // `pending`, so an agent that only ever sees one signal at a
+            // time never allocates a queue buffer.
+            self.start_signal(myself, work);
+        } else {
+            self.pending.push_back(work);
+        }
         self.advance(myself);
     }
 
@@ -441,6 +449,11 @@ impl AgentServerState {
             }
             let Some(work) = self.pending.pop_front() else {
                 self.status = ServerStatus::Idle;
+                if self.pending.capacity() > 0 {
+                    // An idle agent keeps no queue buffer (a million idle
+                    // agents would otherwise hold ~1.3 KB each).
+                    self.pending = VecDeque::new();
+                }
                 return;
             };
             self.start_signal(myself, work);
@@ -871,7 +884,11 @@ impl AgentServerState {
                 let _ = reply.send(());
             }
             Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
-            Internal::Drain => self.on_drain(myself).await,
+            // Boxed (one allocation per directive): directive execution is
+            // a large future, and inline it would sit in every agent's
+            // processing loop, idle or not (ractor boxes that loop once per
+            // actor), costing ~9 KB per agent.
+            Internal::Drain => Box::pin(self.on_drain(myself)).await,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
             Internal::Adopt(parent, reply) => {
                 let answer = self.accept_parent(myself, *parent);

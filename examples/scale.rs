@@ -1,0 +1,408 @@
+//! Scale: N agents on one machine, each sent one signal, every outcome
+//! accounted for, memory per agent beside a raw ractor actor.
+//!
+//! ```text
+//! cargo run --release --example scale                      # 100 000 agents
+//! cargo run --release --example scale -- --agents 1000000  # a million
+//! ```
+//!
+//! With `CI` set the default is 2 000 agents (`.ci/run` runs every example
+//! in debug mode).
+//!
+//! Phase 1 (a child process, so its memory is returned before phase 2):
+//! N raw ractor actors holding the same state map as the agents. Phase 2
+//! (this process): N agents. Each phase measures the resident set growth
+//! while spawning (from `/proc/self/statm`), casts each one signal (every
+//! 1 000th a failing one), waits until `processed + failed + rejected ==
+//! sent`, and stops everything.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use jido::agent::SignalRoute;
+use jido::prelude::*;
+use jido::server::{ErrorDecision, ErrorPolicy};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::{Map, Value, json};
+
+static PROCESSED: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// Every `FAIL_EVERY`th agent gets a signal whose action fails.
+const FAIL_EVERY: usize = 1_000;
+/// Give up waiting for outcomes after this long.
+const WAIT_LIMIT: Duration = Duration::from_secs(600);
+
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Tick {
+    n: u64,
+}
+
+/// Counts the signal and records it in the agent's state.
+struct TickAction;
+impl Action for TickAction {
+    type Params = Tick;
+    type Output = Value;
+    const NAME: &'static str = "tick";
+    async fn run(&self, p: Tick, _: &Context) -> jido::Result<Value> {
+        PROCESSED.fetch_add(1, Ordering::Relaxed);
+        Ok(json!({"ticks": p.n}))
+    }
+}
+
+/// Always fails (its error reaches the error policy, which counts it).
+struct BoomAction;
+impl Action for BoomAction {
+    type Params = Tick;
+    type Output = Value;
+    const NAME: &'static str = "boom";
+    async fn run(&self, _: Tick, _: &Context) -> jido::Result<Value> {
+        Err(jido::Error::execution("boom"))
+    }
+}
+
+struct Counter;
+impl Agent for Counter {
+    const NAME: &'static str = "counter";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("tick", TickAction),
+            SignalRoute::action("boom", BoomAction),
+        ]
+    }
+}
+
+fn initial_state() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("ticks".into(), json!(0));
+    m
+}
+
+// ---------- raw ractor actor holding the same state ----------
+
+struct Raw;
+impl Actor for Raw {
+    type Msg = Signal;
+    type State = Map<String, Value>;
+    type Arguments = Map<String, Value>;
+    async fn pre_start(
+        &self,
+        _: ActorRef<Signal>,
+        state: Map<String, Value>,
+    ) -> Result<Map<String, Value>, ActorProcessingErr> {
+        Ok(state)
+    }
+    async fn handle(
+        &self,
+        _: ActorRef<Signal>,
+        signal: Signal,
+        state: &mut Map<String, Value>,
+    ) -> Result<(), ActorProcessingErr> {
+        if signal.ty() == "boom" {
+            FAILED.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let n = signal
+                .data()
+                .and_then(|d| d.get("n"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            state.insert("ticks".into(), n);
+            PROCESSED.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+// ---------- measuring ----------
+
+/// Resident set size in bytes (Linux; 0 elsewhere). Assumes 4 KiB pages.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn progress(label: &str, done: usize, total: usize, started: Instant) {
+    eprintln!(
+        "  {label}: {done}/{total} ({:.0}/s)",
+        done as f64 / started.elapsed().as_secs_f64().max(1e-9)
+    );
+}
+
+/// Waits until `processed + failed + rejected == sent`, showing progress;
+/// returns the time taken and whether every signal was accounted for.
+async fn wait_outcomes(sent: u64, rejected: u64) -> (Duration, bool) {
+    let started = Instant::now();
+    let mut last = Instant::now();
+    loop {
+        let done = PROCESSED.load(Ordering::Relaxed) + FAILED.load(Ordering::Relaxed) + rejected;
+        if done >= sent {
+            return (started.elapsed(), done == sent);
+        }
+        if started.elapsed() > WAIT_LIMIT {
+            return (started.elapsed(), false);
+        }
+        if last.elapsed() >= Duration::from_secs(2) {
+            eprintln!("  outcomes: {done}/{sent}");
+            last = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn signal_for(i: usize) -> Signal {
+    let ty = if i % FAIL_EVERY == FAIL_EVERY - 1 {
+        "boom"
+    } else {
+        "tick"
+    };
+    Signal::new(ty, json!({"n": 1}))
+}
+
+fn every(n: usize) -> usize {
+    (n / 10).max(1)
+}
+
+/// One phase's figures.
+struct Figures {
+    spawn: Duration,
+    rss_per: f64,
+    sent: u64,
+    processed: u64,
+    failed: u64,
+    rejected: u64,
+    signals: Duration,
+    shutdown: Duration,
+    complete: bool,
+}
+
+impl Figures {
+    fn print(&self, who: &str, n: usize) {
+        println!(
+            "{who}: spawn {n} in {:.2?} ({:.0}/s); rss {:.0} B each; {} signals in {:.2?} ({:.0}/s): \
+             processed {} + failed {} + rejected {} = {} {}; shutdown {:.2?}",
+            self.spawn,
+            n as f64 / self.spawn.as_secs_f64(),
+            self.rss_per,
+            self.sent,
+            self.signals,
+            self.sent as f64 / self.signals.as_secs_f64(),
+            self.processed,
+            self.failed,
+            self.rejected,
+            self.processed + self.failed + self.rejected,
+            if self.complete {
+                "(all accounted for)"
+            } else {
+                "(UNACCOUNTED SIGNALS)"
+            },
+            self.shutdown,
+        );
+    }
+}
+
+async fn jido_phase(n: usize) -> jido::Result<Figures> {
+    let policy = ErrorPolicy::custom(|_| {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+        Ok(ErrorDecision::Continue)
+    });
+    // One attempt, inline (no per-run task): the failing action is counted
+    // once, with no backoff.
+    let jido = Jido::start(
+        JidoConfig::new()
+            .error_policy(policy)
+            .exec_options(ExecOptions::new().timeout(Duration::ZERO).max_retries(0)),
+    )
+    .await?;
+    let base = rss_bytes();
+    eprintln!("jido: starting {n} agents");
+    let started = Instant::now();
+    let mut agents = Vec::with_capacity(n);
+    for i in 0..n {
+        let state = AgentState::new(
+            Counter,
+            AgentOptions::new()
+                .id(format!("a{i}"))
+                .state(initial_state()),
+        );
+        agents.push(jido.start_agent(state, ServerOptions::new()).await?);
+        if (i + 1) % every(n) == 0 {
+            progress("started", i + 1, n, started);
+        }
+    }
+    let spawn = started.elapsed();
+    let rss_per = rss_bytes().saturating_sub(base) as f64 / n as f64;
+
+    eprintln!("jido: one signal to each");
+    let started = Instant::now();
+    let mut rejected = 0u64;
+    for (i, agent) in agents.iter().enumerate() {
+        if agent.cast(signal_for(i)).is_err() {
+            rejected += 1;
+        }
+    }
+    let (_, complete) = wait_outcomes(n as u64, rejected).await;
+    let signals = started.elapsed();
+    // Spot check: the processed ones recorded the tick in their state.
+    for i in [0, n / 2, n - 1] {
+        if i % FAIL_EVERY != FAIL_EVERY - 1 {
+            let st = agents[i].state().await?;
+            assert_eq!(st.state().get("ticks"), Some(&json!(1)), "agent a{i}");
+        }
+    }
+
+    eprintln!("jido: shutdown");
+    drop(agents);
+    let started = Instant::now();
+    jido.shutdown().await;
+    let shutdown = started.elapsed();
+    Ok(Figures {
+        spawn,
+        rss_per,
+        sent: n as u64,
+        processed: PROCESSED.load(Ordering::Relaxed),
+        failed: FAILED.load(Ordering::Relaxed),
+        rejected,
+        signals,
+        shutdown,
+        complete,
+    })
+}
+
+async fn raw_phase(n: usize) -> Figures {
+    let base = rss_bytes();
+    eprintln!("raw: starting {n} actors");
+    let started = Instant::now();
+    let mut actors = Vec::with_capacity(n);
+    for i in 0..n {
+        let (a, h) = Actor::spawn(None, Raw, initial_state())
+            .await
+            .expect("spawn raw actor");
+        actors.push((a, h));
+        if (i + 1) % every(n) == 0 {
+            progress("started", i + 1, n, started);
+        }
+    }
+    let spawn = started.elapsed();
+    let rss_per = rss_bytes().saturating_sub(base) as f64 / n as f64;
+
+    let started = Instant::now();
+    let mut rejected = 0u64;
+    for (i, (a, _)) in actors.iter().enumerate() {
+        if a.cast(signal_for(i)).is_err() {
+            rejected += 1;
+        }
+    }
+    let (_, complete) = wait_outcomes(n as u64, rejected).await;
+    let signals = started.elapsed();
+
+    eprintln!("raw: shutdown");
+    let started = Instant::now();
+    let mut handles = Vec::with_capacity(n);
+    for (a, h) in actors {
+        a.stop(None);
+        handles.push(h);
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    let shutdown = started.elapsed();
+    Figures {
+        spawn,
+        rss_per,
+        sent: n as u64,
+        processed: PROCESSED.load(Ordering::Relaxed),
+        failed: FAILED.load(Ordering::Relaxed),
+        rejected,
+        signals,
+        shutdown,
+        complete,
+    }
+}
+
+struct Args {
+    agents: usize,
+    raw_only: bool,
+}
+
+fn args() -> Args {
+    let mut agents = if std::env::var_os("CI").is_some() {
+        2_000
+    } else {
+        100_000
+    };
+    let mut raw_only = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--agents" => match it.next().and_then(|v| v.replace('_', "").parse().ok()) {
+                Some(v) if v > 0 => agents = v,
+                _ => {
+                    eprintln!("--agents needs a positive number");
+                    std::process::exit(2);
+                }
+            },
+            "--raw-only" => raw_only = true,
+            other => {
+                eprintln!("unknown argument {other}; usage: scale [--agents N]");
+                std::process::exit(2);
+            }
+        }
+    }
+    Args { agents, raw_only }
+}
+
+fn main() -> jido::Result<()> {
+    let args = args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| jido::Error::internal(format!("runtime: {e}")))?;
+    let n = args.agents;
+    if args.raw_only {
+        let f = rt.block_on(raw_phase(n));
+        f.print("raw ractor", n);
+        // For the parent process.
+        println!("RAW_RSS_PER_ACTOR {:.0}", f.rss_per);
+        std::process::exit(if f.complete { 0 } else { 1 });
+    }
+
+    // Phase 1: raw ractor actors in a child process (its memory is gone
+    // before phase 2 starts).
+    let exe = std::env::current_exe().map_err(|e| jido::Error::internal(e.to_string()))?;
+    let out = std::process::Command::new(exe)
+        .args(["--raw-only", "--agents", &n.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| jido::Error::internal(format!("raw phase: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut raw_rss = None;
+    for line in text.lines() {
+        match line.strip_prefix("RAW_RSS_PER_ACTOR ") {
+            Some(v) => raw_rss = v.parse::<f64>().ok(),
+            None => println!("{line}"),
+        }
+    }
+    let _ = std::io::stdout().flush();
+
+    // Phase 2: jido agents in this process.
+    let f = rt.block_on(jido_phase(n))?;
+    f.print("jido agents", n);
+    drop(rt);
+    if let Some(raw) = raw_rss.filter(|r| *r > 0.0) {
+        println!(
+            "memory per idle agent: {:.0} B vs {:.0} B per raw actor = {:.2}x",
+            f.rss_per,
+            raw,
+            f.rss_per / raw
+        );
+    }
+    if !f.complete || !out.status.success() {
+        eprintln!("some signals were not accounted for");
+        std::process::exit(1);
+    }
+    Ok(())
+}
