@@ -792,3 +792,13 @@ fn signals_are_send_sync_and_embed_in_serde_types() {
     let text = serde_json::to_string(&env).unwrap();
     assert_eq!(serde_json::from_str::<Envelope>(&text).unwrap(), env);
 }
+
+#[test]
+fn data_base64_is_refused_as_a_reserved_attribute() {
+    let err = Signal::from_json_str(
+        r#"{"specversion":"1.0.2","id":"x","source":"/s","type":"t","data_base64":"AAA="}"#,
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), jido::ErrorKind::Validation);
+    assert!(err.message().contains("data_base64"), "{}", err.message());
+}

@@ -10,8 +10,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::{
-    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, SPEC_VERSION, Signal, check_depth,
-    check_extension, invalid, new_id, too_deep,
+    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, RESERVED_ATTRIBUTES, SPEC_VERSION, Signal,
+    check_depth, check_extension, invalid, new_id, too_deep,
 };
 use crate::error::{Error, Result};
 
@@ -421,17 +421,11 @@ enum Key {
     Other(String),
 }
 
-const KNOWN_KEYS: [&str; 9] = [
-    "specversion",
-    "id",
-    "source",
-    "type",
-    "subject",
-    "time",
-    "datacontenttype",
-    "dataschema",
-    "data",
-];
+/// The attributes read into fields: every reserved one but `data_base64`
+/// (the last), which is refused.
+const KNOWN_KEYS: &[&str] = RESERVED_ATTRIBUTES
+    .split_at(RESERVED_ATTRIBUTES.len() - 1)
+    .0;
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
