@@ -1,6 +1,7 @@
 //! The AgentServer actor: routing, one signal at a time off the handler, the
 //! directive queue.
 
+use crate::exec::panic_message;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
@@ -171,14 +172,6 @@ impl fmt::Debug for AgentServerState {
 
 fn boxed(err: Error) -> ActorProcessingErr {
     Box::new(err)
-}
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// Builds the router of an agent, naming the first invalid route.

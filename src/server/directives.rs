@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::actor::{AgentServerState, panic_message};
+use super::actor::AgentServerState;
 use super::msg::AgentMsg;
 use super::options::{ErrorDecision, ErrorEvent, ErrorPolicy};
 use super::{AgentRef, Jido, signal_types};
@@ -20,6 +20,7 @@ use crate::agent::{AgentState, CmdOptions};
 use crate::directive::{CustomDirective, Directive, ScheduledMessage, StopReason};
 use crate::error::Error;
 use crate::exec::Exec;
+use crate::exec::panic_message;
 use crate::instruction::Instruction;
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;

@@ -129,6 +129,20 @@ struct Shared {
     restart_window: Duration,
 }
 
+impl Shared {
+    /// The registry for reading; a poisoned lock still holds valid data.
+    fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
+        self.registry.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The registry for writing.
+    fn registry_mut(&self) -> std::sync::RwLockWriteGuard<'_, Registry> {
+        self.registry
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 struct JidoInner {
     name: String,
     root: ActorRef<()>,
@@ -260,23 +274,13 @@ impl Jido {
 
     /// The running agent with this id.
     pub fn whereis(&self, id: &str) -> Option<AgentRef> {
-        let reg = self
-            .inner
-            .shared
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let reg = self.inner.shared.registry();
         reg.by_id.get(id).filter(|r| r.is_alive()).cloned()
     }
 
     /// Every running agent, sorted by id.
     pub fn agents(&self) -> Vec<AgentRef> {
-        let reg = self
-            .inner
-            .shared
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let reg = self.inner.shared.registry();
         let mut all: Vec<AgentRef> = reg
             .by_id
             .values()
@@ -296,12 +300,7 @@ impl Jido {
     pub async fn stop_agent(&self, id: &str) -> Result<()> {
         let agent = self.whereis(id).ok_or_else(|| not_alive(id))?;
         agent.stop("shutdown").await?;
-        let mut reg = self
-            .inner
-            .shared
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut reg = self.inner.shared.registry_mut();
         reg.remove(id, agent.actor_ref().get_id());
         Ok(())
     }
@@ -339,20 +338,12 @@ impl Jido {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        let mut reg = shared
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut reg = shared.registry_mut();
         *reg = Registry::default();
     }
 
     pub(crate) fn register(&self, id: &str, agent: AgentRef) -> Result<()> {
-        let mut reg = self
-            .inner
-            .shared
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut reg = self.inner.shared.registry_mut();
         if reg
             .by_id
             .get(id)
@@ -371,12 +362,7 @@ impl Jido {
     }
 
     pub(crate) fn unregister(&self, id: &str, actor: ActorId) {
-        let mut reg = self
-            .inner
-            .shared
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut reg = self.inner.shared.registry_mut();
         reg.remove(id, actor);
     }
 
@@ -496,11 +482,7 @@ impl Actor for InstanceSupervisor {
 
 impl RootState {
     async fn on_exit(&mut self, myself: &ActorRef<()>, actor: ActorId, exit: Exit) {
-        self.shared
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_actor(actor);
+        self.shared.registry_mut().remove_actor(actor);
         let spec = self
             .shared
             .specs

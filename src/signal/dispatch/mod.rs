@@ -427,11 +427,7 @@ async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
     {
         Ok(result) => result,
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
+            let message = crate::exec::panic_message(&*panic);
             Err(
                 Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
                     .with_detail("reason", "exception")
