@@ -20,13 +20,16 @@ use super::agent_ref::{
 use super::cron::CronJob;
 use super::hierarchy::ChildInfo;
 use super::msg::{AgentMsg, CmdDone, DoneItem, Internal};
-use super::options::{AgentServerArgs, ParentRef, ServerOptions};
+use super::options::{
+    AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
+};
 use super::{AgentRef, DEBUG_BUFFER_SIZE, Jido, signal_types};
 use crate::agent::{AgentState, CmdOptions, ORPHANED_FROM_KEY, PARENT_KEY, RouteTarget};
 use crate::directive::{Directive, StopReason};
 use crate::error::{Error, Result};
 use crate::exec::Exec;
 use crate::instruction::Instruction;
+use crate::signal::dispatch::DispatchConfig;
 use crate::signal::{Route, Router, Signal};
 use crate::strategy::Command;
 
@@ -135,7 +138,7 @@ pub struct AgentServerState {
     pub(crate) agent: AgentState,
     pub(crate) id: Arc<str>,
     pub(crate) router: Router<RouteTarget>,
-    pub(crate) opts: ServerOptions,
+    pub(crate) settings: Settings,
     pub(crate) myself: ActorRef<AgentMsg>,
     pub(crate) status: ServerStatus,
     pub(crate) in_flight: Option<InFlight>,
@@ -143,17 +146,41 @@ pub struct AgentServerState {
     pub(crate) queue: VecDeque<(Arc<Signal>, Directive)>,
     pub(crate) drain_scheduled: bool,
     pub(crate) stopping: bool,
-    pub(crate) children: HashMap<String, ChildInfo>,
-    pub(crate) parent: Option<ParentRef>,
-    pub(crate) orphaned_from: Option<ParentRef>,
+    pub(crate) parent: Option<Box<ParentRef>>,
     pub(crate) error_count: u32,
-    pub(crate) waiters: Vec<Waiter>,
     pub(crate) next_id: u64,
-    pub(crate) debug: Option<VecDeque<DebugEvent>>,
-    pub(crate) timers: Vec<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
-    pub(crate) crons: HashMap<String, CronJob>,
     pub(crate) exec: Exec,
     pub(crate) jido: Option<Jido>,
+    /// Allocated on first use: most agents never need it.
+    pub(crate) extras: Option<Box<Extras>>,
+}
+
+/// The options an AgentServer consults while it runs (the rest of
+/// [`ServerOptions`] only matters at start).
+pub(crate) struct Settings {
+    pub(crate) max_queue_size: usize,
+    pub(crate) on_parent_death: OnParentDeath,
+    pub(crate) error_policy: Option<ErrorPolicy>,
+    pub(crate) default_dispatch: Option<DispatchConfig>,
+    pub(crate) executors: Executors,
+}
+
+type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>;
+
+/// The rarely used part of an agent's state, boxed and allocated on first
+/// use: a million idle agents should not each carry empty maps for
+/// children, cron jobs, waiters, timers and debug events.
+#[derive(Default)]
+pub(crate) struct Extras {
+    pub(crate) children: HashMap<String, ChildInfo>,
+    pub(crate) orphaned_from: Option<ParentRef>,
+    pub(crate) waiters: Vec<Waiter>,
+    pub(crate) debug: Option<VecDeque<DebugEvent>>,
+    pub(crate) timers: Vec<TimerHandle>,
+    /// `timers` is pruned of fired timers when it reaches this length
+    /// (doubling), so arming n timers costs O(n), not O(n²).
+    pub(crate) prune_timers_at: usize,
+    pub(crate) crons: HashMap<String, CronJob>,
     /// Set when a custom directive executor panicked: the handler then
     /// fails, and the actor with it.
     pub(crate) crash: Option<String>,
@@ -227,9 +254,18 @@ impl Actor for AgentServer {
         match msg {
             AgentMsg::Signal(signal) => state.enqueue_signal(&myself, signal, None),
             AgentMsg::Call(call) => state.enqueue_signal(&myself, call.signal, Some(call.reply)),
-            AgentMsg::Runtime(rt) => state.handle_internal(&myself, rt.0).await,
+            AgentMsg::Runtime(rt) => {
+                if state.handle_internal(&myself, rt.0) {
+                    // Boxed (one allocation per directive): directive
+                    // execution is a large future, and inline it would sit
+                    // in every agent's processing loop, idle or not (ractor
+                    // boxes that loop once per actor), costing ~9 KB per
+                    // agent.
+                    Box::pin(state.on_drain(&myself)).await;
+                }
+            }
         }
-        match state.crash.take() {
+        match state.extras.as_mut().and_then(|e| e.crash.take()) {
             Some(message) => Err(boxed(Error::execution(message))),
             None => Ok(()),
         }
@@ -293,10 +329,21 @@ impl AgentServerState {
             .jido
             .as_ref()
             .map_or_else(|| Exec::global().clone(), |j| j.exec().clone());
-        let jido = options.jido.clone();
         let id: Arc<str> = Arc::from(agent.id());
-        let debug = options.debug.unwrap_or(false).then(VecDeque::new);
-        let parent = options.parent.clone();
+        let restart = options
+            .restart
+            .unwrap_or(crate::directive::Restart::Temporary);
+        let ServerOptions {
+            parent,
+            jido,
+            debug,
+            max_queue_size,
+            on_parent_death,
+            error_policy,
+            default_dispatch,
+            executors,
+            ..
+        } = options;
         let mut state = Self {
             agent,
             id: Arc::clone(&id),
@@ -308,20 +355,23 @@ impl AgentServerState {
             queue: VecDeque::new(),
             drain_scheduled: false,
             stopping: false,
-            children: HashMap::new(),
             parent: None,
-            orphaned_from: None,
             error_count: 0,
-            waiters: Vec::new(),
             next_id: 0,
-            debug,
-            timers: Vec::new(),
-            crons: HashMap::new(),
             exec,
             jido,
-            crash: None,
-            opts: options,
+            extras: None,
+            settings: Settings {
+                max_queue_size: max_queue_size.unwrap_or(super::DEFAULT_MAX_QUEUE_SIZE),
+                on_parent_death: on_parent_death.unwrap_or_default(),
+                error_policy,
+                default_dispatch,
+                executors,
+            },
         };
+        if debug == Some(true) {
+            state.extras_mut().debug = Some(VecDeque::new());
+        }
         // The strategy's init runs for real now; its directives are queued.
         let init_directives = state
             .agent
@@ -336,15 +386,21 @@ impl AgentServerState {
         }
         if let Some(jido) = &state.jido {
             jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
-            let restart = state
-                .opts
-                .restart
-                .unwrap_or(crate::directive::Restart::Temporary);
             if supervised && restart != crate::directive::Restart::Temporary {
                 jido.register_restart(myself.get_id(), restart_args);
             }
         }
         Ok(state)
+    }
+
+    /// The rarely used state, if it was ever needed.
+    pub(crate) fn extras(&self) -> Option<&Extras> {
+        self.extras.as_deref()
+    }
+
+    /// The rarely used state, allocated on first use.
+    pub(crate) fn extras_mut(&mut self) -> &mut Extras {
+        self.extras.get_or_insert_with(Box::default)
     }
 
     pub(crate) fn agent_ref(&self) -> AgentRef {
@@ -356,7 +412,7 @@ impl AgentServerState {
     }
 
     pub(crate) fn record(&mut self, kind: &'static str, data: Value) {
-        if let Some(buf) = &mut self.debug {
+        if let Some(buf) = self.extras.as_mut().and_then(|e| e.debug.as_mut()) {
             buf.push_front(DebugEvent {
                 at: chrono::Utc::now(),
                 kind,
@@ -369,8 +425,11 @@ impl AgentServerState {
     /// Keeps `__parent__` and `__orphaned_from__` in the agent state in line
     /// with the server's view (a `cmd` cannot change them).
     pub(crate) fn sync_reserved(&mut self) {
-        let want_parent = self.parent.as_ref().map(ParentRef::to_json);
-        let want_orphan = self.orphaned_from.as_ref().map(ParentRef::to_json);
+        let want_parent = self.parent.as_deref().map(ParentRef::to_json);
+        let want_orphan = self
+            .extras()
+            .and_then(|e| e.orphaned_from.as_ref())
+            .map(ParentRef::to_json);
         let st = self.agent.state();
         if st.get(PARENT_KEY) == want_parent.as_ref()
             && st.get(ORPHANED_FROM_KEY) == want_orphan.as_ref()
@@ -744,7 +803,7 @@ impl AgentServerState {
                 self.agent = agent;
                 self.sync_reserved();
                 let n = directives.len();
-                let max = self.opts.resolved_max_queue_size();
+                let max = self.settings.max_queue_size;
                 let answer = if self.queue.len() + n > max {
                     tracing::warn!(
                         name: "jido.agent_server.queue.overflow",
@@ -846,7 +905,9 @@ impl AgentServerState {
         myself.stop(Some(reason));
     }
 
-    async fn handle_internal(&mut self, myself: &ActorRef<AgentMsg>, msg: Internal) {
+    /// Handles a runtime message; `true` for `Drain`, which the caller
+    /// runs (it is the only one that awaits).
+    fn handle_internal(&mut self, myself: &ActorRef<AgentMsg>, msg: Internal) -> bool {
         match msg {
             Internal::State(reply) => {
                 let _ = reply.send(self.agent.clone());
@@ -857,7 +918,7 @@ impl AgentServerState {
             Internal::Await(opts, reply) => self.add_waiter(myself, opts, reply),
             Internal::AwaitTimeout(id) => self.waiter_timed_out(id),
             Internal::RecentEvents(limit, reply) => {
-                let answer = match &self.debug {
+                let answer = match self.extras().and_then(|e| e.debug.as_ref()) {
                     None => Err(Error::validation("debug mode is not enabled")
                         .with_detail("agent_id", self.id.to_string())),
                     Some(buf) => Ok(buf
@@ -869,19 +930,16 @@ impl AgentServerState {
                 let _ = reply.send(answer);
             }
             Internal::SetDebug(on, reply) => {
-                match (on, self.debug.is_some()) {
-                    (true, false) => self.debug = Some(VecDeque::new()),
-                    (false, true) => self.debug = None,
+                let enabled = self.extras().is_some_and(|e| e.debug.is_some());
+                match (on, enabled) {
+                    (true, false) => self.extras_mut().debug = Some(VecDeque::new()),
+                    (false, true) => self.extras_mut().debug = None,
                     _ => {}
                 }
                 let _ = reply.send(());
             }
             Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
-            // Boxed (one allocation per directive): directive execution is
-            // a large future, and inline it would sit in every agent's
-            // processing loop, idle or not (ractor boxes that loop once per
-            // actor), costing ~9 KB per agent.
-            Internal::Drain => Box::pin(self.on_drain(myself)).await,
+            Internal::Drain => return true,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
             Internal::Adopt(parent, reply) => {
                 let answer = self.accept_parent(myself, *parent);
@@ -891,12 +949,16 @@ impl AgentServerState {
                 self.on_cron_tick(myself, &job_id, generation)
             }
         }
+        false
     }
 
     fn status_report(&self) -> AgentStatus {
-        let mut children: Vec<String> = self.children.keys().cloned().collect();
+        let extras = self.extras();
+        let mut children: Vec<String> =
+            extras.map_or_else(Vec::new, |e| e.children.keys().cloned().collect());
         children.sort();
-        let mut cron_jobs: Vec<String> = self.crons.keys().cloned().collect();
+        let mut cron_jobs: Vec<String> =
+            extras.map_or_else(Vec::new, |e| e.crons.keys().cloned().collect());
         cron_jobs.sort();
         AgentStatus {
             agent_id: self.id.to_string(),
@@ -912,25 +974,14 @@ impl AgentServerState {
             in_flight: self.in_flight.is_some(),
             children,
             parent_id: self.parent.as_ref().map(|p| p.id.clone()),
-            completion_waiters: self.waiters.len(),
+            completion_waiters: extras.map_or(0, |e| e.waiters.len()),
             error_count: self.error_count,
-            scheduled: self.timers.iter().filter(|t| !t.0.is_finished()).count(),
+            scheduled: extras.map_or(0, |e| {
+                e.timers.iter().filter(|t| !t.0.is_finished()).count()
+            }),
             cron_jobs,
             agent: self.agent.clone(),
         }
-    }
-
-    fn completion(&self, opts: &AwaitOptions) -> Option<Completion> {
-        let status = lookup(self.agent.state(), &opts.status_path)?;
-        let (status, path) = match status.as_str()? {
-            "completed" => (CompletionStatus::Completed, &opts.result_path),
-            "failed" => (CompletionStatus::Failed, &opts.error_path),
-            _ => return None,
-        };
-        let result = lookup(self.agent.state(), path)
-            .cloned()
-            .unwrap_or(Value::Null);
-        Some(Completion { status, result })
     }
 
     fn add_waiter(
@@ -939,7 +990,7 @@ impl AgentServerState {
         opts: AwaitOptions,
         reply: RpcReplyPort<Result<Completion>>,
     ) {
-        if let Some(done) = self.completion(&opts) {
+        if let Some(done) = completion(&self.agent, &opts) {
             let _ = reply.send(Ok(done));
             return;
         }
@@ -948,7 +999,7 @@ impl AgentServerState {
         let timer = myself.send_after(opts.timeout, move || {
             AgentMsg::internal(Internal::AwaitTimeout(id))
         });
-        self.waiters.push(Waiter {
+        self.extras_mut().waiters.push(Waiter {
             id,
             opts,
             reply,
@@ -958,10 +1009,13 @@ impl AgentServerState {
     }
 
     fn waiter_timed_out(&mut self, id: u64) {
-        let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
+        let Some(waiters) = self.extras.as_mut().map(|e| &mut e.waiters) else {
             return;
         };
-        let waiter = self.waiters.swap_remove(pos);
+        let Some(pos) = waiters.iter().position(|w| w.id == id) else {
+            return;
+        };
+        let waiter = waiters.swap_remove(pos);
         let waited_ms = waiter.started.elapsed().as_millis() as u64;
         let error = Error::timeout(format!("await completion timed out after {waited_ms}ms"))
             .with_detail("agent_id", self.id.to_string())
@@ -981,13 +1035,14 @@ impl AgentServerState {
 
     /// Answers the completion waiters whose condition now holds.
     pub(crate) fn check_waiters(&mut self) {
-        if self.waiters.is_empty() {
+        let Some(extras) = self.extras.as_mut() else {
             return;
-        }
+        };
+        let waiters = &mut extras.waiters;
         let mut i = 0;
-        while i < self.waiters.len() {
-            if let Some(done) = self.completion(&self.waiters[i].opts) {
-                let waiter = self.waiters.swap_remove(i);
+        while i < waiters.len() {
+            if let Some(done) = completion(&self.agent, &waiters[i].opts) {
+                let waiter = waiters.swap_remove(i);
                 let _ = waiter.reply.send(Ok(done));
             } else {
                 i += 1;
@@ -1002,21 +1057,23 @@ impl AgentServerState {
         delay: std::time::Duration,
         signal: Signal,
     ) {
-        self.timers.retain(|t| !t.0.is_finished());
         let timer = myself.send_after(delay, move || AgentMsg::Signal(signal));
-        self.timers.push(AbortOnDrop(timer));
+        let extras = self.extras_mut();
+        if extras.timers.len() >= extras.prune_timers_at {
+            extras.timers.retain(|t| !t.0.is_finished());
+            extras.prune_timers_at = (extras.timers.len() * 2).max(16);
+        }
+        extras.timers.push(AbortOnDrop(timer));
     }
 
     fn cleanup(&mut self, myself: &ActorRef<AgentMsg>) {
-        self.timers.clear();
-        self.crons.clear();
         self.in_flight = None;
-        self.waiters.clear();
+        let extras = self.extras.take();
         let cell = myself.get_cell();
         if let Some(parent) = &self.parent {
             cell.unmonitor(parent.actor.get_cell());
         }
-        for child in self.children.values() {
+        for child in extras.iter().flat_map(|e| e.children.values()) {
             cell.unmonitor(child.actor.get_cell());
         }
         if let Some(jido) = &self.jido {
@@ -1039,6 +1096,18 @@ impl AgentServerState {
             .and_then(|j| j.whereis(id))
             .ok_or_else(|| not_alive(id))
     }
+}
+
+/// The completion `opts` wait for, when the agent's state shows one.
+fn completion(agent: &AgentState, opts: &AwaitOptions) -> Option<Completion> {
+    let status = lookup(agent.state(), &opts.status_path)?;
+    let (status, path) = match status.as_str()? {
+        "completed" => (CompletionStatus::Completed, &opts.result_path),
+        "failed" => (CompletionStatus::Failed, &opts.error_path),
+        _ => return None,
+    };
+    let result = lookup(agent.state(), path).cloned().unwrap_or(Value::Null);
+    Some(Completion { status, result })
 }
 
 fn lookup<'a>(state: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {

@@ -127,7 +127,7 @@ impl AgentServerState {
             "jido.agent_server.cron.register"
         );
         if arm(myself, &job_id, &mut job) {
-            self.crons.insert(job_id.clone(), job);
+            self.extras_mut().crons.insert(job_id.clone(), job);
             DirectiveResult::Async(Some(job_id))
         } else {
             tracing::error!(target: "jido::agent_server", agent_id = %self.id, job_id, "cron refused: expression never fires");
@@ -136,7 +136,12 @@ impl AgentServerState {
     }
 
     pub(crate) fn cancel_cron(&mut self, job_id: &str) -> DirectiveResult {
-        if self.crons.remove(job_id).is_some() {
+        if self
+            .extras
+            .as_mut()
+            .and_then(|e| e.crons.remove(job_id))
+            .is_some()
+        {
             tracing::debug!(
                 name: "jido.agent_server.cron.cancel",
                 target: "jido::agent_server",
@@ -154,7 +159,7 @@ impl AgentServerState {
         job_id: &str,
         generation: u64,
     ) {
-        let Some(job) = self.crons.get_mut(job_id) else {
+        let Some(job) = self.extras.as_mut().and_then(|e| e.crons.get_mut(job_id)) else {
             return;
         };
         if job.generation != generation {
@@ -170,7 +175,9 @@ impl AgentServerState {
             _ => signal,
         };
         if !arm(myself, job_id, job) {
-            self.crons.remove(job_id);
+            if let Some(extras) = self.extras.as_mut() {
+                extras.crons.remove(job_id);
+            }
         }
         self.enqueue_signal(myself, signal, None);
     }

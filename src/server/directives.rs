@@ -297,7 +297,7 @@ impl AgentServerState {
         custom: &(dyn CustomDirective + 'static),
     ) -> DirectiveResult {
         let type_id = Any::type_id(custom.as_any());
-        let Some(exec) = self.opts.executors.0.get(&type_id).cloned() else {
+        let Some(exec) = self.settings.executors.0.get(&type_id).cloned() else {
             tracing::debug!(
                 target: "jido::agent_server",
                 agent_id = %self.id,
@@ -313,7 +313,7 @@ impl AgentServerState {
             Err(panic) => {
                 // An executor panic crashes the agent (its supervisor sees
                 // ActorFailed and restarts it by its policy).
-                self.crash = Some(format!(
+                self.extras_mut().crash = Some(format!(
                     "directive {} panicked: {}",
                     custom.type_name(),
                     panic_message(&*panic)
@@ -344,7 +344,7 @@ impl AgentServerState {
         signal: Signal,
         dispatch: Option<DispatchConfig>,
     ) -> DirectiveResult {
-        let Some(config) = dispatch.or_else(|| self.opts.default_dispatch.clone()) else {
+        let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.clone()) else {
             let _ = myself.send_message(AgentMsg::Signal(signal));
             return DirectiveResult::Async(None);
         };
@@ -401,7 +401,7 @@ impl AgentServerState {
             target: "jido::agent_server",
             agent_id = %self.id,
             context,
-            policy = self.opts.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
+            policy = self.settings.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
             error_type = error.kind().as_str(),
             details = %details,
             "agent {} [{}]: {}",
@@ -409,7 +409,7 @@ impl AgentServerState {
             context,
             error.message()
         );
-        let policy = self.opts.error_policy.clone().unwrap_or_default();
+        let policy = self.settings.error_policy.clone().unwrap_or_default();
         match policy {
             ErrorPolicy::LogOnly => DirectiveResult::Ok,
             ErrorPolicy::StopOnError => DirectiveResult::Stop(StopReason::Custom(format!(

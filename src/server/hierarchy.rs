@@ -38,14 +38,20 @@ impl AgentServerState {
             .unwrap_or_else(|_| Signal::new(ty, data))
     }
 
+    fn has_child(&self, tag: &str) -> bool {
+        self.extras().is_some_and(|e| e.children.contains_key(tag))
+    }
+
     /// Ties this agent to `parent`: each monitors the other.
     pub(crate) fn bind_parent(&mut self, myself: &ActorRef<AgentMsg>, parent: ParentRef) {
         let me = myself.get_cell();
         let them = parent.actor.get_cell();
         me.monitor(them.clone());
         them.monitor(me);
-        self.parent = Some(parent);
-        self.orphaned_from = None;
+        self.parent = Some(Box::new(parent));
+        if let Some(extras) = self.extras.as_mut() {
+            extras.orphaned_from = None;
+        }
     }
 
     /// Tells the parent this child runs (after every start, restarts
@@ -93,18 +99,19 @@ impl AgentServerState {
             self.on_parent_down(myself, reason);
             return;
         }
-        let tag = self
-            .children
-            .iter()
-            .find(|(_, c)| c.actor.get_id() == actor)
-            .map(|(tag, _)| tag.clone());
+        let tag = self.extras().and_then(|e| {
+            e.children
+                .iter()
+                .find(|(_, c)| c.actor.get_id() == actor)
+                .map(|(tag, _)| tag.clone())
+        });
         if let Some(tag) = tag {
             self.on_child_exit(myself, tag, reason);
         }
     }
 
     fn on_child_exit(&mut self, myself: &ActorRef<AgentMsg>, tag: String, reason: String) {
-        let Some(child) = self.children.remove(&tag) else {
+        let Some(child) = self.extras.as_mut().and_then(|e| e.children.remove(&tag)) else {
             return;
         };
         self.record(
@@ -127,7 +134,7 @@ impl AgentServerState {
             "parent_down",
             json!({"parent_id": parent.id, "tag": parent.tag, "reason": reason}),
         );
-        let policy = self.opts.on_parent_death.unwrap_or_default();
+        let policy = self.settings.on_parent_death;
         match policy {
             OnParentDeath::Stop => {
                 self.parent = Some(parent);
@@ -140,7 +147,7 @@ impl AgentServerState {
                     "meta": parent.meta,
                     "reason": reason,
                 });
-                self.orphaned_from = Some(parent);
+                self.extras_mut().orphaned_from = Some(*parent);
                 self.sync_reserved();
                 self.record("orphaned", data.clone());
                 if policy == OnParentDeath::EmitOrphan {
@@ -163,7 +170,7 @@ impl AgentServerState {
             // Its exit is on the way (or was already handled).
             return;
         }
-        self.children.insert(
+        self.extras_mut().children.insert(
             tag.clone(),
             ChildInfo {
                 id: child_id.clone(),
@@ -198,7 +205,7 @@ impl AgentServerState {
         meta: Map<String, Value>,
         restart: Restart,
     ) -> DirectiveResult {
-        if self.children.contains_key(&tag) {
+        if self.has_child(&tag) {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, "spawn_agent refused: tag in use");
             return DirectiveResult::Ok;
         }
@@ -232,7 +239,7 @@ impl AgentServerState {
         };
         match spawned {
             Ok((actor, _)) => {
-                self.children.insert(
+                self.extras_mut().children.insert(
                     tag.clone(),
                     ChildInfo {
                         id: child_id.clone(),
@@ -252,7 +259,7 @@ impl AgentServerState {
     /// StopChild: asks the child to stop with a shutdown reason; the entry
     /// goes when its exit arrives. An unknown tag is a no-op.
     pub(crate) fn stop_child(&mut self, tag: &str, reason: &StopReason) -> DirectiveResult {
-        let Some(child) = self.children.get(tag) else {
+        let Some(child) = self.extras().and_then(|e| e.children.get(tag)) else {
             tracing::debug!(target: "jido::agent_server", agent_id = %self.id, tag, "stop_child: unknown tag");
             return DirectiveResult::Ok;
         };
@@ -277,7 +284,7 @@ impl AgentServerState {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, child_id, tag, reason, "adopt_child refused");
             DirectiveResult::Ok
         };
-        if self.children.contains_key(&tag) {
+        if self.has_child(&tag) {
             return refuse("tag_in_use");
         }
         if child_id == &*self.id {
@@ -304,7 +311,7 @@ impl AgentServerState {
             .await;
         match answer {
             Ok(ractor::rpc::CallResult::Success(Ok(()))) => {
-                self.children.insert(
+                self.extras_mut().children.insert(
                     tag.clone(),
                     ChildInfo {
                         id: child_id.to_owned(),

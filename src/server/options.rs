@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::directives::{DirectiveExec, ErasedExec, TypedExec};
 use super::msg::AgentMsg;
-use super::{AgentRef, DEFAULT_MAX_QUEUE_SIZE, Jido};
+use super::{AgentRef, Jido};
 use crate::agent::AgentState;
 use crate::directive::{Restart, StopReason};
 use crate::error::{Error, Result};
@@ -490,10 +490,6 @@ impl ServerOptions {
                 .with_detail("value", 0));
         }
         Ok(())
-    }
-
-    pub(crate) fn resolved_max_queue_size(&self) -> usize {
-        self.max_queue_size.unwrap_or(DEFAULT_MAX_QUEUE_SIZE)
     }
 }
 
