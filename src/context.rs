@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::action::ActionMetadata;
+use crate::action::{ActionMetadata, DynAction};
 use crate::effect::Effect;
 use crate::error::{Error, Result};
 use crate::exec::Exec;
@@ -33,7 +33,7 @@ use crate::signal::Signal;
 #[derive(Clone, Default)]
 pub struct Context {
     values: Map<String, Value>,
-    action: Option<ActionMetadata>,
+    action: Option<DynAction>,
     deadline: Option<Instant>,
     state: Option<Arc<Map<String, Value>>>,
     signal: Option<Arc<Signal>>,
@@ -123,7 +123,7 @@ impl Context {
 
     /// The metadata of the running action (set by Exec).
     pub fn action(&self) -> Option<&ActionMetadata> {
-        self.action.as_ref()
+        self.action.as_ref().map(DynAction::meta)
     }
 
     /// The absolute deadline of the current run, if any.
@@ -201,13 +201,13 @@ impl Context {
     /// executor running it, and a fresh effect sink.
     pub(crate) fn for_attempt(
         &self,
-        action: ActionMetadata,
+        action: &DynAction,
         deadline: Option<Instant>,
         exec: Exec,
     ) -> Self {
         Self {
             values: self.values.clone(),
-            action: Some(action),
+            action: Some(action.clone()),
             deadline,
             state: self.state.clone(),
             signal: self.signal.clone(),
@@ -234,7 +234,7 @@ impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
             .field("values", &self.values)
-            .field("action", &self.action.map(|a| a.name))
+            .field("action", &self.action().map(|a| a.name))
             .field("deadline", &self.deadline)
             .field("has_state", &self.state.is_some())
             .finish_non_exhaustive()

@@ -36,7 +36,7 @@ pub struct DynAction(Arc<dyn Erased>);
 pub(crate) struct Prepared(Arc<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: Send + Sync + 'static {
-    fn metadata(&self) -> ActionMetadata;
+    fn metadata(&self) -> &ActionMetadata;
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
     fn run<'a>(
@@ -52,7 +52,11 @@ pub(crate) trait Erased: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Value>>;
 }
 
-struct Typed<A>(A);
+/// An action with its metadata, computed once when it is erased.
+struct Typed<A> {
+    action: A,
+    meta: ActionMetadata,
+}
 
 impl<A: Action> Typed<A> {
     fn params<'p>(&self, prepared: &'p Prepared) -> Result<&'p A::Params> {
@@ -66,8 +70,8 @@ impl<A: Action> Typed<A> {
 }
 
 impl<A: Action> Erased for Typed<A> {
-    fn metadata(&self) -> ActionMetadata {
-        A::metadata()
+    fn metadata(&self) -> &ActionMetadata {
+        &self.meta
     }
 
     fn params_schema(&self) -> Value {
@@ -96,7 +100,7 @@ impl<A: Action> Erased for Typed<A> {
                 .with_detail("path", path)
                 .with_detail("reason", reason)
         })?;
-        self.0.validate_params(&params).map_err(|err| {
+        self.action.validate_params(&params).map_err(|err| {
             if err.detail("action").is_some() {
                 err
             } else {
@@ -113,8 +117,8 @@ impl<A: Action> Erased for Typed<A> {
     ) -> BoxFuture<'a, Result<Map<String, Value>>> {
         Box::pin(async move {
             let params = self.params(prepared)?.clone();
-            let output = self.0.run(params, ctx).await?;
-            self.0.validate_output(&output).map_err(|err| {
+            let output = self.action.run(params, ctx).await?;
+            self.action.validate_output(&output).map_err(|err| {
                 let message = format!("invalid output of action {}: {}", A::NAME, err.message());
                 Error::validation(message)
                     .with_details(Value::Object(err.details().clone()))
@@ -132,7 +136,7 @@ impl<A: Action> Erased for Typed<A> {
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let params = self.params(prepared)?.clone();
-            self.0.on_error(params, error, ctx).await
+            self.action.on_error(params, error, ctx).await
         })
     }
 }
@@ -184,11 +188,19 @@ pub(crate) fn json_type_name(v: &Value) -> &'static str {
 impl DynAction {
     /// Erases `action`.
     pub fn new<A: Action>(action: A) -> Self {
-        Self(Arc::new(Typed(action)))
+        Self(Arc::new(Typed {
+            action,
+            meta: A::metadata(),
+        }))
     }
 
     /// The action's metadata.
     pub fn metadata(&self) -> ActionMetadata {
+        *self.0.metadata()
+    }
+
+    /// The action's metadata, borrowed.
+    pub(crate) fn meta(&self) -> &ActionMetadata {
         self.0.metadata()
     }
 

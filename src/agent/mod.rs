@@ -58,6 +58,8 @@ pub use ops::{apply_state_op, deep_merge};
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
+
+use futures::future::Either;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -768,7 +770,8 @@ impl AgentState {
     ///    validation error "invalid action" whose `reason` detail is the
     ///    cause's envelope.
     /// 2. [`Agent::on_before_cmd`] (an error gives one Error directive with
-    ///    context `"on_before_cmd"`).
+    ///    context `"on_before_cmd"`). Steps 1 and 2 run when `cmd` is
+    ///    called; the returned future runs the rest.
     /// 3. The strategy's `cmd`. Actions see the state through
     ///    [`Context::state`](crate::Context::state). With the default
     ///    [Direct](crate::strategy::Direct) strategy, for each instruction
@@ -826,42 +829,53 @@ impl AgentState {
         opts: impl Into<CmdOptions>,
     ) -> impl Future<Output = Vec<Directive>> + Send + '_ {
         let commands = input.into_commands().and_then(check_commands);
-        self.run_cmd(commands, opts.into())
+        match self.prepare_cmd(commands, &opts.into()) {
+            Ok((def, commands, ctx)) => Either::Left(async move {
+                let strategy = def.strategy();
+                let directives = if strategy.is_direct() {
+                    crate::strategy::Strategy::cmd(&crate::strategy::Direct, self, commands, &ctx)
+                        .await
+                } else {
+                    strategy.cmd(self, commands, &ctx).await
+                };
+                def.on_after_cmd(self, directives)
+            }),
+            Err(directives) => Either::Right(std::future::ready(directives)),
+        }
     }
 
-    async fn run_cmd(
+    /// The synchronous part of `cmd` (run at once, so the returned future
+    /// stays small): the input check, `on_before_cmd`, the options merged
+    /// into each instruction, the strategy context. `Err` holds the
+    /// directives to return instead.
+    #[allow(clippy::type_complexity)]
+    fn prepare_cmd(
         &mut self,
         commands: Result<Vec<Command>>,
-        opts: CmdOptions,
-    ) -> Vec<Directive> {
+        opts: &CmdOptions,
+    ) -> std::result::Result<(Arc<dyn ErasedAgent>, Vec<Command>, StrategyContext), Vec<Directive>>
+    {
         let commands = match commands {
             Ok(c) => c,
             Err(err) => {
                 let error = Error::validation("invalid action")
                     .with_detail("reason", err.to_envelope())
                     .with_source(err);
-                return vec![Directive::error(error, error_context::NORMALIZE)];
+                return Err(vec![Directive::error(error, error_context::NORMALIZE)]);
             }
         };
         let def = Arc::clone(&self.def);
         let mut commands = match def.on_before_cmd(self, commands) {
             Ok(c) => c,
-            Err(err) => return vec![Directive::error(err, error_context::ON_BEFORE_CMD)],
+            Err(err) => return Err(vec![Directive::error(err, error_context::ON_BEFORE_CMD)]),
         };
         for command in &mut commands {
             if let Command::Run(ins) = command {
                 ins.opts = opts.exec_options.or(&ins.opts);
             }
         }
-        let ctx = self.strategy_context(&opts);
-        drop(opts);
-        let strategy = def.strategy();
-        let directives = if strategy.is_direct() {
-            crate::strategy::Strategy::cmd(&crate::strategy::Direct, self, commands, &ctx).await
-        } else {
-            strategy.cmd(self, commands, &ctx).await
-        };
-        def.on_after_cmd(self, directives)
+        let ctx = self.strategy_context(opts);
+        Ok((def, commands, ctx))
     }
 }
 

@@ -74,6 +74,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::FutureExt;
+use futures::future::Either;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, field};
@@ -250,7 +251,11 @@ impl Exec {
     /// Runs an instruction with a base context and returns everything it
     /// produced, effects of a failed run included. Context values of
     /// `base` win over the instruction's own.
-    pub async fn execute(&self, instruction: Instruction, base: Context) -> Outcome {
+    pub fn execute(
+        &self,
+        instruction: Instruction,
+        base: Context,
+    ) -> impl Future<Output = Outcome> + Send + '_ {
         let Instruction {
             action,
             params,
@@ -259,20 +264,37 @@ impl Exec {
             ..
         } = instruction;
         self.execute_parts(action, params, context, opts, base)
-            .await
     }
 
-    async fn execute_parts(
+    /// Runs the synchronous stages at once, so the returned future only
+    /// holds what the attempts need (it is moved on every run: its size is
+    /// on the hot path).
+    pub(crate) fn execute_parts(
         &self,
         action: DynAction,
         params: Value,
         context: Map<String, Value>,
         opts: ExecOptions,
         base: Context,
-    ) -> Outcome {
-        let meta = action.metadata();
+    ) -> impl Future<Output = Outcome> + Send + '_ {
+        match self.prepare(action, params, context, opts, base) {
+            Ok(ready) => Either::Left(async move { ready.run(self).await }),
+            Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
+        }
+    }
+
+    /// Stages 1 to 3: normalise, check the action, validate the params.
+    fn prepare(
+        &self,
+        action: DynAction,
+        params: Value,
+        context: Map<String, Value>,
+        opts: ExecOptions,
+        base: Context,
+    ) -> Result<Ready> {
+        let meta = action.meta();
         if self.inner.supervisor.is_shut_down() {
-            return Outcome::failed(shut_down(meta.name));
+            return Err(shut_down(meta.name));
         }
         let opts = opts.or(&self.inner.defaults);
 
@@ -281,13 +303,11 @@ impl Exec {
             Value::Object(_) => params,
             Value::Null => Value::Object(Map::new()),
             other => {
-                return Outcome::failed(
-                    Error::validation(format!(
-                        "invalid params type: expected a JSON object, got {}",
-                        json_type_name(&other)
-                    ))
-                    .with_detail("action", meta.name),
-                );
+                return Err(Error::validation(format!(
+                    "invalid params type: expected a JSON object, got {}",
+                    json_type_name(&other)
+                ))
+                .with_detail("action", meta.name));
             }
         };
         let mut ctx = base;
@@ -298,28 +318,40 @@ impl Exec {
         }
 
         // 2. Check the action.
-        if let Err(err) = validate_name(meta.name) {
-            return Outcome::failed(err);
-        }
+        validate_name(meta.name)?;
 
         // 3. Validate params.
-        let prepared = match action.erased().prepare(params) {
-            Ok(p) => p,
-            Err(err) => return Outcome::failed(err),
-        };
+        let prepared = action.erased().prepare(params)?;
+        Ok(Ready {
+            action,
+            prepared,
+            opts,
+            ctx,
+        })
+    }
+}
 
-        // 4..11. Attempts, with retries. Nested runs started with the
-        // action's context stay on this executor.
+/// A run whose params passed validation.
+struct Ready {
+    action: DynAction,
+    prepared: Prepared,
+    opts: ExecOptions,
+    ctx: Context,
+}
+
+impl Ready {
+    /// Stages 4 to 11: attempts, with retries. Nested runs started with
+    /// the action's context stay on this executor.
+    async fn run(&self, exec: &Exec) -> Outcome {
         let run = Run {
-            exec: self,
-            action: &action,
-            prepared: &prepared,
-            meta,
-            opts: &opts,
-            ctx: &ctx,
+            exec,
+            action: &self.action,
+            prepared: &self.prepared,
+            meta: self.action.meta(),
+            opts: &self.opts,
+            ctx: &self.ctx,
         };
-        let max_retries = opts.get_max_retries();
-        let mut delays = opts.retry_policy().delays();
+        let max_retries = self.opts.get_max_retries();
         let mut attempt: u32 = 0;
         loop {
             let (result, effects, dispatched) = run.attempt(attempt).await;
@@ -341,16 +373,21 @@ impl Exec {
             if !dispatched || attempt >= max_retries || !error.retryable() {
                 return done(error);
             }
-            let Some(delay) = delays.next() else {
+            // Computed when needed: the iterator would sit in every run's
+            // future.
+            let delay = self.opts.retry_policy().delays().nth(attempt as usize);
+            let Some(delay) = delay else {
                 return done(error);
             };
-            if ctx
+            if self
+                .ctx
                 .deadline()
                 .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
             {
                 // The inherited budget cannot fit another attempt.
                 return done(error);
             }
+            let meta = run.meta;
             tracing::info!(
                 action = meta.name,
                 attempt = attempt + 1,
@@ -373,7 +410,7 @@ struct Run<'a> {
     exec: &'a Exec,
     action: &'a DynAction,
     prepared: &'a Prepared,
-    meta: ActionMetadata,
+    meta: &'a ActionMetadata,
     opts: &'a ExecOptions,
     ctx: &'a Context,
 }
@@ -422,7 +459,9 @@ impl Run<'_> {
             record(&span, &result);
             return (result, Vec::new(), false);
         }
-        let actx = self.ctx.for_attempt(meta, deadline, self.exec.clone());
+        let actx = self
+            .ctx
+            .for_attempt(self.action, deadline, self.exec.clone());
 
         let result = self
             .run_attempt(&actx, budget, &span)
@@ -459,6 +498,21 @@ impl Run<'_> {
                 Err(panic) => Err(panicked(name, &*panic)),
             };
         };
+        // Boxed: this path spawns a task anyway, and its timer and join
+        // handle would otherwise enlarge every run's future, inline ones
+        // included.
+        Box::pin(self.run_in_task(actx, deadline, started, span)).await
+    }
+
+    /// An attempt in a supervised task under the deadline.
+    async fn run_in_task(
+        &self,
+        actx: &Context,
+        deadline: Instant,
+        started: Instant,
+        span: &Span,
+    ) -> Result<Map<String, Value>> {
+        let name = self.meta.name;
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
         let task_ctx = actx.clone();
@@ -505,7 +559,7 @@ impl Run<'_> {
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
         let task_error = original.clone();
-        let cctx = actx.for_attempt(meta, Some(deadline), self.exec.clone());
+        let cctx = actx.for_attempt(self.action, Some(deadline), self.exec.clone());
         let spawned = self.exec.inner.supervisor.spawn(
             async move { erased.compensate(&prepared, &task_error, &cctx).await }.in_current_span(),
         );

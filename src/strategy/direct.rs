@@ -5,6 +5,7 @@ use super::{
     parse_instruction_result, unknown_command,
 };
 use crate::agent::AgentState;
+use crate::exec::Outcome;
 use crate::directive::{DEFAULT_RESULT_ACTION, Directive, error_context};
 
 /// The default strategy: runs each instruction with Exec, sequentially, in
@@ -41,30 +42,46 @@ impl Strategy for Direct {
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
         let mut directives = Vec::new();
-        for command in commands {
-            match command {
-                Command::Run(instruction) => {
-                    let outcome = ctx
-                        .exec()
-                        .execute(instruction, ctx.action_context(agent))
-                        .await;
-                    directives.extend(apply_outcome(agent, outcome));
-                }
-                Command::Strategy {
-                    name,
-                    params,
-                    effects,
-                } if name == DEFAULT_RESULT_ACTION => match parse_instruction_result(&params) {
-                    Ok(result) => {
-                        directives.extend(apply_instruction_result(agent, result, effects))
-                    }
-                    Err(error) => {
-                        directives.push(Directive::error(error, error_context::INSTRUCTION_RESULT))
-                    }
-                },
-                other => directives.push(unknown_command(&other)),
-            }
+        let mut commands = commands.into_iter();
+        // `let … else` rather than `for`, and the run started by a plain
+        // function: no command then stays in the future across the await.
+        loop {
+            let Some(command) = commands.next() else {
+                break;
+            };
+            let Some(run) = start(agent, command, ctx, &mut directives) else {
+                continue;
+            };
+            let outcome = run.await;
+            directives.extend(apply_outcome(agent, outcome));
         }
         directives
     }
+}
+
+/// Starts the run of an instruction; handles a strategy command at once
+/// (only the instruction result is known to Direct) and returns `None`.
+fn start<'a>(
+    agent: &mut AgentState,
+    command: Command,
+    ctx: &'a StrategyContext,
+    directives: &mut Vec<Directive>,
+) -> Option<impl Future<Output = Outcome> + Send + use<'a>> {
+    match command {
+        Command::Run(instruction) => {
+            return Some(ctx.exec().execute(instruction, ctx.action_context(agent)));
+        }
+        Command::Strategy {
+            name,
+            params,
+            effects,
+        } if name == DEFAULT_RESULT_ACTION => match parse_instruction_result(&params) {
+            Ok(result) => directives.extend(apply_instruction_result(agent, result, effects)),
+            Err(error) => {
+                directives.push(Directive::error(error, error_context::INSTRUCTION_RESULT))
+            }
+        },
+        other => directives.push(unknown_command(&other)),
+    }
+    None
 }
