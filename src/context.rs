@@ -216,6 +216,24 @@ impl Context {
         }
     }
 
+    /// The context of an action run by an agent's strategy (built in
+    /// place: this is on every `cmd`'s path).
+    pub(crate) fn for_agent(
+        state: Arc<Map<String, Value>>,
+        exec: Exec,
+        signal: Option<Arc<Signal>>,
+    ) -> Self {
+        Self {
+            values: Map::new(),
+            action: None,
+            deadline: None,
+            state: Some(state),
+            signal,
+            exec: Some(exec),
+            effects: EffectSink::default(),
+        }
+    }
+
     pub(crate) fn take_effects(&self) -> Vec<Effect> {
         self.effects.take()
     }

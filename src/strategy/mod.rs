@@ -386,13 +386,11 @@ impl StrategyContext {
     /// The base context of an action run for `agent`: the agent state, the
     /// signal being handled (if any) and the executor.
     pub fn action_context(&self, agent: &AgentState) -> Context {
-        let ctx = Context::new()
-            .with_state(Arc::clone(agent.shared_state()))
-            .with_exec(self.exec.clone());
-        match &self.signal {
-            Some(signal) => ctx.with_signal(Arc::clone(signal)),
-            None => ctx,
-        }
+        Context::for_agent(
+            Arc::clone(agent.shared_state()),
+            self.exec.clone(),
+            self.signal.clone(),
+        )
     }
 
     /// Runs `instruction` for `agent` with [`Exec::execute`]: everything
