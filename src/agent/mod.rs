@@ -323,10 +323,11 @@ impl CmdOptions {
         self
     }
 
-    /// The signal that caused this `cmd` (set by the runtime).
+    /// The signal that caused this `cmd` (set by the runtime): a
+    /// [`Signal`], or an `Arc<Signal>` to share one without a copy.
     #[must_use]
-    pub fn signal(mut self, signal: Signal) -> Self {
-        self.signal = Some(Arc::new(signal));
+    pub fn signal(mut self, signal: impl Into<Arc<Signal>>) -> Self {
+        self.signal = Some(signal.into());
         self
     }
 }

@@ -613,7 +613,7 @@ impl AgentServerState {
                 let before = agent.clone();
                 let opts = CmdOptions::new()
                     .exec(exec.clone())
-                    .signal((*p.signal).clone());
+                    .signal(Arc::clone(&p.signal));
                 let commands = p.commands;
                 let tick = p.tick;
                 let result = AssertUnwindSafe(async {

@@ -491,7 +491,7 @@ impl AgentServerState {
         let exec = self.exec.clone();
         let opts = CmdOptions::new()
             .exec(exec.clone())
-            .signal((**input).clone());
+            .signal(Arc::clone(input));
         let span = tracing::debug_span!(
             target: "jido::agent_server",
             "jido.agent_server.run_instruction",

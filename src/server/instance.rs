@@ -315,8 +315,26 @@ impl Jido {
         if shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
+        // Every agent is asked at once, then awaited under one deadline (one
+        // timer, not one per agent: a million agents stop in seconds).
         let agents = self.agents();
-        futures::future::join_all(agents.iter().map(|a| a.stop("shutdown"))).await;
+        for agent in &agents {
+            agent.actor_ref().stop(Some("shutdown".to_owned()));
+        }
+        let all_stopped =
+            futures::future::join_all(agents.iter().map(|a| a.actor_ref().wait(None)));
+        if tokio::time::timeout(DEFAULT_STOP_TIMEOUT, all_stopped)
+            .await
+            .is_err()
+        {
+            futures::future::join_all(
+                agents
+                    .iter()
+                    .filter(|a| a.is_alive())
+                    .map(|a| a.actor_ref().kill_and_wait(Some(DEFAULT_STOP_TIMEOUT))),
+            )
+            .await;
+        }
         // Anything still linked (e.g. an agent between restart and
         // registration).
         let leftovers = self.inner.root.get_children();
@@ -362,6 +380,10 @@ impl Jido {
     }
 
     pub(crate) fn unregister(&self, id: &str, actor: ActorId) {
+        if self.inner.shared.shutting_down.load(Ordering::SeqCst) {
+            // `shutdown` clears the registry at the end: no lock per agent.
+            return;
+        }
         let mut reg = self.inner.shared.registry_mut();
         reg.remove(id, actor);
     }
@@ -482,6 +504,10 @@ impl Actor for InstanceSupervisor {
 
 impl RootState {
     async fn on_exit(&mut self, myself: &ActorRef<()>, actor: ActorId, exit: Exit) {
+        if self.shared.shutting_down.load(Ordering::SeqCst) {
+            // `shutdown` clears the registry and the restart specs itself.
+            return;
+        }
         self.shared.registry_mut().remove_actor(actor);
         let spec = self
             .shared

@@ -5,8 +5,8 @@ use super::{
     parse_instruction_result, unknown_command,
 };
 use crate::agent::AgentState;
-use crate::exec::Outcome;
 use crate::directive::{DEFAULT_RESULT_ACTION, Directive, error_context};
+use crate::exec::Outcome;
 
 /// The default strategy: runs each instruction with Exec, sequentially, in
 /// the caller.
