@@ -305,11 +305,13 @@ impl Jido {
         Ok(())
     }
 
-    /// Shuts the instance down: every agent is stopped with `"shutdown"`
-    /// (killed after 5 s), no agent is restarted, every task of the
-    /// executor is cancelled, then the root supervisor stops. Afterwards
-    /// nothing of the instance runs and `start_agent` fails. Calling it
-    /// again does nothing.
+    /// Shuts the instance down: every agent is asked to stop with
+    /// `"shutdown"` at once, those still running after 5 s are killed, no
+    /// agent is restarted, every task of the executor is cancelled, then
+    /// the root supervisor stops. From the start of the shutdown the
+    /// registry is empty (`whereis` finds nothing); afterwards nothing of
+    /// the instance runs and `start_agent` fails. Calling it again does
+    /// nothing.
     pub async fn shutdown(&self) {
         let shared = &self.inner.shared;
         if shared.shutting_down.swap(true, Ordering::SeqCst) {
@@ -317,7 +319,13 @@ impl Jido {
         }
         // Every agent is asked at once, then awaited under one deadline (one
         // timer, not one per agent: a million agents stop in seconds).
-        let agents = self.agents();
+        // Taken, not copied: `whereis` finds no agent from here on. In
+        // spawn order (actor ids grow), which frees memory in the order it
+        // was taken: markedly faster for many agents than hash order.
+        let registry = std::mem::take(&mut *shared.registry_mut());
+        let mut agents: Vec<AgentRef> = registry.by_id.into_values().collect();
+        drop(registry.by_actor);
+        agents.sort_unstable_by_key(|a| a.actor_ref().get_id().pid());
         for agent in &agents {
             agent.actor_ref().stop(Some("shutdown".to_owned()));
         }
