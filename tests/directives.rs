@@ -387,6 +387,59 @@ async fn schedule_delivers_after_the_delay_and_wraps_json() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn many_schedules_are_counted_and_all_fire() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (state, mut seen) = echo_agent(
+        "many",
+        vec![
+            (
+                "go",
+                effects(|params| {
+                    let (from, to) = (
+                        params["from"].as_u64().unwrap(),
+                        params["to"].as_u64().unwrap(),
+                    );
+                    (from..=to)
+                        .map(|s| Directive::schedule(Duration::from_secs(s), json!({"at": s})))
+                        .collect()
+                }),
+            ),
+            ("jido.scheduled", noop()),
+        ],
+    );
+    let agent = jido.start_agent(state, ServerOptions::new()).await.unwrap();
+    agent
+        .call(sig("go", json!({"from": 1, "to": 40})))
+        .await
+        .unwrap();
+    assert_eq!(recv(&mut seen).await.ty(), "go");
+    assert_eq!(agent.status().await.unwrap().scheduled, 40);
+    tokio::time::sleep(Duration::from_millis(20_500)).await;
+    let mut fired = Vec::new();
+    while let Ok(s) = seen.try_recv() {
+        fired.push(s.data().unwrap()["message"]["at"].as_u64().unwrap());
+    }
+    assert_eq!(fired, (1..=20).collect::<Vec<_>>());
+    assert_eq!(agent.status().await.unwrap().scheduled, 20);
+    // Arming more prunes the fired timers; the count stays exact.
+    agent
+        .call(sig("go", json!({"from": 41, "to": 45})))
+        .await
+        .unwrap();
+    assert_eq!(recv(&mut seen).await.ty(), "go");
+    assert_eq!(agent.status().await.unwrap().scheduled, 25);
+    // 41..=45 were armed at 20.5 s: the last fires at 65.5 s.
+    tokio::time::sleep(Duration::from_secs(46)).await;
+    let mut rest = Vec::new();
+    while let Ok(s) = seen.try_recv() {
+        rest.push(s.data().unwrap()["message"]["at"].as_u64().unwrap());
+    }
+    assert_eq!(rest, (21..=45).collect::<Vec<_>>());
+    assert_eq!(agent.status().await.unwrap().scheduled, 0);
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn pending_schedules_die_with_the_agent() {
     let jido = Jido::start(JidoConfig::new()).await.unwrap();
     let (state, mut seen) = echo_agent(

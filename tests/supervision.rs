@@ -237,3 +237,21 @@ async fn shutdown_stops_agents_cancels_tasks_and_refuses_new_work() {
     // Twice is fine.
     within(jido.shutdown()).await;
 }
+
+#[tokio::test]
+async fn shutdown_stops_every_one_of_many_agents() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let mut agents = Vec::new();
+    for i in 0..200 {
+        let agent = jido
+            .start_agent(crashable(&format!("a{i}")), ServerOptions::new())
+            .await
+            .unwrap();
+        agents.push(agent);
+    }
+    assert_eq!(jido.agents().len(), 200);
+    within(jido.shutdown()).await;
+    assert_eq!(agents.iter().filter(|a| a.is_alive()).count(), 0);
+    assert!(jido.agents().is_empty());
+    assert!((0..200).all(|i| jido.whereis(&format!("a{i}")).is_none()));
+}
