@@ -2295,3 +2295,68 @@ fn run_futures_are_send() {
     ));
     assert_send(&Chain::new().run(&exec, json!({}), Context::new()));
 }
+
+/// Counts its params checks and its runs.
+struct Counted(Arc<(AtomicUsize, AtomicUsize)>);
+
+#[derive(Clone, Deserialize, JsonSchema)]
+struct CountedParams {
+    n: i64,
+}
+
+impl Action for Counted {
+    type Params = CountedParams;
+    type Output = Value;
+    const NAME: &'static str = "counted";
+    fn validate_params(&self, params: &CountedParams) -> jido::Result<()> {
+        self.0.0.fetch_add(1, Ordering::SeqCst);
+        if params.n < 0 {
+            return Err(Error::validation("n must not be negative").with_detail("path", "n"));
+        }
+        Ok(())
+    }
+    async fn run(&self, params: CountedParams, _: &Context) -> jido::Result<Value> {
+        self.0.1.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({"n": params.n}))
+    }
+}
+
+#[tokio::test]
+async fn params_are_checked_when_execute_is_called_and_attempts_run_when_polled() {
+    let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+    let exec = Exec::new();
+    let ins = Instruction::new(Counted(Arc::clone(&counts))).with_params(json!({"n": 1}));
+    let run = exec.execute(ins, Context::new());
+    assert_eq!(counts.0.load(Ordering::SeqCst), 1, "checked at the call");
+    assert_eq!(counts.1.load(Ordering::SeqCst), 0, "not run before polled");
+    drop(run);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        counts.1.load(Ordering::SeqCst),
+        0,
+        "a dropped future runs nothing"
+    );
+
+    let ins = Instruction::new(Counted(Arc::clone(&counts))).with_params(json!({"n": 2}));
+    let outcome = exec.execute(ins, Context::new()).await;
+    assert_eq!(outcome.attempts, 1);
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!({"n": 2}).as_object().unwrap().clone()
+    );
+    assert_eq!(counts.1.load(Ordering::SeqCst), 1);
+
+    let ins = Instruction::new(Counted(Arc::clone(&counts))).with_params(json!({"n": -1}));
+    let outcome = exec.execute(ins, Context::new()).await;
+    assert_eq!(outcome.attempts, 0);
+    let err = outcome.result.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::Validation, "n must not be negative")
+    );
+    assert_eq!(
+        counts.1.load(Ordering::SeqCst),
+        1,
+        "invalid params never run"
+    );
+}

@@ -251,6 +251,10 @@ impl Exec {
     /// Runs an instruction with a base context and returns everything it
     /// produced, effects of a failed run included. Context values of
     /// `base` win over the instruction's own.
+    ///
+    /// The params are normalised, decoded and validated when `execute` is
+    /// called; the returned future runs the attempts (dropped before it is
+    /// polled, it runs none).
     pub fn execute(
         &self,
         instruction: Instruction,
