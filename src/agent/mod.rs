@@ -830,7 +830,25 @@ impl AgentState {
         opts: impl Into<CmdOptions>,
     ) -> impl Future<Output = Vec<Directive>> + Send + '_ {
         let commands = input.into_commands().and_then(check_commands);
-        match self.prepare_cmd(commands, &opts.into()) {
+        self.cmd_checked(commands, &opts.into())
+    }
+
+    /// `cmd` for a list of commands as it is (the runtime's path: no
+    /// conversion, no new vector).
+    pub(crate) fn cmd_commands<'a>(
+        &'a mut self,
+        commands: Vec<Command>,
+        opts: &CmdOptions,
+    ) -> impl Future<Output = Vec<Directive>> + Send + use<'a> {
+        self.cmd_checked(check_commands(commands), opts)
+    }
+
+    fn cmd_checked<'a>(
+        &'a mut self,
+        commands: Result<Vec<Command>>,
+        opts: &CmdOptions,
+    ) -> impl Future<Output = Vec<Directive>> + Send + use<'a> {
+        match self.prepare_cmd(commands, opts) {
             Ok((def, commands, ctx)) => Either::Left(async move {
                 let strategy = def.strategy();
                 let directives = if strategy.is_direct() {

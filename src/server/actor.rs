@@ -516,10 +516,7 @@ impl AgentServerState {
     /// built-in stop).
     fn prepare(&mut self, work: Work) -> Option<Prepared> {
         match self.router.route(&work.signal) {
-            Ok(t) => {
-                let targets: Vec<RouteTarget> = t.into_iter().cloned().collect();
-                Some(Self::prepared(work, targets))
-            }
+            Ok(targets) => Some(Self::prepared(work, targets)),
             Err(err) => {
                 self.unrouted(work.signal, work.reply, err);
                 None
@@ -527,7 +524,11 @@ impl AgentServerState {
         }
     }
 
-    fn prepared(work: Work, targets: Vec<RouteTarget>) -> Prepared {
+    fn prepared<'a>(
+        work: Work,
+        targets: impl IntoIterator<Item = &'a RouteTarget, IntoIter: ExactSizeIterator>,
+    ) -> Prepared {
+        let targets = targets.into_iter();
         let Work { signal, reply } = work;
         let data = signal
             .data()
@@ -538,13 +539,17 @@ impl AgentServerState {
         for target in targets {
             match target {
                 RouteTarget::Action(a) => {
-                    commands.push(Command::Run(Instruction::new(a).with_params(data.clone())));
+                    commands.push(Command::Run(
+                        Instruction::new(a.clone()).with_params(data.clone()),
+                    ));
                 }
                 RouteTarget::ActionWithParams(a, p) => {
-                    commands.push(Command::Run(Instruction::new(a).with_params(p)));
+                    commands.push(Command::Run(
+                        Instruction::new(a.clone()).with_params(p.clone()),
+                    ));
                 }
                 RouteTarget::StrategyCmd(name) => {
-                    commands.push(Command::strategy(name, data.clone()));
+                    commands.push(Command::strategy(name.clone(), data.clone()));
                 }
                 RouteTarget::StrategyTick => tick = true,
             }
@@ -569,18 +574,13 @@ impl AgentServerState {
             let Some(work) = self.pending.pop_front() else {
                 break;
             };
-            let targets: Vec<RouteTarget> = self
-                .router
-                .matching(&work.signal)
-                .into_iter()
-                .map(|r| r.target().clone())
-                .collect();
-            if targets.is_empty() {
+            let routes = self.router.matching(&work.signal);
+            if routes.is_empty() {
                 // Handled after the batch, in order.
                 self.pending.push_front(work);
                 break;
             }
-            batch.push(Self::prepared(work, targets));
+            batch.push(Self::prepared(work, routes.into_iter().map(|r| r.target())));
         }
         for p in &batch {
             tracing::debug!(
@@ -619,7 +619,7 @@ impl AgentServerState {
                 let result = AssertUnwindSafe(async {
                     let mut directives = Vec::new();
                     if !commands.is_empty() {
-                        directives = agent.cmd(commands, opts.clone()).await;
+                        directives = agent.cmd_commands(commands, &opts).await;
                     }
                     if tick {
                         directives.extend(agent.tick(opts).await);
