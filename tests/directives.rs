@@ -408,32 +408,37 @@ async fn many_schedules_are_counted_and_all_fire() {
         ],
     );
     let agent = jido.start_agent(state, ServerOptions::new()).await.unwrap();
-    agent
-        .call(sig("go", json!({"from": 1, "to": 40})))
-        .await
-        .unwrap();
+    // Arms `from..=to` Schedules, each due `at` seconds after it is armed.
+    let arm = |from: u64, to: u64| {
+        let agent = agent.clone();
+        async move {
+            agent
+                .call(sig("go", json!({"from": from, "to": to})))
+                .await
+                .unwrap()
+        }
+    };
+    // The `at` of every scheduled signal received so far, in order.
+    let fired = |seen: &mut mpsc::UnboundedReceiver<Signal>| {
+        let mut at = Vec::new();
+        while let Ok(s) = seen.try_recv() {
+            at.push(s.data().unwrap()["message"]["at"].as_u64().unwrap());
+        }
+        at
+    };
+    arm(1, 40).await;
     assert_eq!(recv(&mut seen).await.ty(), "go");
     assert_eq!(agent.status().await.unwrap().scheduled, 40);
     tokio::time::sleep(Duration::from_millis(20_500)).await;
-    let mut fired = Vec::new();
-    while let Ok(s) = seen.try_recv() {
-        fired.push(s.data().unwrap()["message"]["at"].as_u64().unwrap());
-    }
-    assert_eq!(fired, (1..=20).collect::<Vec<_>>());
+    assert_eq!(fired(&mut seen), (1..=20).collect::<Vec<_>>());
     assert_eq!(agent.status().await.unwrap().scheduled, 20);
     // Arming more prunes the fired timers; the count stays exact.
-    agent
-        .call(sig("go", json!({"from": 41, "to": 45})))
-        .await
-        .unwrap();
+    arm(41, 45).await;
     assert_eq!(recv(&mut seen).await.ty(), "go");
     assert_eq!(agent.status().await.unwrap().scheduled, 25);
     // 41..=45 were armed at 20.5 s: the last fires at 65.5 s.
     tokio::time::sleep(Duration::from_secs(46)).await;
-    let mut rest = Vec::new();
-    while let Ok(s) = seen.try_recv() {
-        rest.push(s.data().unwrap()["message"]["at"].as_u64().unwrap());
-    }
+    let rest = fired(&mut seen);
     assert_eq!(rest, (21..=45).collect::<Vec<_>>());
     assert_eq!(agent.status().await.unwrap().scheduled, 0);
     jido.shutdown().await;
