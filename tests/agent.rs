@@ -1123,3 +1123,21 @@ fn public_values_are_send_and_sync() {
     assert_send_sync::<CmdOptions>();
     assert_send_sync::<Snapshot>();
 }
+
+#[tokio::test]
+async fn cmd_checks_its_input_and_runs_on_before_cmd_when_called() {
+    let mut agent = AgentState::new(Hooked { marker: "m" }, AgentOptions::new());
+    let put = || Instruction::new(Put).with_params(json!({"key": "k", "value": 1}));
+    // Called, never polled: the hook ran, the strategy and on_after_cmd did not.
+    drop(agent.cmd(put(), ExecOptions::new()));
+    assert_eq!(agent.state().get("before"), Some(&json!("m")));
+    assert_eq!(agent.state().get("k"), None);
+    assert_eq!(agent.state().get("appended"), None);
+    assert_eq!(agent.state().get("after"), None);
+    // Awaited: everything ran.
+    let directives = agent.cmd(put(), ExecOptions::new()).await;
+    assert_eq!(directives.len(), 1);
+    assert_eq!(agent.state().get("k"), Some(&json!(1)));
+    assert_eq!(agent.state().get("appended"), Some(&json!(true)));
+    assert_eq!(agent.state().get("after"), Some(&json!(0)));
+}
