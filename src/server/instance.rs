@@ -317,11 +317,11 @@ impl Jido {
         if shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Every agent is asked at once, then awaited under one deadline (one
-        // timer, not one per agent: a million agents stop in seconds).
-        // Taken, not copied: `whereis` finds no agent from here on. In
-        // spawn order (actor ids grow), which frees memory in the order it
-        // was taken: markedly faster for many agents than hash order.
+        // The registry is taken, not copied (`whereis` finds no agent from
+        // here on). Every agent is asked to stop at once, in spawn order
+        // (actor ids grow: memory is freed in the order it was taken, much
+        // faster for many agents than hash order), then all are awaited
+        // under one deadline: one timer, not one per agent.
         let registry = std::mem::take(&mut *shared.registry_mut());
         let mut agents: Vec<AgentRef> = registry.by_id.into_values().collect();
         drop(registry.by_actor);
