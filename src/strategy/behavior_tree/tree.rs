@@ -364,35 +364,23 @@ impl Tree {
         Box::pin(async move {
             let node = &self.nodes[id];
             match &node.kind {
-                FlatKind::Sequence => {
+                FlatKind::Sequence | FlatKind::Selector => {
+                    // A sequence moves on while its children succeed, a
+                    // selector while they fail; running out of children
+                    // gives that same status, any other result ends it.
+                    let advance = if matches!(node.kind, FlatKind::Sequence) {
+                        Status::Success
+                    } else {
+                        Status::Failure
+                    };
                     let mut i = st.index(id);
                     loop {
                         let Some(&child) = node.children.get(i) else {
                             st.mem[id] = Mem::Index(0);
-                            return Status::Success;
+                            return advance;
                         };
                         match self.tick_node(child, st, cx).await {
-                            Status::Success => i += 1,
-                            Status::Running => {
-                                st.mem[id] = Mem::Index(i);
-                                return Status::Running;
-                            }
-                            other => {
-                                st.mem[id] = Mem::Index(0);
-                                return other;
-                            }
-                        }
-                    }
-                }
-                FlatKind::Selector => {
-                    let mut i = st.index(id);
-                    loop {
-                        let Some(&child) = node.children.get(i) else {
-                            st.mem[id] = Mem::Index(0);
-                            return Status::Failure;
-                        };
-                        match self.tick_node(child, st, cx).await {
-                            Status::Failure => i += 1,
+                            status if status == advance => i += 1,
                             Status::Running => {
                                 st.mem[id] = Mem::Index(i);
                                 return Status::Running;
