@@ -306,16 +306,19 @@ async fn run_load(agents: usize, per_agent: usize, timeout_ms: u64, paused: bool
     assert_eq!(state_ok, count(Kind::Ok) + agents);
     assert_eq!(state_burst, count(Kind::Burst) + count(Kind::Overflow));
 
-    // From the error policy: failures, timeouts, unrouted signals.
+    // From the error policy: failures, timeouts, unrouted signals and
+    // overflowing bursts (a cast's overflow has no other trace).
     let failed = tally.get("instruction:planned failure");
     let timed_out = tally.get(&format!(
         "instruction:action do timed out after {timeout_ms}ms"
     ));
     let unrouted = tally.get("routing");
+    let overflow_errors = tally.get("queue_overflow");
     assert_eq!(failed, count(Kind::Fail));
     assert_eq!(timed_out, count(Kind::Hang));
     assert_eq!(unrouted, count(Kind::Unrouted));
-    assert_eq!(error_count, failed + timed_out + unrouted);
+    assert_eq!(overflow_errors, count(Kind::Overflow));
+    assert_eq!(error_count, failed + timed_out + unrouted + overflow_errors);
 
     // From the executed directives: a fitting burst ran every Mark, an
     // overflowing one none (the batch is dropped whole).

@@ -19,7 +19,8 @@ use super::agent_ref::{
 };
 use super::cron::CronJob;
 use super::hierarchy::ChildInfo;
-use super::msg::{AgentMsg, CmdDone, DoneItem, Internal};
+use super::inflight::{DoneItem, Inbox, Reply, Sink, Work};
+use super::msg::{AgentMsg, Internal};
 use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
 };
@@ -53,10 +54,11 @@ impl AgentServer {
     /// error naming it), an id already registered in the instance.
     pub async fn start(args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
         let id = args.id().to_owned();
+        let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn(None, AgentServer, args)
             .await
             .map_err(spawn_error)?;
-        Ok((AgentRef::new(actor, id), handle))
+        Ok((handle_of(actor, id, jido.as_ref()), handle))
     }
 
     /// Spawns an AgentServer linked to `supervisor`, which receives its
@@ -70,10 +72,20 @@ impl AgentServer {
         supervisor: ractor::ActorCell,
     ) -> Result<(AgentRef, JoinHandle<()>)> {
         let id = args.id().to_owned();
+        let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn_linked(None, AgentServer, args, supervisor)
             .await
             .map_err(spawn_error)?;
-        Ok((AgentRef::new(actor, id), handle))
+        Ok((handle_of(actor, id, jido.as_ref()), handle))
+    }
+}
+
+/// The handle of a freshly started agent.
+fn handle_of(actor: ActorRef<AgentMsg>, id: impl Into<Arc<str>>, jido: Option<&Jido>) -> AgentRef {
+    let agent = AgentRef::new(actor, id);
+    match jido {
+        Some(jido) => agent.in_instance(jido.shared()),
+        None => agent,
     }
 }
 
@@ -98,24 +110,19 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// One signal waiting for its turn.
-pub(crate) struct Work {
-    pub(crate) signal: Signal,
-    pub(crate) reply: Option<RpcReplyPort<Result<AgentState>>>,
-}
-
 /// The work running off the handler.
 pub(crate) struct InFlight {
     generation: u64,
-    /// Signals in the batch (for the pending count).
-    batch: usize,
+    /// Signals of the batch not settled yet (for the pending count).
+    unsettled: usize,
+    inbox: Arc<Inbox>,
     _task: AbortOnDrop<Option<()>>,
 }
 
 /// A routed signal ready for `cmd`.
 pub(crate) struct Prepared {
     signal: Arc<Signal>,
-    reply: Option<RpcReplyPort<Result<AgentState>>>,
+    reply: Option<Reply>,
     commands: Vec<Command>,
     tick: bool,
 }
@@ -146,6 +153,8 @@ pub struct AgentServerState {
     pub(crate) queue: VecDeque<(Arc<Signal>, Directive)>,
     pub(crate) drain_scheduled: bool,
     pub(crate) stopping: bool,
+    /// In the instance registry (removed once, however the agent ends).
+    pub(crate) registered: bool,
     pub(crate) parent: Option<Box<ParentRef>>,
     pub(crate) error_count: u32,
     pub(crate) next_id: u64,
@@ -159,6 +168,7 @@ pub struct AgentServerState {
 /// [`ServerOptions`] only matters at start).
 pub(crate) struct Settings {
     pub(crate) max_queue_size: usize,
+    pub(crate) max_pending: usize,
     pub(crate) on_parent_death: OnParentDeath,
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) default_dispatch: Option<DispatchConfig>,
@@ -252,8 +262,8 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Signal(signal) => state.enqueue_signal(&myself, signal, None),
-            AgentMsg::Call(call) => state.enqueue_signal(&myself, call.signal, Some(call.reply)),
+            AgentMsg::Signal(signal) => state.accept_signal(&myself, signal, None),
+            AgentMsg::Call(call) => state.accept_signal(&myself, call.signal, Some(call.reply)),
             AgentMsg::Runtime(rt) => {
                 if state.handle_internal(&myself, rt.0) {
                     // Boxed (one allocation per directive): directive
@@ -281,7 +291,7 @@ impl Actor for AgentServer {
         // parent policy may stop this agent.
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                let reason = reason.unwrap_or_else(|| "normal".to_owned());
+                let reason = super::exit_reason(reason);
                 state.on_actor_down(&myself, cell.get_id(), reason);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
@@ -297,6 +307,11 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
+        if !state.stopping {
+            // Stopped from outside through ractor (`stop`, `drain`, a
+            // supervisor): the work the agent accepted is finished first.
+            state.finish_accepted(&myself).await;
+        }
         state.status = ServerStatus::Stopping;
         state.cleanup(&myself);
         Ok(())
@@ -338,6 +353,7 @@ impl AgentServerState {
             jido,
             debug,
             max_queue_size,
+            max_pending_signals,
             on_parent_death,
             error_policy,
             default_dispatch,
@@ -355,6 +371,7 @@ impl AgentServerState {
             queue: VecDeque::new(),
             drain_scheduled: false,
             stopping: false,
+            registered: false,
             parent: None,
             error_count: 0,
             next_id: 0,
@@ -363,6 +380,7 @@ impl AgentServerState {
             extras: None,
             settings: Settings {
                 max_queue_size: max_queue_size.unwrap_or(super::DEFAULT_MAX_QUEUE_SIZE),
+                max_pending: max_pending_signals.unwrap_or(super::DEFAULT_MAX_PENDING_SIGNALS),
                 on_parent_death: on_parent_death.unwrap_or_default(),
                 error_policy,
                 default_dispatch,
@@ -386,6 +404,7 @@ impl AgentServerState {
         }
         if let Some(jido) = &state.jido {
             jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
+            state.registered = true;
             if supervised && restart != crate::directive::Restart::Temporary {
                 jido.register_restart(myself.get_id(), restart_args);
             }
@@ -404,7 +423,11 @@ impl AgentServerState {
     }
 
     pub(crate) fn agent_ref(&self) -> AgentRef {
-        AgentRef::new(self.myself.clone(), Arc::clone(&self.id))
+        handle_of(
+            self.myself.clone(),
+            Arc::clone(&self.id),
+            self.jido.as_ref(),
+        )
     }
 
     pub(crate) fn instance_name(&self) -> &str {
@@ -455,11 +478,72 @@ impl AgentServerState {
         }
     }
 
+    /// A signal from outside (a cast or a call): refused with `Cancelled`
+    /// once the instance is gone, with `QueueOverflow` when
+    /// `max_pending_signals` signals already wait; else queued.
+    fn accept_signal(&mut self, myself: &ActorRef<AgentMsg>, signal: Signal, reply: Option<Reply>) {
+        if self.stopping {
+            return self.enqueue_signal(myself, signal, reply);
+        }
+        if self.instance_gone() {
+            let error = Error::cancelled("jido instance is shut down")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("signal_type", signal.ty().to_owned());
+            return self.refuse(myself, reply, error, "shutdown");
+        }
+        if self.pending.len() >= self.settings.max_pending {
+            let max = self.settings.max_pending;
+            tracing::warn!(
+                name: "jido.agent_server.queue.overflow",
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                agent_module = self.agent.name(),
+                signal_type = signal.ty(),
+                jido_instance = self.instance_name(),
+                queue = "pending",
+                queue_size = max,
+                dropped = 1,
+                "pending signal queue full: signal refused"
+            );
+            let error = Error::queue_overflow("pending signal queue full")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("max_pending_signals", max)
+                .with_detail("signal_type", signal.ty().to_owned());
+            return self.refuse(myself, reply, error, "queue_overflow");
+        }
+        self.enqueue_signal(myself, signal, reply);
+    }
+
+    /// Whether the instance (its task supervisor or root supervisor) is
+    /// gone, so no work can start.
+    fn instance_gone(&self) -> bool {
+        self.exec.supervisor().is_shut_down() || self.jido.as_ref().is_some_and(Jido::is_shut_down)
+    }
+
+    /// Refuses a signal: the caller gets `error`, and the error policy sees
+    /// it at once like any other error (a cast's only trace).
+    fn refuse(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        reply: Option<Reply>,
+        error: Error,
+        context: &str,
+    ) {
+        if let Some(reply) = reply {
+            let _ = reply.send(Err(error.clone()));
+        }
+        if let super::DirectiveResult::Stop(reason) =
+            self.apply_error_policy(myself, &error, context)
+        {
+            self.stop_self(myself, reason.to_string());
+        }
+    }
+
     pub(crate) fn enqueue_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Signal,
-        reply: Option<RpcReplyPort<Result<AgentState>>>,
+        reply: Option<Reply>,
     ) {
         if self.stopping {
             if let Some(reply) = reply {
@@ -605,8 +689,7 @@ impl AgentServerState {
         );
         let exec = self.exec.clone();
         let size = batch.len();
-        self.spawn_batch(myself, size, span, move |mut agent| async move {
-            let mut items = Vec::with_capacity(batch.len());
+        self.spawn_batch(myself, size, span, move |mut agent, sink| async move {
             let mut rest = batch.into_iter();
             for p in rest.by_ref() {
                 let started = Instant::now();
@@ -635,7 +718,9 @@ impl AgentServerState {
                     agent = before;
                 }
                 let last = !matches!(&result, Ok(d) if d.is_empty());
-                items.push(DoneItem {
+                // Handed over at once: its caller never waits for the rest
+                // of the batch.
+                sink.item(DoneItem {
                     signal: p.signal,
                     reply: p.reply,
                     agent: agent.clone(),
@@ -652,12 +737,13 @@ impl AgentServerState {
                     reply: p.reply,
                 })
                 .collect();
-            (items, leftover)
+            sink.end(leftover);
         });
     }
 
-    /// Runs `work` on a copy of the agent in a supervised task; the result
-    /// comes back as a `CmdDone` message.
+    /// Runs `work` on a copy of the agent in a supervised task; each
+    /// finished `cmd` comes back through the batch's inbox (see
+    /// [`Sink`]).
     pub(crate) fn spawn_batch<F, Fut>(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -665,36 +751,29 @@ impl AgentServerState {
         span: tracing::Span,
         work: F,
     ) where
-        F: FnOnce(AgentState) -> Fut,
-        Fut: Future<Output = (Vec<DoneItem>, Vec<Work>)> + Send + 'static,
+        F: FnOnce(AgentState, Sink) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
     {
         self.next_id += 1;
         let generation = self.next_id;
-        let back = myself.clone();
-        let fut = work(self.agent.clone());
-        let task = self.exec.supervisor().spawn(
-            async move {
-                let (items, leftover) = fut.await;
-                let _ =
-                    back.send_message(AgentMsg::internal(Internal::CmdDone(Box::new(CmdDone {
-                        generation,
-                        items,
-                        leftover,
-                    }))));
-            }
-            .instrument(span),
-        );
-        match task {
+        let inbox = Arc::new(Inbox::default());
+        let sink = Sink::new(Arc::clone(&inbox), myself.clone(), generation);
+        let fut = work(self.agent.clone(), sink);
+        match self.exec.supervisor().spawn(fut.instrument(span)) {
             Ok(task) => {
                 self.status = ServerStatus::Processing;
                 self.in_flight = Some(InFlight {
                     generation,
-                    batch,
+                    unsettled: batch,
+                    inbox,
                     _task: AbortOnDrop(task),
                 });
             }
             Err(err) => {
-                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused");
+                // The instance's task supervisor is gone: the batch's
+                // callers get `Cancelled` (its future, holding their reply
+                // ports, is dropped here).
+                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused: the task supervisor is shut down");
             }
         }
     }
@@ -713,19 +792,19 @@ impl AgentServerState {
             + Send
             + 'static,
     {
-        self.spawn_batch(myself, 0, span, move |agent| {
+        self.spawn_batch(myself, 0, span, move |agent, sink| {
             let fut = work(agent);
             async move {
                 let started = Instant::now();
                 let (agent, result) = fut.await;
-                let item = DoneItem {
+                sink.item(DoneItem {
                     signal,
                     reply: None,
                     agent,
                     result,
                     duration_us: started.elapsed().as_micros() as u64,
-                };
-                (vec![item], Vec::new())
+                });
+                sink.end(Vec::new());
             }
         });
     }
@@ -770,23 +849,78 @@ impl AgentServerState {
             .push_back((Arc::new(signal), Directive::error(error, "routing")));
     }
 
-    fn on_cmd_done(&mut self, myself: &ActorRef<AgentMsg>, done: CmdDone) {
-        let matches = self
+    /// Settles the `cmd`s the in-flight batch finished so far; once the
+    /// batch ended, moves on to the next work.
+    fn on_progress(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
+        let Some(inbox) = self
             .in_flight
             .as_ref()
-            .is_some_and(|f| f.generation == done.generation);
-        if !matches {
+            .filter(|f| f.generation == generation)
+            .map(|f| Arc::clone(&f.inbox))
+        else {
             return;
-        }
-        self.in_flight = None;
-        for item in done.items {
-            self.settle(item);
-        }
-        for work in done.leftover.into_iter().rev() {
-            self.pending.push_front(work);
-        }
+        };
+        self.settle_taken(inbox.take());
         self.check_waiters();
         self.advance(myself);
+    }
+
+    /// Settles items taken from the in-flight inbox, in order; ends the
+    /// in-flight work when the batch ended.
+    fn settle_taken(&mut self, taken: super::inflight::Taken) {
+        for item in taken.items {
+            if let Some(f) = self.in_flight.as_mut() {
+                f.unsettled = f.unsettled.saturating_sub(1);
+            }
+            self.settle(item);
+        }
+        if let Some(leftover) = taken.ended {
+            self.in_flight = None;
+            for work in leftover.into_iter().rev() {
+                self.pending.push_front(work);
+            }
+        }
+    }
+
+    /// The end of in-flight work when the agent stops on its own decision:
+    /// every `cmd` that finished is settled (state kept, caller answered),
+    /// the unfinished one is cancelled, and a `cmd` that finishes after
+    /// this answers its own caller.
+    fn abandon_in_flight(&mut self) {
+        if let Some(f) = self.in_flight.take() {
+            for item in f.inbox.close() {
+                self.settle(item);
+            }
+        }
+    }
+
+    /// Stopped through ractor from outside (`stop`, `drain`, a supervisor):
+    /// finishes the accepted work (the batch in flight, the directives,
+    /// the signals waiting) without a mailbox, then lets the agent end. A
+    /// Stop directive or a stopping error policy ends it early.
+    pub(crate) async fn finish_accepted(&mut self, myself: &ActorRef<AgentMsg>) {
+        loop {
+            if let Some(inbox) = self.in_flight.as_ref().map(|f| Arc::clone(&f.inbox)) {
+                inbox.ready().await;
+                self.settle_taken(inbox.take());
+                self.check_waiters();
+                continue;
+            }
+            if let Some((signal, directive)) = self.queue.pop_front() {
+                let outcome = self.exec_directive(myself, signal, directive).await;
+                let crashed = self.extras.as_ref().is_some_and(|e| e.crash.is_some());
+                if crashed || matches!(outcome, super::DirectiveResult::Stop(_)) {
+                    self.stopping = true;
+                    return;
+                }
+                self.check_waiters();
+                continue;
+            }
+            match self.pending.pop_front() {
+                Some(work) => self.start_signal(myself, work),
+                None => return,
+            }
+        }
     }
 
     /// Applies one finished `cmd`: state, directives (or overflow), reply.
@@ -816,10 +950,17 @@ impl AgentServerState {
                         dropped = n,
                         "directive queue overflow: dropped {n} directives"
                     );
-                    Err(Error::queue_overflow("directive queue overflow")
+                    let error = Error::queue_overflow("directive queue overflow")
                         .with_detail("agent_id", self.id.to_string())
                         .with_detail("queue_size", max)
-                        .with_detail("dropped", n))
+                        .with_detail("dropped", n);
+                    // Like any other error, for a cast as for a call (the
+                    // one directive allowed past the limit).
+                    self.queue.push_back((
+                        Arc::clone(&signal),
+                        Directive::error(error.clone(), "queue_overflow"),
+                    ));
+                    Err(error)
                 } else {
                     if tracing::enabled!(target: "jido::agent_server", tracing::Level::DEBUG) {
                         let types: Vec<&'static str> =
@@ -885,13 +1026,18 @@ impl AgentServerState {
         self.advance(myself);
     }
 
-    /// Stops gracefully: queued directives and waiting signals are dropped.
+    /// Stops gracefully on the agent's own decision (a Stop directive, the
+    /// error policy, its parent's death, `AgentRef::stop`): what finished is
+    /// settled, the unfinished `cmd` is cancelled, queued directives are
+    /// dropped and waiting callers get `Cancelled`.
     pub(crate) fn stop_self(&mut self, myself: &ActorRef<AgentMsg>, reason: String) {
         if self.stopping {
             return;
         }
         self.stopping = true;
         self.status = ServerStatus::Stopping;
+        self.abandon_in_flight();
+        self.cancel_pending();
         let dropped = self.queue.len();
         self.queue.clear();
         if dropped > 0 {
@@ -938,7 +1084,7 @@ impl AgentServerState {
                 }
                 let _ = reply.send(());
             }
-            Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
+            Internal::Progress(generation) => self.on_progress(myself, generation),
             Internal::Drain => return true,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
             Internal::Adopt(parent, reply) => {
@@ -947,6 +1093,14 @@ impl AgentServerState {
             }
             Internal::CronTick(job_id, generation) => {
                 self.on_cron_tick(myself, &job_id, generation)
+            }
+            Internal::Stop(reason) => {
+                // Asked to stop through the agent's own API: it is never
+                // brought back, whatever the reason.
+                if let Some(jido) = &self.jido {
+                    jido.forget_restart(myself.get_id());
+                }
+                self.stop_self(myself, reason);
             }
         }
         false
@@ -970,7 +1124,7 @@ impl AgentServerState {
                 + self
                     .in_flight
                     .as_ref()
-                    .map_or(0, |f| f.batch.saturating_sub(1)),
+                    .map_or(0, |f| f.unsettled.saturating_sub(1)),
             in_flight: self.in_flight.is_some(),
             children,
             parent_id: self.parent.as_ref().map(|p| p.id.clone()),
@@ -1067,18 +1221,15 @@ impl AgentServerState {
     }
 
     fn cleanup(&mut self, myself: &ActorRef<AgentMsg>) {
-        self.in_flight = None;
-        let extras = self.extras.take();
         let cell = myself.get_cell();
         if let Some(parent) = &self.parent {
             cell.unmonitor(parent.actor.get_cell());
         }
-        for child in extras.iter().flat_map(|e| e.children.values()) {
+        for child in self.extras().iter().flat_map(|e| e.children.values()) {
             cell.unmonitor(child.actor.get_cell());
         }
-        if let Some(jido) = &self.jido {
-            jido.unregister(&self.id, myself.get_id());
-        }
+        // Now, not when a supervisor drops the final state it is sent.
+        self.release();
         tracing::debug!(
             name: "jido.agent_server.stop",
             target: "jido::agent_server",
@@ -1089,6 +1240,46 @@ impl AgentServerState {
         );
     }
 
+    /// Answers every caller still waiting (`Cancelled`), cancels timers,
+    /// crons and unfinished work, and leaves the registry. Runs when the
+    /// agent stops (`post_stop`) and again, as a no-op then, when its state
+    /// is dropped — the only step a killed agent gets.
+    fn release(&mut self) {
+        self.abandon_in_flight();
+        self.cancel_pending();
+        self.queue.clear();
+        if let Some(extras) = self.extras.take() {
+            for waiter in extras.waiters {
+                let _ = waiter.reply.send(Err(stopped(&self.id)));
+            }
+        }
+        if std::mem::take(&mut self.registered) {
+            if let Some(jido) = &self.jido {
+                jido.unregister(&self.id, self.myself.get_id());
+            }
+        }
+    }
+
+    /// Answers every waiting call with `Cancelled`; waiting casts are
+    /// dropped (counted in a debug event).
+    fn cancel_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let dropped = pending.len();
+        for work in pending {
+            if let Some(reply) = work.reply {
+                let _ = reply.send(Err(stopped(&self.id)));
+            }
+        }
+        if dropped > 0 {
+            tracing::debug!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                dropped,
+                "agent stopping: waiting signals cancelled"
+            );
+        }
+    }
+
     /// Looks an agent up in the instance registry.
     pub(crate) fn lookup_agent(&self, id: &str) -> Result<AgentRef> {
         self.jido
@@ -1096,6 +1287,17 @@ impl AgentServerState {
             .and_then(|j| j.whereis(id))
             .ok_or_else(|| not_alive(id))
     }
+}
+
+impl Drop for AgentServerState {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The answer of a caller whose signal the agent will never process.
+fn stopped(id: &str) -> Error {
+    Error::cancelled("agent stopped before replying").with_detail("agent_id", id.to_owned())
 }
 
 /// The completion `opts` wait for, when the agent's state shows one.

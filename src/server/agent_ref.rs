@@ -1,13 +1,14 @@
 //! `AgentRef`: the handle of a running agent.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ractor::rpc::CallResult;
 use ractor::{ActorRef, ActorStatus, RpcReplyPort};
 use serde_json::Value;
 
+use super::instance::Shared;
 use super::msg::{AgentMsg, CallRequest, Internal};
 use super::{DEFAULT_AWAIT_TIMEOUT, DEFAULT_CALL_TIMEOUT, DEFAULT_STOP_TIMEOUT};
 use crate::agent::AgentState;
@@ -63,6 +64,9 @@ use crate::strategy::Snapshot;
 pub struct AgentRef {
     actor: ActorRef<AgentMsg>,
     id: Arc<str>,
+    /// The instance the agent runs in, when this handle came from it (so
+    /// `stop` can rule out a restart even if the agent must be killed).
+    instance: Weak<Shared>,
 }
 
 impl fmt::Debug for AgentRef {
@@ -95,6 +99,30 @@ impl AgentRef {
         Self {
             actor,
             id: id.into(),
+            instance: Weak::new(),
+        }
+    }
+
+    /// This handle, knowing the instance the agent runs in.
+    pub(crate) fn in_instance(mut self, shared: &Arc<Shared>) -> Self {
+        self.instance = Arc::downgrade(shared);
+        self
+    }
+
+    /// Asks the agent to stop on its own terms (what finished is settled,
+    /// the rest cancelled, never restarted); a raw ractor stop when its
+    /// mailbox no longer takes messages.
+    pub(crate) fn request_stop(&self, reason: String) {
+        if let Some(shared) = self.instance.upgrade() {
+            shared.forget_restart(self.actor.get_id());
+        }
+        if let Err(ractor::MessagingErr::SendErr(AgentMsg::Runtime(super::msg::RuntimeMsg(
+            Internal::Stop(reason),
+        )))) = self
+            .actor
+            .send_message(AgentMsg::internal(Internal::Stop(reason)))
+        {
+            self.actor.stop(Some(reason));
         }
     }
 
@@ -263,35 +291,49 @@ impl AgentRef {
         .await
     }
 
-    /// Stops the agent gracefully with `reason` (after the message it is
-    /// handling; queued directives and waiting signals are dropped) and
-    /// waits for it to end, at most 5 s, after which it is killed.
+    /// Stops the agent gracefully with `reason` and waits for it to end,
+    /// at most 5 s ([`DEFAULT_STOP_TIMEOUT`](super::DEFAULT_STOP_TIMEOUT)),
+    /// after which it is killed. See [`stop_timeout`](AgentRef::stop_timeout).
     ///
-    /// The reason decides restarts under a `Jido` instance: `"shutdown"`
-    /// (or `"shutdown: …"`) is never restarted; `"normal"` restarts a
-    /// permanent agent only.
+    /// # Errors
+    ///
+    /// As [`stop_timeout`](AgentRef::stop_timeout).
+    pub async fn stop(&self, reason: impl Into<StopReason>) -> Result<()> {
+        self.stop_timeout(reason, DEFAULT_STOP_TIMEOUT).await
+    }
+
+    /// Stops the agent gracefully with `reason` and waits for it to end,
+    /// at most `grace`; then kills it and waits `grace` again.
+    ///
+    /// The stop takes effect after the message the agent is handling: every
+    /// `cmd` that already finished is settled (state kept, caller answered
+    /// with its result), the unfinished one and the signals still waiting
+    /// get [`Cancelled`](crate::ErrorKind::Cancelled), queued directives are
+    /// dropped. An agent stopped this way is **never restarted**, whatever
+    /// the reason and its restart policy, even when it has to be killed
+    /// (the reason still reaches its supervisor and its parent).
     ///
     /// # Errors
     ///
     /// [`NotFound`](crate::ErrorKind::NotFound) when the agent was not
-    /// alive.
-    pub async fn stop(&self, reason: impl Into<StopReason>) -> Result<()> {
+    /// alive; [`Timeout`](crate::ErrorKind::Timeout) "agent did not stop"
+    /// (details `agent_id`, `timeout_ms`) when even the kill did not finish
+    /// in time (its handler is blocked): the agent still runs.
+    pub async fn stop_timeout(&self, reason: impl Into<StopReason>, grace: Duration) -> Result<()> {
         if !self.is_alive() {
             return Err(not_alive(&self.id));
         }
-        let reason: StopReason = reason.into();
+        self.request_stop(reason.into().to_string());
         let cell = self.actor.get_cell();
-        match cell
-            .stop_and_wait(Some(reason.to_string()), Some(DEFAULT_STOP_TIMEOUT))
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(ractor::RactorErr::Timeout) => {
-                let _ = cell.kill_and_wait(Some(DEFAULT_STOP_TIMEOUT)).await;
-                Ok(())
-            }
-            // The actor was already gone.
-            Err(_) => Ok(()),
+        if cell.wait(Some(grace)).await.is_ok() {
+            return Ok(());
+        }
+        match cell.kill_and_wait(Some(grace)).await {
+            Err(ractor::RactorErr::Timeout) => Err(Error::timeout("agent did not stop")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("timeout_ms", grace.as_millis() as u64)),
+            // Killed, or it was already gone.
+            _ => Ok(()),
         }
     }
 }

@@ -121,7 +121,7 @@ struct Registry {
     by_actor: HashMap<ActorId, String>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     registry: RwLock<Registry>,
     specs: Mutex<HashMap<ActorId, AgentServerArgs>>,
     shutting_down: AtomicBool,
@@ -130,6 +130,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// The agent running as `actor` is never restarted: it was asked to
+    /// stop through its own API.
+    pub(crate) fn forget_restart(&self, actor: ActorId) {
+        self.specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&actor);
+    }
+
     /// The registry for reading; a poisoned lock still holds valid data.
     fn registry(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
         self.registry.read().unwrap_or_else(PoisonError::into_inner)
@@ -231,6 +240,10 @@ impl Jido {
         &self.inner.name
     }
 
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
     /// The executor (and task supervisor) of the instance.
     pub fn exec(&self) -> &Exec {
         &self.inner.exec
@@ -246,9 +259,15 @@ impl Jido {
         &self.inner.defaults
     }
 
-    /// Whether [`shutdown`](Jido::shutdown) was called.
+    /// Whether the instance is shut down: [`shutdown`](Jido::shutdown) was
+    /// called, or its task supervisor or root supervisor is gone (stopped
+    /// or killed by someone else). Its agents then answer every signal with
+    /// [`Cancelled`](crate::ErrorKind::Cancelled) "jido instance is shut
+    /// down".
     pub fn is_shut_down(&self) -> bool {
         self.inner.shared.shutting_down.load(Ordering::SeqCst)
+            || self.inner.exec.supervisor().is_shut_down()
+            || self.inner.root.get_status() >= ractor::ActorStatus::Stopping
     }
 
     /// Starts `agent` under the instance supervisor with `options` (unset
@@ -269,7 +288,7 @@ impl Jido {
         let (actor, _) = Actor::spawn_linked(None, AgentServer, args, self.supervisor_cell())
             .await
             .map_err(spawn_error)?;
-        Ok(AgentRef::new(actor, id))
+        Ok(AgentRef::new(actor, id).in_instance(&self.inner.shared))
     }
 
     /// The running agent with this id.
@@ -291,12 +310,15 @@ impl Jido {
         all
     }
 
-    /// Stops the agent `id` with the reason `"shutdown"` (so it is not
-    /// restarted) and waits for it to end (5 s, then it is killed).
+    /// Stops the agent `id` with the reason `"shutdown"` as
+    /// [`AgentRef::stop`] does (never restarted; killed after 5 s) and
+    /// removes it from the registry.
     ///
     /// # Errors
     ///
-    /// [`NotFound`](crate::ErrorKind::NotFound) when no such agent runs.
+    /// [`NotFound`](crate::ErrorKind::NotFound) when no such agent runs; a
+    /// [`Timeout`](crate::ErrorKind::Timeout) when even the kill did not
+    /// finish — the agent still runs, and keeps its registry entry.
     pub async fn stop_agent(&self, id: &str) -> Result<()> {
         let agent = self.whereis(id).ok_or_else(|| not_alive(id))?;
         agent.stop("shutdown").await?;
@@ -327,7 +349,7 @@ impl Jido {
         drop(registry.by_actor);
         agents.sort_unstable_by_key(|a| a.actor_ref().get_id().pid());
         for agent in &agents {
-            agent.actor_ref().stop(Some("shutdown".to_owned()));
+            agent.request_stop("shutdown".to_owned());
         }
         let all_stopped =
             futures::future::join_all(agents.iter().map(|a| a.actor_ref().wait(None)));
@@ -379,6 +401,7 @@ impl Jido {
                 .with_detail("agent_id", id.to_owned())
                 .with_detail("jido_instance", self.inner.name.clone()));
         }
+        let agent = agent.in_instance(&self.inner.shared);
         let actor = agent.actor_ref().get_id();
         if let Some(old) = reg.by_id.insert(id.to_owned(), agent) {
             reg.by_actor.remove(&old.actor_ref().get_id());
@@ -394,6 +417,11 @@ impl Jido {
         }
         let mut reg = self.inner.shared.registry_mut();
         reg.remove(id, actor);
+    }
+
+    /// The agent running as `actor` is not restarted when it ends.
+    pub(crate) fn forget_restart(&self, actor: ActorId) {
+        self.inner.shared.forget_restart(actor);
     }
 
     pub(crate) fn register_restart(&self, actor: ActorId, args: AgentServerArgs) {
@@ -440,8 +468,10 @@ pub(crate) enum Exit {
 }
 
 impl Exit {
+    /// A shutdown, or a drain (ractor's `drain`: the agent finished its
+    /// work and stopped normally): never restarted.
     fn is_shutdown(&self) -> bool {
-        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:"))
+        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED)
     }
 
     fn is_clean(&self) -> bool {
@@ -454,12 +484,14 @@ impl Exit {
 
     fn reason(&self) -> String {
         match self {
-            Exit::Stopped(None) => "normal".to_owned(),
-            Exit::Stopped(Some(r)) => r.clone(),
+            Exit::Stopped(r) => super::exit_reason(r.clone()),
             Exit::Failed(e) => format!("failed: {e}"),
         }
     }
 }
+
+/// The exit reason ractor gives an actor that was drained.
+pub(crate) const DRAINED: &str = "Drained";
 
 /// Whether a child with this policy is restarted after this exit.
 pub(crate) fn should_restart(restart: Restart, exit: &Exit) -> bool {
@@ -598,6 +630,10 @@ mod tests {
         let normal = Exit::Stopped(Some("normal".into()));
         let none = Exit::Stopped(None);
         let shutdown = Exit::Stopped(Some("shutdown".into()));
+        let drained = Exit::Stopped(Some(DRAINED.into()));
+        assert!(!should_restart(Restart::Permanent, &drained));
+        assert!(!should_restart(Restart::Transient, &drained));
+        assert_eq!(drained.reason(), "normal");
         let parent_down = Exit::Stopped(Some("shutdown: parent_down: killed".into()));
         let custom = Exit::Stopped(Some("agent_error: x".into()));
         for e in [

@@ -68,6 +68,7 @@ mod agent_ref;
 pub mod cron;
 mod directives;
 mod hierarchy;
+mod inflight;
 mod instance;
 mod msg;
 mod options;
@@ -94,12 +95,24 @@ pub const DEFAULT_AWAIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `max_queue_size` (10 000 directives).
 pub const DEFAULT_MAX_QUEUE_SIZE: usize = 10_000;
+/// Default `max_pending_signals`: signals that may wait for their turn
+/// (10 000); beyond it a signal is refused with `QueueOverflow`.
+pub const DEFAULT_MAX_PENDING_SIGNALS: usize = 10_000;
 /// Size of the debug ring buffer (500 events).
 pub const DEBUG_BUFFER_SIZE: usize = 500;
 /// Default restart intensity: restarts allowed per window (3).
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// Default restart window (5 s).
 pub const DEFAULT_RESTART_WINDOW: Duration = Duration::from_secs(5);
+
+/// The reason an agent's exit is reported with: the stop reason, `"normal"`
+/// without one or after ractor's `drain`.
+pub(crate) fn exit_reason(reason: Option<String>) -> String {
+    match reason {
+        Some(r) if r != instance::DRAINED => r,
+        _ => "normal".to_owned(),
+    }
+}
 
 /// Signal types the runtime produces or handles itself.
 pub mod signal_types {

@@ -7,8 +7,7 @@ use ractor::RpcReplyPort;
 use super::agent_ref::{AgentStatus, AwaitOptions, Completion, DebugEvent};
 use super::options::ParentRef;
 use crate::agent::AgentState;
-use crate::directive::Directive;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::signal::Signal;
 
 /// The message type of every AgentServer, so every agent is an
@@ -76,27 +75,6 @@ impl AgentMsg {
     }
 }
 
-/// One signal (or instruction result) whose `cmd` ran.
-pub(crate) struct DoneItem {
-    pub(crate) signal: std::sync::Arc<Signal>,
-    pub(crate) reply: Option<RpcReplyPort<Result<AgentState>>>,
-    /// The agent right after this item.
-    pub(crate) agent: AgentState,
-    pub(crate) result: std::result::Result<Vec<Directive>, Error>,
-    pub(crate) duration_us: u64,
-}
-
-/// What a finished batch of `cmd`s (or instruction feedback) sends back.
-pub(crate) struct CmdDone {
-    pub(crate) generation: u64,
-    /// The items that ran, in order; only the last may have directives or
-    /// an error.
-    pub(crate) items: Vec<DoneItem>,
-    /// Signals of the batch that did not run (after one with directives),
-    /// back to the front of the pending queue.
-    pub(crate) leftover: Vec<super::actor::Work>,
-}
-
 /// A child announcing itself to its parent.
 pub(crate) struct ChildStarted {
     pub(crate) tag: String,
@@ -113,11 +91,14 @@ pub(crate) enum Internal {
     AwaitTimeout(u64),
     RecentEvents(Option<usize>, RpcReplyPort<Result<Vec<DebugEvent>>>),
     SetDebug(bool, RpcReplyPort<()>),
-    CmdDone(Box<CmdDone>),
+    /// Finished `cmd`s are waiting in the in-flight batch's inbox.
+    Progress(u64),
     Drain,
     ChildStarted(Box<ChildStarted>),
     Adopt(Box<ParentRef>, RpcReplyPort<Result<()>>),
     CronTick(String, u64),
+    /// A graceful stop asked through `AgentRef::stop` / `Jido::stop_agent`.
+    Stop(String),
 }
 
 impl Internal {
@@ -129,11 +110,12 @@ impl Internal {
             Internal::AwaitTimeout(_) => "await_timeout",
             Internal::RecentEvents(..) => "recent_events",
             Internal::SetDebug(..) => "set_debug",
-            Internal::CmdDone(_) => "cmd_done",
+            Internal::Progress(_) => "progress",
             Internal::Drain => "drain",
             Internal::ChildStarted(_) => "child_started",
             Internal::Adopt(..) => "adopt",
             Internal::CronTick(..) => "cron_tick",
+            Internal::Stop(_) => "stop",
         }
     }
 }

@@ -265,6 +265,7 @@ impl Executors {
 /// | `default_dispatch` | none: Emit without dispatch goes back to the agent |
 /// | `error_policy` | [`ErrorPolicy::LogOnly`] |
 /// | `max_queue_size` | 10 000 (≥ 1) |
+/// | `max_pending_signals` | 10 000 (≥ 1) |
 /// | `parent` | none |
 /// | `on_parent_death` | [`OnParentDeath::Stop`] |
 /// | `debug` | false |
@@ -283,6 +284,7 @@ pub struct ServerOptions {
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) max_queue_size: Option<usize>,
+    pub(crate) max_pending_signals: Option<usize>,
     pub(crate) parent: Option<ParentRef>,
     pub(crate) on_parent_death: Option<OnParentDeath>,
     pub(crate) debug: Option<bool>,
@@ -299,6 +301,7 @@ impl fmt::Debug for ServerOptions {
             .field("default_dispatch", &self.default_dispatch)
             .field("error_policy", &self.error_policy)
             .field("max_queue_size", &self.max_queue_size)
+            .field("max_pending_signals", &self.max_pending_signals)
             .field("parent", &self.parent)
             .field("on_parent_death", &self.on_parent_death)
             .field("debug", &self.debug)
@@ -347,6 +350,19 @@ impl ServerOptions {
     #[must_use]
     pub fn max_queue_size(mut self, n: usize) -> Self {
         self.max_queue_size = Some(n);
+        self
+    }
+
+    /// The most signals that may wait while the agent is busy (≥ 1). A
+    /// signal beyond it is refused: a `call` gets
+    /// [`QueueOverflow`](crate::ErrorKind::QueueOverflow) "pending signal
+    /// queue full" (details `max_pending_signals`, `signal_type`), and the
+    /// error policy sees the same error (context `queue_overflow`) for a
+    /// call or a cast. Signals the runtime makes itself (child events,
+    /// schedules, Emit back to the agent) are not counted against it.
+    #[must_use]
+    pub fn max_pending_signals(mut self, n: usize) -> Self {
+        self.max_pending_signals = Some(n);
         self
     }
 
@@ -402,7 +418,7 @@ impl ServerOptions {
     /// Reads the JSON options of a
     /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
     /// `initial_state` (object), `on_parent_death` (`"stop"`,
-    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `debug`,
+    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`, `debug`,
     /// `error_policy` (see [`ErrorPolicy::from_json`]).
     ///
     /// # Errors
@@ -443,6 +459,14 @@ impl ServerOptions {
                             .ok_or_else(|| bad(key, value))?,
                     );
                 }
+                "max_pending_signals" => {
+                    out.max_pending_signals = Some(
+                        value
+                            .as_u64()
+                            .and_then(|n| usize::try_from(n).ok())
+                            .ok_or_else(|| bad(key, value))?,
+                    );
+                }
                 "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
                 "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
                 _ => {
@@ -468,6 +492,7 @@ impl ServerOptions {
             .or_else(|| defaults.default_dispatch.clone());
         self.error_policy = self.error_policy.or_else(|| defaults.error_policy.clone());
         self.max_queue_size = self.max_queue_size.or(defaults.max_queue_size);
+        self.max_pending_signals = self.max_pending_signals.or(defaults.max_pending_signals);
         self.parent = self.parent.or_else(|| defaults.parent.clone());
         self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
         self.debug = self.debug.or(defaults.debug);
@@ -483,6 +508,13 @@ impl ServerOptions {
             return Err(Error::configuration("max_queue_size must be at least 1")
                 .with_detail("option", "max_queue_size")
                 .with_detail("value", 0));
+        }
+        if self.max_pending_signals == Some(0) {
+            return Err(
+                Error::configuration("max_pending_signals must be at least 1")
+                    .with_detail("option", "max_pending_signals")
+                    .with_detail("value", 0),
+            );
         }
         if let Some(ErrorPolicy::MaxErrors(0)) = self.error_policy {
             return Err(Error::configuration("max_errors must be at least 1")
