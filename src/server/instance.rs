@@ -297,6 +297,12 @@ impl Jido {
         reg.by_id.get(id).filter(|r| r.is_alive()).cloned()
     }
 
+    /// Entries in the registry, live or not (for tests of cleanup).
+    #[doc(hidden)]
+    pub fn registered_count(&self) -> usize {
+        self.inner.shared.registry().by_id.len()
+    }
+
     /// Every running agent, sorted by id.
     pub fn agents(&self) -> Vec<AgentRef> {
         let reg = self.inner.shared.registry();

@@ -1,0 +1,518 @@
+//! What the runtime promises about replies, stops and bounds: every accepted
+//! signal is answered with its own result or a clear `Cancelled`, nothing
+//! waits on work that is not its own, and nothing a stop asked for comes
+//! back.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use jido::ErrorKind;
+use jido::directive::Restart;
+use jido::prelude::*;
+use jido::server::{
+    AgentRef, AgentServer, AgentServerArgs, AwaitOptions, ErrorDecision, ErrorPolicy, Jido,
+    JidoConfig, OnParentDeath, ServerOptions,
+};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+/// Sleeps `params.ms` (virtual time), records `params.n` in `log` and, when
+/// given, reports it on `tx` as it starts.
+fn slow(tx: Option<mpsc::UnboundedSender<Value>>) -> DynAction {
+    act(move |p, ctx| {
+        let tx = tx.clone();
+        async move {
+            if let Some(tx) = &tx {
+                let _ = tx.send(p["n"].clone());
+            }
+            tokio::time::sleep(Duration::from_millis(p["ms"].as_u64().unwrap_or(0))).await;
+            let mut log = ctx
+                .state()
+                .and_then(|s| s.get("log").cloned())
+                .unwrap_or_else(|| json!([]));
+            if let Some(list) = log.as_array_mut() {
+                list.push(p["n"].clone());
+            }
+            Ok(json!({"log": log}))
+        }
+    })
+}
+
+fn work(n: u64, ms: u64) -> jido::signal::Signal {
+    sig("work", json!({"n": n, "ms": ms}))
+}
+
+fn log_of(agent: &AgentState) -> Value {
+    agent.state().get("log").cloned().unwrap_or(Value::Null)
+}
+
+/// Starts `call(signal)` in a task and lets it reach the agent's mailbox.
+async fn spawn_call(
+    agent: &AgentRef,
+    signal: jido::signal::Signal,
+) -> tokio::task::JoinHandle<jido::Result<AgentState>> {
+    let agent = agent.clone();
+    let task =
+        tokio::spawn(async move { agent.call_timeout(signal, Duration::from_secs(60)).await });
+    tokio::task::yield_now().await;
+    task
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_is_answered_when_its_own_cmd_finishes_not_when_its_batch_ends() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("work", slow(None))
+                .build("batch-reply"),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    let t0 = Instant::now();
+    // A runs alone; B and C wait, then run back to back in one batch.
+    agent.cast(work(1, 1_000)).unwrap();
+    let b = spawn_call(&agent, work(2, 0)).await;
+    agent.cast(work(3, 10_000)).unwrap();
+    let after_b = b.await.unwrap().unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(1_000));
+    assert_eq!(log_of(&after_b), json!([1, 2]));
+    // State reads see B's change while C still runs.
+    assert_eq!(log_of(&agent.state().await.unwrap()), json!([1, 2]));
+    let last = agent
+        .call_timeout(work(4, 0), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(11_000));
+    assert_eq!(log_of(&last), json!([1, 2, 3, 4]));
+    jido.shutdown().await;
+}
+
+/// Three ways an agent ends while a batch runs: its own stop, a kill, its
+/// parent's death. B (finished) gets its own result, C (unfinished) gets
+/// `Cancelled`.
+async fn end_while_batch_runs(end: &str) {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let parent = jido
+        .start_agent(
+            TestAgent::new().build(&format!("parent-{end}")),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("work", slow(Some(started)))
+                .build(&format!("ending-{end}")),
+            ServerOptions::new()
+                .parent(jido::server::ParentRef::new(&parent, "worker"))
+                .on_parent_death(OnParentDeath::Stop),
+        )
+        .await
+        .unwrap();
+    agent.cast(work(1, 1_000)).unwrap();
+    assert_eq!(recv(&mut started_rx).await, json!(1));
+    let b = spawn_call(&agent, work(2, 0)).await;
+    let c = spawn_call(&agent, work(3, 60_000)).await;
+    // C runs: B has finished in the same batch.
+    assert_eq!(recv(&mut started_rx).await, json!(2));
+    assert_eq!(recv(&mut started_rx).await, json!(3));
+    match end {
+        "stop" => agent.stop("shutdown").await.unwrap(),
+        "kill" => agent.actor_ref().kill_and_wait(None).await.unwrap(),
+        _ => parent.stop("shutdown").await.unwrap(),
+    }
+    let after_b = b.await.unwrap().unwrap();
+    assert_eq!(log_of(&after_b), json!([1, 2]));
+    let err = c.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(err.message(), "agent stopped before replying");
+    within(agent.actor_ref().wait(None)).await.unwrap();
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_settles_finished_cmds_and_cancels_only_the_unfinished_one() {
+    end_while_batch_runs("stop").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kill_answers_finished_cmds_and_cancels_only_the_unfinished_one() {
+    end_while_batch_runs("kill").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parent_death_settles_finished_cmds_and_cancels_only_the_unfinished_one() {
+    end_while_batch_runs("parent").await;
+}
+
+/// ractor's `drain` and `stop` from outside finish the signal in flight and
+/// every signal the agent accepted, then end; `drain` is a normal exit that
+/// is never restarted.
+async fn raw_ractor_end(drain: bool) {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("work", slow(Some(started)))
+                .build(&format!("raw-{drain}")),
+            ServerOptions::new().restart(Restart::Permanent),
+        )
+        .await
+        .unwrap();
+    agent.cast(work(1, 1_000)).unwrap();
+    assert_eq!(recv(&mut started_rx).await, json!(1));
+    let b = spawn_call(&agent, work(2, 500)).await;
+    agent.cast(work(3, 500)).unwrap();
+    let waiter = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.await_completion(AwaitOptions::new()).await })
+    };
+    tokio::task::yield_now().await;
+    let t0 = Instant::now();
+    if drain {
+        agent.actor_ref().drain_and_wait(None).await.unwrap();
+    } else {
+        agent.actor_ref().stop_and_wait(None, None).await.unwrap();
+    }
+    assert_eq!(t0.elapsed(), Duration::from_millis(2_000));
+    assert_eq!(log_of(&b.await.unwrap().unwrap()), json!([1, 2]));
+    assert_eq!(recv(&mut started_rx).await, json!(2));
+    assert_eq!(recv(&mut started_rx).await, json!(3));
+    let err = waiter.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if drain {
+        // A normal end: the permanent agent is not brought back.
+        assert!(jido.whereis("raw-true").is_none());
+        assert!(jido.supervisor_cell().get_children().is_empty());
+    }
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ractor_drain_finishes_accepted_signals_and_ends_normally() {
+    raw_ractor_end(true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn ractor_stop_finishes_accepted_signals() {
+    raw_ractor_end(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn agent_ref_stop_never_brings_back_a_permanent_agent() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    for (id, reason) in [("perm-normal", "normal"), ("perm-custom", "bye")] {
+        let agent = jido
+            .start_agent(
+                TestAgent::new().build(id),
+                ServerOptions::new().restart(Restart::Permanent),
+            )
+            .await
+            .unwrap();
+        agent.stop(reason).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(jido.agents().is_empty());
+    assert!(jido.supervisor_cell().get_children().is_empty());
+    jido.shutdown().await;
+}
+
+/// A directive whose executor blocks its thread until released.
+#[derive(Debug)]
+struct Block;
+impl jido::directive::CustomDirective for Block {}
+
+struct BlockExec(Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>);
+impl jido::server::DirectiveExec for BlockExec {
+    type Directive = Block;
+    fn exec(
+        &self,
+        _: &Block,
+        _: &jido::signal::Signal,
+        _: &jido::server::DirectiveContext<'_>,
+    ) -> jido::server::DirectiveResult {
+        let _ = self.0.lock().unwrap().recv();
+        jido::server::DirectiveResult::Ok
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_that_cannot_even_kill_is_an_error_and_the_agent_stays_registered() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (release, blocked) = std::sync::mpsc::channel();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("block", effects(|_| vec![Directive::custom(Block)]))
+                .build("blocked"),
+            ServerOptions::new()
+                .restart(Restart::Permanent)
+                .directive_exec(BlockExec(Arc::new(std::sync::Mutex::new(blocked)))),
+        )
+        .await
+        .unwrap();
+    agent.call(sig("block", json!({}))).await.unwrap();
+    let err = agent
+        .stop_timeout("shutdown", Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    assert_eq!(err.message(), "agent did not stop");
+    assert_eq!(err.detail("timeout_ms"), Some(&json!(50)));
+    assert_eq!(jido.whereis("blocked").as_ref(), Some(&agent));
+    // Released, the agent takes the kill and, though permanent, stays down.
+    release.send(()).unwrap();
+    within(agent.actor_ref().wait(None)).await.unwrap();
+    within(async {
+        while !jido.supervisor_cell().get_children().is_empty() || jido.whereis("blocked").is_some()
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(jido.whereis("blocked").is_none());
+    jido.shutdown().await;
+}
+
+/// A supervisor that handles supervision events only when let through.
+struct SlowSupervisor;
+
+impl ractor::Actor for SlowSupervisor {
+    type Msg = ();
+    type State = Arc<Notify>;
+    type Arguments = Arc<Notify>;
+
+    async fn pre_start(
+        &self,
+        _: ractor::ActorRef<()>,
+        gate: Arc<Notify>,
+    ) -> Result<Arc<Notify>, ractor::ActorProcessingErr> {
+        Ok(gate)
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _: ractor::ActorRef<()>,
+        _: ractor::SupervisionEvent,
+        gate: &mut Arc<Notify>,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        gate.notified().await;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_callers_are_answered_when_the_agent_stops_not_when_its_supervisor_looks() {
+    let gate = Arc::new(Notify::new());
+    let (sup, _) = ractor::Actor::spawn(None, SlowSupervisor, Arc::clone(&gate))
+        .await
+        .unwrap();
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let (agent, _) = AgentServer::start_linked(
+        AgentServerArgs::new(
+            TestAgent::new()
+                .route("work", slow(Some(started)))
+                .build("slow-sup"),
+            ServerOptions::new(),
+        ),
+        sup.get_cell(),
+    )
+    .await
+    .unwrap();
+    // The supervisor is stuck on the agent's start event from here on.
+    agent.cast(work(1, 60_000)).unwrap();
+    assert_eq!(recv(&mut started_rx).await, json!(1));
+    let b = spawn_call(&agent, work(2, 0)).await;
+    let waiter = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.await_completion(AwaitOptions::new()).await })
+    };
+    tokio::task::yield_now().await;
+    let t0 = Instant::now();
+    agent.stop("shutdown").await.unwrap();
+    let err = b.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(err.message(), "agent stopped before replying");
+    assert_eq!(
+        waiter.await.unwrap().unwrap_err().kind(),
+        ErrorKind::Cancelled
+    );
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+    gate.notify_waiters();
+    sup.stop(None);
+}
+
+/// The errors a policy saw: context and kind.
+type PolicyLog = Arc<std::sync::Mutex<Vec<(String, ErrorKind)>>>;
+
+/// A policy that records every error it sees.
+fn counting() -> (ErrorPolicy, PolicyLog) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let policy = {
+        let seen = Arc::clone(&seen);
+        ErrorPolicy::custom(move |ev| {
+            seen.lock()
+                .unwrap()
+                .push((ev.context.to_owned(), ev.error.kind()));
+            Ok(ErrorDecision::Continue)
+        })
+    };
+    (policy, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gone_task_supervisor_makes_agents_answer_cancelled() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (policy, seen) = counting();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("work", slow(None))
+                .build("orphaned-instance"),
+            ServerOptions::new().error_policy(policy),
+        )
+        .await
+        .unwrap();
+    assert!(!jido.is_shut_down());
+    jido.exec().supervisor().shutdown().await;
+    assert!(jido.is_shut_down());
+    let err = agent.call(work(1, 0)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(err.message(), "jido instance is shut down");
+    agent.cast(work(2, 0)).unwrap();
+    let status = agent.status().await.unwrap();
+    assert_eq!(status.error_count, 2);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("shutdown".to_owned(), ErrorKind::Cancelled),
+            ("shutdown".to_owned(), ErrorKind::Cancelled)
+        ]
+    );
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gone_root_supervisor_shuts_the_instance_down_for_embedded_agents() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (agent, _) = AgentServer::start(AgentServerArgs::new(
+        TestAgent::new().route("work", slow(None)).build("embedded"),
+        ServerOptions::new().jido(jido.clone()),
+    ))
+    .await
+    .unwrap();
+    jido.supervisor_cell().kill_and_wait(None).await.unwrap();
+    assert!(jido.is_shut_down());
+    let err = agent.call(work(1, 0)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(err.message(), "jido instance is shut down");
+    agent.stop("shutdown").await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_pending_queue_refuses_signals_with_queue_overflow() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (policy, seen) = counting();
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route("work", slow(Some(started)))
+                .build("bounded"),
+            ServerOptions::new()
+                .max_pending_signals(2)
+                .error_policy(policy),
+        )
+        .await
+        .unwrap();
+    agent.cast(work(1, 1_000)).unwrap();
+    assert_eq!(recv(&mut started_rx).await, json!(1));
+    agent.cast(work(2, 0)).unwrap();
+    agent.cast(work(3, 0)).unwrap();
+    let err = agent.call(work(4, 0)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::QueueOverflow);
+    assert_eq!(err.message(), "pending signal queue full");
+    assert_eq!(err.detail("max_pending_signals"), Some(&json!(2)));
+    assert_eq!(err.detail("signal_type"), Some(&json!("work")));
+    agent.cast(work(5, 0)).unwrap();
+    let status = agent.status().await.unwrap();
+    assert_eq!(status.pending_signals, 2);
+    assert_eq!(status.error_count, 2);
+    // The accepted ones all run; the refused ones never do.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let last = agent.call(work(6, 0)).await.unwrap();
+    assert_eq!(log_of(&last), json!([1, 2, 3, 6]));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            ("queue_overflow".to_owned(), ErrorKind::QueueOverflow),
+            ("queue_overflow".to_owned(), ErrorKind::QueueOverflow)
+        ]
+    );
+    let err = jido
+        .start_agent(
+            TestAgent::new().build("zero"),
+            ServerOptions::new().max_pending_signals(0),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.message(), "max_pending_signals must be at least 1");
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_directive_overflow_on_a_cast_reaches_the_error_policy() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (policy, seen) = counting();
+    let agent = jido
+        .start_agent(
+            TestAgent::new()
+                .route(
+                    "burst",
+                    effects(|_| (0..3).map(|_| Directive::stop_with("never")).collect()),
+                )
+                .route("noop", noop())
+                .build("overflow-cast"),
+            ServerOptions::new().max_queue_size(2).error_policy(policy),
+        )
+        .await
+        .unwrap();
+    agent.cast(sig("burst", json!({}))).unwrap();
+    // The next signal starts once the error directive ran.
+    agent.call(sig("noop", json!({}))).await.unwrap();
+    let status = agent.status().await.unwrap();
+    assert_eq!(status.error_count, 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![("queue_overflow".to_owned(), ErrorKind::QueueOverflow)]
+    );
+    assert!(agent.is_alive());
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_agent_outside_the_instance_supervisor_leaves_the_registry() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (agent, _probe, mut rx) = under_probe(AgentServerArgs::new(
+        TestAgent::new().build("killed-outside"),
+        ServerOptions::new().jido(jido.clone()),
+    ))
+    .await;
+    assert_eq!(jido.registered_count(), 1);
+    agent.actor_ref().kill();
+    exit_of(&mut rx, agent.actor_ref().get_id()).await;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(jido.registered_count(), 0);
+    jido.shutdown().await;
+}
