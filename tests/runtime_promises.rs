@@ -232,7 +232,10 @@ async fn agent_ref_stop_never_brings_back_a_permanent_agent() {
 struct Block;
 impl jido::directive::CustomDirective for Block {}
 
-struct BlockExec(Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>);
+struct BlockExec {
+    entered: mpsc::UnboundedSender<Value>,
+    release: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+}
 impl jido::server::DirectiveExec for BlockExec {
     type Directive = Block;
     fn exec(
@@ -241,7 +244,8 @@ impl jido::server::DirectiveExec for BlockExec {
         _: &jido::signal::Signal,
         _: &jido::server::DirectiveContext<'_>,
     ) -> jido::server::DirectiveResult {
-        let _ = self.0.lock().unwrap().recv();
+        let _ = self.entered.send(json!("blocking"));
+        let _ = self.release.lock().unwrap().recv();
         jido::server::DirectiveResult::Ok
     }
 }
@@ -250,6 +254,7 @@ impl jido::server::DirectiveExec for BlockExec {
 async fn a_stop_that_cannot_even_kill_is_an_error_and_the_agent_stays_registered() {
     let jido = Jido::start(JidoConfig::new()).await.unwrap();
     let (release, blocked) = std::sync::mpsc::channel();
+    let (entered, mut entered_rx) = mpsc::unbounded_channel();
     let agent = jido
         .start_agent(
             TestAgent::new()
@@ -257,11 +262,15 @@ async fn a_stop_that_cannot_even_kill_is_an_error_and_the_agent_stays_registered
                 .build("blocked"),
             ServerOptions::new()
                 .restart(Restart::Permanent)
-                .directive_exec(BlockExec(Arc::new(std::sync::Mutex::new(blocked)))),
+                .directive_exec(BlockExec {
+                    entered,
+                    release: Arc::new(std::sync::Mutex::new(blocked)),
+                }),
         )
         .await
         .unwrap();
     agent.call(sig("block", json!({}))).await.unwrap();
+    assert_eq!(recv(&mut entered_rx).await, json!("blocking"));
     let err = agent
         .stop_timeout("shutdown", Duration::from_millis(50))
         .await
