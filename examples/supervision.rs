@@ -7,7 +7,9 @@
 //! The supervisor spawns an agent with plain `Actor::spawn_linked`, prints
 //! every supervision event it receives (`ActorStarted`, `ActorFailed`,
 //! `ActorTerminated`), restarts the agent once after a crash, and finally
-//! stops it.
+//! drains it with ractor's own `drain_children_and_wait`: the agent finishes
+//! the signal it is processing and every signal it already accepted, then
+//! stops with ractor's `"Drained"` reason (a normal end).
 
 use std::time::Duration;
 
@@ -38,6 +40,23 @@ impl Action for Count {
             .and_then(|s| s.get("count")?.as_i64())
             .unwrap_or(0);
         Ok(json!({"count": count + p.by}))
+    }
+}
+
+/// Slow work: `count += 1` after 50 ms, printed.
+struct Slow;
+impl Action for Slow {
+    type Params = Nothing;
+    type Output = serde_json::Value;
+    const NAME: &'static str = "slow";
+    async fn run(&self, _: Nothing, ctx: &Context) -> jido::Result<serde_json::Value> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let count = ctx
+            .state()
+            .and_then(|s| s.get("count")?.as_i64())
+            .unwrap_or(0);
+        println!("agent: slow work done, count = {}", count + 1);
+        Ok(json!({"count": count + 1}))
     }
 }
 
@@ -76,6 +95,7 @@ impl Agent for Counter {
         vec![
             SignalRoute::action("count", Count),
             SignalRoute::action("explode", Detonate),
+            SignalRoute::action("slow", Slow),
         ]
     }
 }
@@ -87,8 +107,12 @@ fn args() -> AgentServerArgs {
     )
 }
 
-/// The user's supervisor: prints events, restarts a failed agent once.
+/// The user's supervisor: prints events, restarts a failed agent once,
+/// drains its agents when asked.
 struct MySupervisor;
+
+/// Asks the supervisor to drain its children and answer when they ended.
+struct DrainAll(ractor::RpcReplyPort<()>);
 
 struct SupState {
     restarts: u32,
@@ -96,13 +120,13 @@ struct SupState {
 }
 
 impl Actor for MySupervisor {
-    type Msg = ();
+    type Msg = DrainAll;
     type State = SupState;
     type Arguments = tokio::sync::mpsc::UnboundedSender<ActorRef<AgentMsg>>;
 
     async fn pre_start(
         &self,
-        myself: ActorRef<()>,
+        myself: ActorRef<DrainAll>,
         agent_tx: Self::Arguments,
     ) -> Result<SupState, ActorProcessingErr> {
         let (agent, _) = Actor::spawn_linked(None, AgentServer, args(), myself.get_cell()).await?;
@@ -113,9 +137,24 @@ impl Actor for MySupervisor {
         })
     }
 
+    async fn handle(
+        &self,
+        myself: ActorRef<DrainAll>,
+        DrainAll(reply): DrainAll,
+        _: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        // ractor's own verb: each agent finishes its accepted signals first.
+        myself
+            .get_cell()
+            .drain_children_and_wait(Some(Duration::from_secs(5)))
+            .await;
+        let _ = reply.send(());
+        Ok(())
+    }
+
     async fn handle_supervisor_evt(
         &self,
-        myself: ActorRef<()>,
+        myself: ActorRef<DrainAll>,
         event: SupervisionEvent,
         state: &mut SupState,
     ) -> Result<(), ActorProcessingErr> {
@@ -186,8 +225,14 @@ async fn main() -> jido::Result<()> {
         after.state()["count"]
     );
 
-    // A graceful stop: ActorTerminated with the reason.
-    agent.stop("finished").await?;
+    // Three slow signals, then the supervisor drains: all three finish
+    // before the agent ends with ActorTerminated (reason: Drained).
+    for _ in 0..3 {
+        agent.cast(Signal::new("slow", json!({})))?;
+    }
+    println!("supervisor: draining");
+    ractor::call!(sup, DrainAll).map_err(|e| Error::internal(e.to_string()))?;
+    println!("supervisor: drained, agent alive: {}", agent.is_alive());
     tokio::time::sleep(Duration::from_millis(50)).await;
     sup.stop(None);
     let _ = sup_handle.await;
