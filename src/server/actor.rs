@@ -314,7 +314,12 @@ impl Actor for AgentServer {
         }
         state.status = ServerStatus::Stopping;
         state.cleanup(&myself);
-        Ok(())
+        // A directive executor that panicked while the work was finished
+        // still fails the agent.
+        match state.extras.as_mut().and_then(|e| e.crash.take()) {
+            Some(message) => Err(boxed(Error::execution(message))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -486,10 +491,7 @@ impl AgentServerState {
             return self.enqueue_signal(myself, signal, reply);
         }
         if self.instance_gone() {
-            let error = Error::cancelled("jido instance is shut down")
-                .with_detail("agent_id", self.id.to_string())
-                .with_detail("signal_type", signal.ty().to_owned());
-            return self.refuse(myself, reply, error, "shutdown");
+            return self.refuse_gone(myself, Work { signal, reply });
         }
         if self.pending.len() >= self.settings.max_pending {
             let max = self.settings.max_pending;
@@ -518,6 +520,14 @@ impl AgentServerState {
     /// gone, so no work can start.
     fn instance_gone(&self) -> bool {
         self.exec.supervisor().is_shut_down() || self.jido.as_ref().is_some_and(Jido::is_shut_down)
+    }
+
+    /// Refuses work because the instance is gone.
+    fn refuse_gone(&mut self, myself: &ActorRef<AgentMsg>, work: Work) {
+        let error = Error::cancelled("jido instance is shut down")
+            .with_detail("agent_id", self.id.to_string())
+            .with_detail("signal_type", work.signal.ty().to_owned());
+        self.refuse(myself, work.reply, error, "shutdown");
     }
 
     /// Refuses a signal: the caller gets `error`, and the error policy sees
@@ -650,6 +660,9 @@ impl AgentServerState {
     /// task runs their `cmd`s in order and stops after the first one that
     /// returns directives (those run before any later signal).
     fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, first: Work) {
+        if self.instance_gone() {
+            return self.refuse_gone(myself, first);
+        }
         let Some(first) = self.prepare(first) else {
             return;
         };
