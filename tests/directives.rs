@@ -214,13 +214,31 @@ async fn error_policy_emit_signal_dispatches_jido_agent_error() {
         )
         .await
         .unwrap();
-    agent.call(sig("fail", json!({}))).await.unwrap();
+    let failing = sig("fail", json!({}));
+    let failing_id = failing.id().to_owned();
+    agent.call(failing).await.unwrap();
     let s = recv_signal(&mut srx).await;
     assert_eq!(s.ty(), "jido.agent.error");
     assert_eq!(s.source(), "/agent/es");
+    // Jido's fields, then the cause and the failed signal
+    // (tests/error_promises.rs).
     assert_eq!(
         s.data(),
-        Some(&json!({"error": "instruction failed", "context": "instruction", "agent_id": "es"}))
+        Some(&json!({
+            "error": "instruction failed",
+            "context": "instruction",
+            "agent_id": "es",
+            "error_type": "execution_error",
+            "details": {"reason": {
+                "type": "execution_error",
+                "message": "boom",
+                "details": {"retry": false},
+                "retryable": false
+            }},
+            "retryable": false,
+            "signal_id": failing_id,
+            "signal_type": "fail"
+        }))
     );
     // Back to itself without a dispatch: no route for jido.agent.error, so it
     // is ignored (no error loop).

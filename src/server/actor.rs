@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::agent_ref::{
-    AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus, not_alive,
+    AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
+    deadline_representable, guarded_snapshot, not_alive,
 };
 use super::cron::CronJob;
 use super::hierarchy::ChildInfo;
@@ -129,7 +130,8 @@ pub(crate) struct Waiter {
     opts: AwaitOptions,
     reply: RpcReplyPort<Result<Completion>>,
     started: Instant,
-    _timer: AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>,
+    /// `None` when the timeout is too far away to be a deadline.
+    _timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
 }
 
 /// The state of an [`AgentServer`]. Opaque: query it through
@@ -163,6 +165,7 @@ pub(crate) struct Settings {
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) executors: Executors,
+    pub(crate) allow_untrusted_runtime_signals: bool,
 }
 
 type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>;
@@ -342,6 +345,7 @@ impl AgentServerState {
             error_policy,
             default_dispatch,
             executors,
+            allow_untrusted_runtime_signals,
             ..
         } = options;
         let mut state = Self {
@@ -367,6 +371,7 @@ impl AgentServerState {
                 error_policy,
                 default_dispatch,
                 executors,
+                allow_untrusted_runtime_signals: allow_untrusted_runtime_signals.unwrap_or(false),
             },
         };
         if debug == Some(true) {
@@ -461,6 +466,9 @@ impl AgentServerState {
         signal: Signal,
         reply: Option<RpcReplyPort<Result<AgentState>>>,
     ) {
+        let Some((signal, reply)) = self.admit(myself, signal, reply) else {
+            return;
+        };
         if self.stopping {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(Error::cancelled("agent is stopping")
@@ -964,7 +972,7 @@ impl AgentServerState {
             agent_id: self.id.to_string(),
             agent_type: self.agent.name(),
             status: self.status,
-            snapshot: self.agent.strategy_snapshot(),
+            snapshot: guarded_snapshot(&self.agent, &self.id),
             queue_length: self.queue.len(),
             pending_signals: self.pending.len()
                 + self
@@ -996,15 +1004,18 @@ impl AgentServerState {
         }
         self.next_id += 1;
         let id = self.next_id;
-        let timer = myself.send_after(opts.timeout, move || {
-            AgentMsg::internal(Internal::AwaitTimeout(id))
+        // A timeout too large to be a deadline waits without a timer.
+        let timer = deadline_representable(opts.timeout).then(|| {
+            AbortOnDrop(myself.send_after(opts.timeout, move || {
+                AgentMsg::internal(Internal::AwaitTimeout(id))
+            }))
         });
         self.extras_mut().waiters.push(Waiter {
             id,
             opts,
             reply,
             started: Instant::now(),
-            _timer: AbortOnDrop(timer),
+            _timer: timer,
         });
     }
 
