@@ -268,6 +268,36 @@ async fn the_error_log_line_is_redacted_and_bounded() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_stop_on_error_reason_is_bounded() {
+    let long_message = format!("charge failed: {}", "y".repeat(10 * 1024));
+    let message = long_message.clone();
+    let args = AgentServerArgs::new(
+        TestAgent::new()
+            .route(
+                "go",
+                effects(move |_| {
+                    vec![Directive::error(
+                        Error::execution(message.clone()),
+                        "billing",
+                    )]
+                }),
+            )
+            .build("stop-bounded"),
+        ServerOptions::new().error_policy(ErrorPolicy::StopOnError),
+    );
+    let (agent, _probe, mut rx) = under_probe(args).await;
+    agent.cast(sig("go", json!({}))).unwrap();
+    let cut = format!("{}...(truncated)", &long_message[..SANITIZE_MAX_STRING]);
+    assert_eq!(
+        exit_of(&mut rx, agent.actor_ref().get_id()).await,
+        Seen::Terminated(
+            agent.actor_ref().get_id(),
+            Some(format!("agent_error: {cut}"))
+        )
+    );
+}
+
 // 3. emit_signal back to a catch-all route cannot loop.
 
 #[tokio::test(start_paused = true)]

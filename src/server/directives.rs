@@ -446,10 +446,9 @@ impl AgentServerState {
         let policy = self.settings.error_policy.clone().unwrap_or_default();
         match policy {
             ErrorPolicy::LogOnly => DirectiveResult::Ok,
-            ErrorPolicy::StopOnError => DirectiveResult::Stop(StopReason::Custom(format!(
-                "agent_error: {}",
-                error.message()
-            ))),
+            ErrorPolicy::StopOnError => {
+                DirectiveResult::Stop(StopReason::Custom(format!("agent_error: {message}")))
+            }
             ErrorPolicy::EmitSignal(dispatch) => {
                 if input.ty() == signal_types::AGENT_ERROR {
                     // An error while handling an error signal emits none:

@@ -125,7 +125,8 @@ pub enum ErrorPolicy {
     /// like a sanitised string.
     #[default]
     LogOnly,
-    /// Log, then stop with the reason `"agent_error: <message>"`.
+    /// Log, then stop with the reason `"agent_error: <message>"` (the
+    /// message cut like a sanitised string).
     StopOnError,
     /// Log, then emit `jido.agent.error` through this dispatch (`None`:
     /// like an Emit without dispatch, e.g. back to the agent itself). Its
