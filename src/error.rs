@@ -402,6 +402,17 @@ fn sanitize_at(value: &Value, depth: usize) -> Value {
     }
 }
 
+/// `s` cut to [`SANITIZE_MAX_STRING`] characters the way [`sanitize`] cuts
+/// strings (ending in `"...(truncated)"`); short strings are borrowed.
+pub(crate) fn sanitize_str(s: &str) -> Cow<'_, str> {
+    if s.len() <= SANITIZE_MAX_STRING {
+        // At most as many characters as bytes.
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(truncate_string(s))
+    }
+}
+
 fn truncate_string(s: &str) -> String {
     match s.char_indices().nth(SANITIZE_MAX_STRING) {
         Some((cut, _)) => format!("{}...(truncated)", &s[..cut]),

@@ -214,13 +214,31 @@ async fn error_policy_emit_signal_dispatches_jido_agent_error() {
         )
         .await
         .unwrap();
-    agent.call(sig("fail", json!({}))).await.unwrap();
+    let failing = sig("fail", json!({}));
+    let failing_id = failing.id().to_owned();
+    agent.call(failing).await.unwrap();
     let s = recv_signal(&mut srx).await;
     assert_eq!(s.ty(), "jido.agent.error");
     assert_eq!(s.source(), "/agent/es");
+    // Jido's fields, then the cause and the failed signal
+    // (tests/error_promises.rs).
     assert_eq!(
         s.data(),
-        Some(&json!({"error": "instruction failed", "context": "instruction", "agent_id": "es"}))
+        Some(&json!({
+            "error": "instruction failed",
+            "context": "instruction",
+            "agent_id": "es",
+            "error_type": "execution_error",
+            "details": {"reason": {
+                "type": "execution_error",
+                "message": "boom",
+                "details": {"retry": false},
+                "retryable": false
+            }},
+            "retryable": false,
+            "signal_id": failing_id,
+            "signal_type": "fail"
+        }))
     );
     // Back to itself without a dispatch: no route for jido.agent.error, so it
     // is ignored (no error loop).
@@ -661,7 +679,7 @@ impl DirectiveExec for HaltExec {
 }
 
 #[tokio::test]
-async fn custom_directives_run_through_their_executor_and_unknown_ones_are_skipped() {
+async fn custom_directives_run_through_their_executor_and_unknown_ones_go_on_to_the_next() {
     let (tx, mut rx) = channel();
     let jido = Jido::start(JidoConfig::new().directive_exec(NotifyExec(tx)))
         .await
@@ -686,6 +704,9 @@ async fn custom_directives_run_through_their_executor_and_unknown_ones_are_skipp
         json!({"channel": "ops", "input": "go", "agent": "cd"})
     );
     assert!(agent.is_alive());
+    // The unknown one went to the error policy (log_only), then the queue
+    // went on.
+    assert_eq!(agent.status().await.unwrap().error_count, 1);
     jido.shutdown().await;
 
     let args = AgentServerArgs::new(

@@ -56,6 +56,12 @@ pub mod error_context {
     pub const STRATEGY_COMMAND: &str = "strategy_command";
     /// The agent's `on_before_cmd` hook failed.
     pub const ON_BEFORE_CMD: &str = "on_before_cmd";
+    /// A signal could not be routed: no route matched, or an untrusted
+    /// signal used a reserved runtime type.
+    pub const ROUTING: &str = "routing";
+    /// A directive could not be executed (a custom directive without an
+    /// executor).
+    pub const DIRECTIVE: &str = "directive";
 }
 
 /// Default `result_action` of [`Directive::RunInstruction`].

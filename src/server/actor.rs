@@ -15,7 +15,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::agent_ref::{
-    AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus, not_alive,
+    AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
+    deadline_representable, guarded_snapshot, not_alive,
 };
 use super::cron::CronJob;
 use super::hierarchy::ChildInfo;
@@ -136,7 +137,8 @@ pub(crate) struct Waiter {
     opts: AwaitOptions,
     reply: RpcReplyPort<Result<Completion>>,
     started: Instant,
-    _timer: AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>,
+    /// `None` when the timeout is too far away to be a deadline.
+    _timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
 }
 
 /// The state of an [`AgentServer`]. Opaque: query it through
@@ -173,6 +175,7 @@ pub(crate) struct Settings {
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) executors: Executors,
+    pub(crate) allow_untrusted_runtime_signals: bool,
 }
 
 type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>;
@@ -363,6 +366,7 @@ impl AgentServerState {
             error_policy,
             default_dispatch,
             executors,
+            allow_untrusted_runtime_signals,
             ..
         } = options;
         let mut state = Self {
@@ -390,6 +394,7 @@ impl AgentServerState {
                 error_policy,
                 default_dispatch,
                 executors,
+                allow_untrusted_runtime_signals: allow_untrusted_runtime_signals.unwrap_or(false),
             },
         };
         if debug == Some(true) {
@@ -490,6 +495,10 @@ impl AgentServerState {
         if self.stopping {
             return self.enqueue_signal(myself, signal, reply);
         }
+        if let Some(error) = self.untrusted_refusal(&signal) {
+            let context = crate::directive::error_context::ROUTING;
+            return self.refuse(myself, Work { signal, reply }, error, context);
+        }
         if self.instance_gone() {
             return self.refuse_gone(myself, Work { signal, reply });
         }
@@ -511,7 +520,7 @@ impl AgentServerState {
                 .with_detail("agent_id", self.id.to_string())
                 .with_detail("max_pending_signals", max)
                 .with_detail("signal_type", signal.ty().to_owned());
-            return self.refuse(myself, reply, error, "queue_overflow");
+            return self.refuse(myself, Work { signal, reply }, error, "queue_overflow");
         }
         self.enqueue_signal(myself, signal, reply);
     }
@@ -527,23 +536,19 @@ impl AgentServerState {
         let error = Error::cancelled("jido instance is shut down")
             .with_detail("agent_id", self.id.to_string())
             .with_detail("signal_type", work.signal.ty().to_owned());
-        self.refuse(myself, work.reply, error, "shutdown");
+        self.refuse(myself, work, error, "shutdown");
     }
 
-    /// Refuses a signal: the caller gets `error`, and the error policy sees
-    /// it at once like any other error (a cast's only trace).
-    fn refuse(
-        &mut self,
-        myself: &ActorRef<AgentMsg>,
-        reply: Option<Reply>,
-        error: Error,
-        context: &str,
-    ) {
-        if let Some(reply) = reply {
+    /// Refuses a signal on arrival: the caller gets `error`, and the error
+    /// policy sees it at once like any other error (a cast's only trace) —
+    /// applied rather than queued as an Error directive, so a flood of
+    /// refused signals takes no queue space.
+    fn refuse(&mut self, myself: &ActorRef<AgentMsg>, work: Work, error: Error, context: &str) {
+        if let Some(reply) = work.reply {
             let _ = reply.send(Err(error.clone()));
         }
         if let super::DirectiveResult::Stop(reason) =
-            self.apply_error_policy(myself, &error, context)
+            self.apply_error_policy(myself, &work.signal, &error, context)
         {
             self.stop_self(myself, reason.to_string());
         }
@@ -1009,7 +1014,7 @@ impl AgentServerState {
                     signal_type = signal.ty(),
                     jido_instance = self.instance_name(),
                     duration_us,
-                    error = %error,
+                    error = %crate::error::sanitize_str(error.message()),
                     error_type = error.kind().as_str(),
                     retryable = error.retryable(),
                     "jido.agent_server.signal.exception"
@@ -1131,7 +1136,7 @@ impl AgentServerState {
             agent_id: self.id.to_string(),
             agent_type: self.agent.name(),
             status: self.status,
-            snapshot: self.agent.strategy_snapshot(),
+            snapshot: guarded_snapshot(&self.agent, &self.id),
             queue_length: self.queue.len(),
             pending_signals: self.pending.len()
                 + self
@@ -1163,15 +1168,18 @@ impl AgentServerState {
         }
         self.next_id += 1;
         let id = self.next_id;
-        let timer = myself.send_after(opts.timeout, move || {
-            AgentMsg::internal(Internal::AwaitTimeout(id))
+        // A timeout too large to be a deadline waits without a timer.
+        let timer = deadline_representable(opts.timeout).then(|| {
+            AbortOnDrop(myself.send_after(opts.timeout, move || {
+                AgentMsg::internal(Internal::AwaitTimeout(id))
+            }))
         });
         self.extras_mut().waiters.push(Waiter {
             id,
             opts,
             reply,
             started: Instant::now(),
-            _timer: AbortOnDrop(timer),
+            _timer: timer,
         });
     }
 

@@ -15,7 +15,7 @@ use crate::agent::AgentState;
 use crate::directive::StopReason;
 use crate::error::{Error, Result};
 use crate::signal::Signal;
-use crate::strategy::Snapshot;
+use crate::strategy::{Snapshot, SnapshotStatus};
 
 /// The handle of a running agent: a typed wrapper around its
 /// `ActorRef<AgentMsg>` plus its id. Cheap to clone; `Send + Sync`.
@@ -85,6 +85,41 @@ impl PartialEq for AgentRef {
 }
 
 impl Eq for AgentRef {}
+
+/// Whether `now + timeout` is a representable deadline (tokio's clock, so
+/// a paused test clock counts).
+pub(crate) fn deadline_representable(timeout: Duration) -> bool {
+    tokio::time::Instant::now().checked_add(timeout).is_some()
+}
+
+/// The strategy's snapshot for a status report. A panicking
+/// [`Strategy::snapshot`](crate::strategy::Strategy::snapshot) does not
+/// take the agent down: it is logged and reported as a snapshot with
+/// status [`SnapshotStatus::Error`] and the panic message under
+/// `details.error`.
+pub(crate) fn guarded_snapshot(agent: &AgentState, agent_id: &str) -> Snapshot {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| agent.strategy_snapshot())) {
+        Ok(snapshot) => snapshot,
+        Err(panic) => {
+            let message = format!(
+                "strategy snapshot panicked: {}",
+                crate::exec::panic_message(&*panic)
+            );
+            tracing::warn!(
+                target: "jido::agent_server",
+                agent_id,
+                agent_module = agent.name(),
+                error = %crate::error::sanitize_str(&message),
+                "strategy snapshot panicked"
+            );
+            let mut snapshot = Snapshot::new(SnapshotStatus::Error);
+            snapshot
+                .details
+                .insert("error".into(), Value::String(message));
+            snapshot
+        }
+    }
+}
 
 pub(crate) fn not_alive(id: &str) -> Error {
     Error::not_found("agent is not alive").with_detail("agent_id", id.to_owned())
@@ -159,7 +194,9 @@ impl AgentRef {
         build: impl FnOnce(RpcReplyPort<T>) -> AgentMsg,
         timeout: Duration,
     ) -> Result<T> {
-        match self.actor.call(build, Some(timeout)).await {
+        // A timeout too large to be a deadline waits without one.
+        let limit = deadline_representable(timeout).then_some(timeout);
+        match self.actor.call(build, limit).await {
             Ok(CallResult::Success(v)) => Ok(v),
             Ok(CallResult::Timeout) => Err(Error::timeout(format!(
                 "agent call timed out after {}ms",
@@ -190,7 +227,12 @@ impl AgentRef {
     ///   alive, [`Cancelled`](crate::ErrorKind::Cancelled) when it stopped
     ///   before answering;
     /// * [`Execution`](crate::ErrorKind::Execution) when the strategy
-    ///   panicked.
+    ///   panicked;
+    /// * [`Validation`](crate::ErrorKind::Validation) "untrusted signal
+    ///   may not use reserved type TYPE" when the signal is marked
+    ///   untrusted and its type is a runtime one (`jido.agent.*`), unless
+    ///   the agent allows it (see
+    ///   [`ServerOptions::allow_untrusted_runtime_signals`](super::ServerOptions::allow_untrusted_runtime_signals)).
     pub async fn call(&self, signal: Signal) -> Result<AgentState> {
         self.call_timeout(signal, DEFAULT_CALL_TIMEOUT).await
     }
@@ -251,6 +293,10 @@ impl AgentRef {
     /// [`AwaitOptions`]). Event-driven: checked after every `cmd` and every
     /// directive.
     ///
+    /// Any timeout is accepted, up to `Duration::MAX`: one too large to be
+    /// a deadline (past what `Instant` can represent) means waiting with
+    /// no timer at all.
+    ///
     /// # Errors
     ///
     /// A [`Timeout`](crate::ErrorKind::Timeout) error "await completion
@@ -258,7 +304,7 @@ impl AgentRef {
     /// `queue_length`, `hint`; the waiter is removed. Errors of
     /// [`state`](AgentRef::state).
     pub async fn await_completion(&self, options: AwaitOptions) -> Result<Completion> {
-        let margin = options.timeout + Duration::from_secs(1);
+        let margin = options.timeout.saturating_add(Duration::from_secs(1));
         self.request(|r| AgentMsg::internal(Internal::Await(options, r)), margin)
             .await?
     }
@@ -380,7 +426,9 @@ pub struct AgentStatus {
     pub agent_type: &'static str,
     /// The server's lifecycle status.
     pub status: ServerStatus,
-    /// The strategy's snapshot.
+    /// The strategy's snapshot. When the strategy's `snapshot` panicked:
+    /// status [`SnapshotStatus::Error`], `details.error` "strategy
+    /// snapshot panicked: MESSAGE" (the agent keeps serving).
     pub snapshot: Snapshot,
     /// Directives waiting in the queue.
     pub queue_length: usize,
@@ -504,7 +552,8 @@ pub struct Completion {
 pub struct DebugEvent {
     /// When it happened (UTC).
     pub at: chrono::DateTime<chrono::Utc>,
-    /// `signal_received`, `directive_started`, `child_started`,
+    /// `signal_received`, `signal_refused` (an untrusted signal of a
+    /// reserved type), `directive_started`, `child_started`,
     /// `child_exit`, `child_adopted`, `parent_adopted`, `parent_down`,
     /// `orphaned`.
     pub kind: &'static str,

@@ -17,8 +17,8 @@ use super::msg::AgentMsg;
 use super::options::{ErrorDecision, ErrorEvent, ErrorPolicy};
 use super::{AgentRef, Jido, signal_types};
 use crate::agent::{AgentState, CmdOptions};
-use crate::directive::{CustomDirective, Directive, ScheduledMessage, StopReason};
-use crate::error::Error;
+use crate::directive::{CustomDirective, Directive, ScheduledMessage, StopReason, error_context};
+use crate::error::{Error, sanitize, sanitize_str};
 use crate::exec::Exec;
 use crate::exec::panic_message;
 use crate::instruction::Instruction;
@@ -88,7 +88,10 @@ impl DirectiveContext<'_> {
 /// protocol). Register it with
 /// [`ServerOptions::directive_exec`](super::ServerOptions::directive_exec)
 /// or [`JidoConfig::directive_exec`](super::JidoConfig::directive_exec).
-/// A custom directive without an executor is logged and skipped.
+/// A custom directive without an executor is an error: a warning
+/// `jido.agent_server.directive.unhandled`, and a configuration error "no
+/// executor for directive TYPE" (details `directive_type`, `agent_id`;
+/// context `directive`) handed to the error policy.
 ///
 /// `exec` runs inside the agent's handler: keep it short and start longer
 /// work in a task (see [`DirectiveContext::exec`]), returning
@@ -220,7 +223,7 @@ impl AgentServerState {
                 self.emit_to_parent(signal, &parent_id)
             }
             Directive::Error { error, context } => {
-                self.apply_error_policy(myself, &error, &context)
+                self.apply_error_policy(myself, input, &error, &context)
             }
             Directive::Spawn { child, tag } => {
                 let agent_id = self.id.to_string();
@@ -287,29 +290,26 @@ impl AgentServerState {
                 }
                 DirectiveResult::Stop(reason)
             }
-            Directive::Custom(custom) => self.exec_custom(input, custom.as_ref()),
+            Directive::Custom(custom) => self.exec_custom(myself, input, custom.as_ref()),
         }
     }
 
     fn exec_custom(
         &mut self,
+        myself: &ActorRef<AgentMsg>,
         input: &Signal,
         custom: &(dyn CustomDirective + 'static),
     ) -> DirectiveResult {
         let type_id = Any::type_id(custom.as_any());
         let Some(exec) = self.settings.executors.0.get(&type_id).cloned() else {
-            tracing::debug!(
-                target: "jido::agent_server",
-                agent_id = %self.id,
-                directive_type = custom.type_name(),
-                "unknown directive skipped"
-            );
-            return DirectiveResult::Ok;
+            return self.unhandled_directive(myself, input, custom.type_name());
         };
         let ctx = DirectiveContext { state: self };
         match catch_unwind(AssertUnwindSafe(|| exec.exec(custom, input, &ctx))) {
             Ok(Some(result)) => result,
-            Ok(None) => DirectiveResult::Ok,
+            // Registered under this type but not for it: cannot happen with
+            // `directive_exec`, and is no reason to skip silently.
+            Ok(None) => self.unhandled_directive(myself, input, custom.type_name()),
             Err(panic) => {
                 // An executor panic crashes the agent (its supervisor sees
                 // ActorFailed and restarts it by its policy).
@@ -321,6 +321,29 @@ impl AgentServerState {
                 DirectiveResult::Ok
             }
         }
+    }
+
+    /// A custom directive no executor handles: a warning, and a
+    /// configuration error "no executor for directive TYPE" (context
+    /// `directive`) for the error policy. Never a silent skip.
+    fn unhandled_directive(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: &Signal,
+        directive_type: &'static str,
+    ) -> DirectiveResult {
+        tracing::warn!(
+            name: "jido.agent_server.directive.unhandled",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            directive_type,
+            signal_type = input.ty(),
+            "no executor for directive {directive_type}"
+        );
+        let error = Error::configuration(format!("no executor for directive {directive_type}"))
+            .with_detail("directive_type", directive_type)
+            .with_detail("agent_id", self.id.to_string());
+        self.apply_error_policy(myself, input, &error, error_context::DIRECTIVE)
     }
 
     /// The signal of a Schedule message: a signal as is, JSON wrapped as
@@ -387,50 +410,75 @@ impl AgentServerState {
         DirectiveResult::Async(None)
     }
 
-    /// Applies the error policy to one error.
+    /// Applies the error policy to one error raised while processing
+    /// `input`. Counts it, logs it (details sanitised, strings bounded),
+    /// then does what the policy says.
     pub(crate) fn apply_error_policy(
         &mut self,
         myself: &ActorRef<AgentMsg>,
+        input: &Signal,
         error: &Error,
         context: &str,
     ) -> DirectiveResult {
         self.error_count = self.error_count.saturating_add(1);
-        let details = Value::Object(error.details().clone());
+        // What leaves the process (the log line, the error signal) is
+        // bounded and redacted like the error envelope.
+        let message = sanitize_str(error.message());
+        let shown_context = sanitize_str(context);
+        let signal_id = sanitize_str(input.id());
+        let signal_type = sanitize_str(input.ty());
+        let details = sanitize(&Value::Object(error.details().clone()));
         tracing::error!(
             name: "jido.agent_server.error",
             target: "jido::agent_server",
             agent_id = %self.id,
-            context,
+            context = &*shown_context,
             policy = self.settings.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
             error_type = error.kind().as_str(),
+            signal_id = &*signal_id,
+            signal_type = &*signal_type,
             details = %details,
             "agent {} [{}]: {}",
             self.id,
-            context,
-            error.message()
+            shown_context,
+            message
         );
         let policy = self.settings.error_policy.clone().unwrap_or_default();
         match policy {
             ErrorPolicy::LogOnly => DirectiveResult::Ok,
-            ErrorPolicy::StopOnError => DirectiveResult::Stop(StopReason::Custom(format!(
-                "agent_error: {}",
-                error.message()
-            ))),
+            ErrorPolicy::StopOnError => {
+                DirectiveResult::Stop(StopReason::Custom(format!("agent_error: {message}")))
+            }
             ErrorPolicy::EmitSignal(dispatch) => {
+                if input.ty() == signal_types::AGENT_ERROR {
+                    // An error while handling an error signal emits none:
+                    // with a catch-all route back to this agent (or a peer
+                    // doing the same) it would loop forever.
+                    tracing::warn!(
+                        target: "jido::agent_server",
+                        agent_id = %self.id,
+                        context = &*shown_context,
+                        signal_id = &*signal_id,
+                        "error while processing jido.agent.error: no further jido.agent.error emitted"
+                    );
+                    return DirectiveResult::Ok;
+                }
+                let data = json!({
+                    "error": message,
+                    "context": shown_context,
+                    "agent_id": &*self.id,
+                    "error_type": error.kind().as_str(),
+                    "details": details,
+                    "retryable": error.retryable(),
+                    "signal_id": signal_id,
+                    "signal_type": signal_type,
+                });
+                let source = format!("/agent/{}", self.id);
                 let signal = Signal::builder(signal_types::AGENT_ERROR)
-                    .source(format!("/agent/{}", self.id))
-                    .data(json!({
-                        "error": error.message(),
-                        "context": context,
-                        "agent_id": &*self.id,
-                    }))
+                    .source(source)
+                    .data(data.clone())
                     .build()
-                    .unwrap_or_else(|_| {
-                        Signal::new(
-                            signal_types::AGENT_ERROR,
-                            json!({"error": error.message(), "context": context, "agent_id": &*self.id}),
-                        )
-                    });
+                    .unwrap_or_else(|_| Signal::new(signal_types::AGENT_ERROR, data));
                 self.emit(myself, signal, dispatch);
                 DirectiveResult::Ok
             }
@@ -450,6 +498,7 @@ impl AgentServerState {
                     error,
                     context,
                     error_count: self.error_count,
+                    signal: input,
                 };
                 match catch_unwind(AssertUnwindSafe(|| f(&event))) {
                     Ok(Ok(ErrorDecision::Continue)) => DirectiveResult::Ok,
@@ -458,7 +507,7 @@ impl AgentServerState {
                         tracing::warn!(
                             target: "jido::agent_server",
                             agent_id = %self.id,
-                            error = %err,
+                            error = %sanitize_str(err.message()),
                             "error policy function returned an error; ignored"
                         );
                         DirectiveResult::Ok
@@ -467,7 +516,7 @@ impl AgentServerState {
                         tracing::warn!(
                             target: "jido::agent_server",
                             agent_id = %self.id,
-                            panic = %panic_message(&*panic),
+                            panic = %sanitize_str(&panic_message(&*panic)),
                             "error policy function panicked; ignored"
                         );
                         DirectiveResult::Ok

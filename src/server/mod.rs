@@ -69,6 +69,7 @@ pub mod cron;
 mod directives;
 mod hierarchy;
 mod inflight;
+mod ingress;
 mod instance;
 mod msg;
 mod options;
@@ -130,9 +131,14 @@ pub mod signal_types {
     /// To an orphan (`emit_orphan`): `{parent_id, tag, meta, reason}`.
     pub const ORPHANED: &str = "jido.agent.orphaned";
     /// Emitted by the `emit_signal` error policy: `{error, context,
-    /// agent_id}`.
+    /// agent_id, error_type, details, retryable, signal_id, signal_type}`
+    /// (see [`ErrorPolicy::EmitSignal`](super::ErrorPolicy::EmitSignal)).
+    /// An error raised while processing one emits no further one.
     pub const AGENT_ERROR: &str = "jido.agent.error";
     /// Runtime signals (`jido.agent.*`) without a route are ignored
-    /// instead of becoming routing errors.
+    /// instead of becoming routing errors. The namespace is reserved: an
+    /// untrusted signal (see "Trust" on [`Signal`](crate::signal::Signal))
+    /// of such a type is refused unless the agent opts in with
+    /// [`ServerOptions::allow_untrusted_runtime_signals`](super::ServerOptions::allow_untrusted_runtime_signals).
     pub const RUNTIME_PREFIX: &str = "jido.agent.";
 }

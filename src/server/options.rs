@@ -14,6 +14,7 @@ use super::{AgentRef, Jido};
 use crate::agent::AgentState;
 use crate::directive::{Restart, StopReason};
 use crate::error::{Error, Result};
+use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
 
 /// What a child agent does when its parent ends (stops, crashes or is
@@ -73,6 +74,14 @@ pub enum ErrorDecision {
 }
 
 /// One error handed to the error policy.
+///
+/// The error is the one of the [`Directive::Error`](crate::Directive::Error)
+/// with its details unsanitised (the policy runs in the process). Its cause
+/// is there too: a failed instruction is an execution error "instruction
+/// failed" whose `reason` detail is the action's error envelope
+/// (`{type, message, details, retryable}`: e.g. `validation_error` with the
+/// failing field in `details.path`, or "action NAME panicked: MESSAGE").
+/// [`signal`](ErrorEvent::signal) is the signal whose processing failed.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct ErrorEvent<'a> {
@@ -80,10 +89,14 @@ pub struct ErrorEvent<'a> {
     pub agent_id: &'a str,
     /// The error.
     pub error: &'a Error,
-    /// Where it happened (the Error directive's context).
+    /// Where it happened (the Error directive's context: `instruction`,
+    /// `routing`, `cmd`, `directive`, …).
     pub context: &'a str,
     /// How many errors the agent has seen, this one included.
     pub error_count: u32,
+    /// The signal whose processing failed (for a strategy's `init`, a
+    /// signal `jido.strategy.init`).
+    pub signal: &'a Signal,
 }
 
 type ErrorFn = dyn Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync;
@@ -104,13 +117,31 @@ type ErrorFn = dyn Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync;
 #[derive(Clone, Default)]
 pub enum ErrorPolicy {
     /// Log `"agent <id> [<context>]: <message>"` at error level (the
-    /// default).
+    /// default). Every policy logs this line first (event
+    /// `jido.agent_server.error`, fields `agent_id`, `context`, `policy`,
+    /// `error_type`, `signal_id`, `signal_type`, `details`), with the
+    /// details sanitised as in [`Error::to_envelope`] (secret-looking keys
+    /// `"[REDACTED]"`, depth, item and string bounds) and the message cut
+    /// like a sanitised string.
     #[default]
     LogOnly,
-    /// Log, then stop with the reason `"agent_error: <message>"`.
+    /// Log, then stop with the reason `"agent_error: <message>"` (the
+    /// message cut like a sanitised string).
     StopOnError,
-    /// Log, then emit `jido.agent.error` `{error, context, agent_id}`
-    /// through this dispatch (`None`: like an Emit without dispatch).
+    /// Log, then emit `jido.agent.error` through this dispatch (`None`:
+    /// like an Emit without dispatch, e.g. back to the agent itself). Its
+    /// data: Jido's `error` (the message), `context` and `agent_id`, plus
+    /// `error_type` (the error kind, e.g. `"execution_error"`), `details`
+    /// (sanitised as in [`Error::to_envelope`]: a failed instruction's
+    /// cause is under `details.reason`), `retryable`, and `signal_id` /
+    /// `signal_type` of the signal whose processing failed. Strings are
+    /// cut to [`SANITIZE_MAX_STRING`](crate::error::SANITIZE_MAX_STRING)
+    /// characters.
+    ///
+    /// No error loop: an error raised while processing a
+    /// `jido.agent.error` signal is logged and counted but emits no
+    /// further `jido.agent.error`, so one failure yields exactly one error
+    /// signal even when it comes back to a catch-all route.
     EmitSignal(Option<DispatchConfig>),
     /// Log and count; stop with `"max_errors_exceeded: <count>"` once the
     /// count reaches `n` (≥ 1).
@@ -270,6 +301,7 @@ impl Executors {
 /// | `on_parent_death` | [`OnParentDeath::Stop`] |
 /// | `debug` | false |
 /// | `restart` | [`Restart::Temporary`] (children from SpawnAgent: the directive's) |
+/// | `allow_untrusted_runtime_signals` | false: untrusted signals may not use `jido.agent.*` |
 ///
 /// ```
 /// use jido::server::{ErrorPolicy, ServerOptions};
@@ -291,6 +323,7 @@ pub struct ServerOptions {
     pub(crate) restart: Option<Restart>,
     pub(crate) jido: Option<Jido>,
     pub(crate) executors: Executors,
+    pub(crate) allow_untrusted_runtime_signals: Option<bool>,
 }
 
 impl fmt::Debug for ServerOptions {
@@ -306,6 +339,10 @@ impl fmt::Debug for ServerOptions {
             .field("on_parent_death", &self.on_parent_death)
             .field("debug", &self.debug)
             .field("restart", &self.restart)
+            .field(
+                "allow_untrusted_runtime_signals",
+                &self.allow_untrusted_runtime_signals,
+            )
             .field("jido", &self.jido.as_ref().map(Jido::name))
             .finish_non_exhaustive()
     }
@@ -395,6 +432,26 @@ impl ServerOptions {
         self
     }
 
+    /// Whether signals marked untrusted (see "Trust" on
+    /// [`Signal`]) may use the runtime's reserved types `jido.agent.*`
+    /// (default `false`).
+    ///
+    /// By default an untrusted `jido.agent.stop`, `jido.agent.child.*`,
+    /// `jido.agent.orphaned`, `jido.agent.error` (any `jido.agent.*`) is
+    /// refused when it arrives, before routing: a `call` gets a validation
+    /// error "untrusted signal may not use reserved type TYPE" (details
+    /// `signal_type`, `agent_id`), the error policy gets the same error
+    /// (context `routing`) at once, and the signal neither stops the agent
+    /// nor reaches a route. Signals from the process itself (casts, calls,
+    /// emits, the runtime's hierarchy events) are trusted and never
+    /// refused. Turn this on only for an agent that must receive such
+    /// types from outside, through an ingress that authenticates them.
+    #[must_use]
+    pub fn allow_untrusted_runtime_signals(mut self, allow: bool) -> Self {
+        self.allow_untrusted_runtime_signals = Some(allow);
+        self
+    }
+
     /// The instance the agent belongs to: its registry, task supervisor,
     /// defaults and supervisor for children. Set by
     /// [`Jido::start_agent`]; set it yourself when embedding an
@@ -419,7 +476,8 @@ impl ServerOptions {
     /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
     /// `initial_state` (object), `on_parent_death` (`"stop"`,
     /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`, `debug`,
-    /// `error_policy` (see [`ErrorPolicy::from_json`]).
+    /// `error_policy` (see [`ErrorPolicy::from_json`]),
+    /// `allow_untrusted_runtime_signals`.
     ///
     /// # Errors
     ///
@@ -468,6 +526,10 @@ impl ServerOptions {
                     );
                 }
                 "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
+                "allow_untrusted_runtime_signals" => {
+                    out.allow_untrusted_runtime_signals =
+                        Some(value.as_bool().ok_or_else(|| bad(key, value))?);
+                }
                 "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
                 _ => {
                     return Err(
@@ -497,6 +559,9 @@ impl ServerOptions {
         self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
         self.debug = self.debug.or(defaults.debug);
         self.restart = self.restart.or(defaults.restart);
+        self.allow_untrusted_runtime_signals = self
+            .allow_untrusted_runtime_signals
+            .or(defaults.allow_untrusted_runtime_signals);
         self.jido = self.jido.or_else(|| defaults.jido.clone());
         self.executors = self.executors.merged_over(&defaults.executors);
         self

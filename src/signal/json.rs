@@ -129,10 +129,11 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
         ty,
         subject,
         time,
-        datacontenttype,
+        datacontenttype: datacontenttype.map(String::into_boxed_str),
         dataschema,
         data,
         extensions: raw.extensions,
+        trust: super::Trust::default(),
     })
 }
 
@@ -285,14 +286,14 @@ impl Signal {
         map.insert("source".into(), self.source.clone().into());
         map.insert("type".into(), self.ty.clone().into());
         let optional = [
-            ("subject", &self.subject),
-            ("time", &self.time),
-            ("datacontenttype", &self.datacontenttype),
-            ("dataschema", &self.dataschema),
+            ("subject", self.subject.as_deref()),
+            ("time", self.time.as_deref()),
+            ("datacontenttype", self.datacontenttype.as_deref()),
+            ("dataschema", self.dataschema.as_deref()),
         ];
         for (key, value) in optional {
             if let Some(v) = value {
-                map.insert(key.into(), v.clone().into());
+                map.insert(key.into(), v.into());
             }
         }
         if let Some(data) = &self.data {

@@ -119,6 +119,39 @@ pub const RESERVED_ATTRIBUTES: [&str; 10] = [
 /// assert_eq!(s.data(), Some(&json!({"id": 7})));
 /// assert_eq!(Signal::new("tick", serde_json::Value::Null).data(), None);
 /// ```
+///
+/// # Trust
+///
+/// Every signal carries a runtime-only **trust mark**. Signals made in the
+/// process ([`Signal::new`], the builder, parsing JSON, the runtime's own
+/// signals) are trusted. Code that turns outside input into signals (an
+/// HTTP or webhook receiver, a cluster gateway: any *untrusted ingress*)
+/// marks them with [`Signal::untrusted`] (or
+/// [`mark_untrusted`](Signal::mark_untrusted)) before handing them to an
+/// agent. The mark is never serialised and never read from JSON (an
+/// attribute of that name would only be an extension), survives `clone`
+/// and [`to_builder`](Signal::to_builder), and is not compared by `==`
+/// (two signals are equal when their CloudEvents attributes are).
+///
+/// An AgentServer refuses an untrusted signal whose type is in the
+/// runtime's reserved namespace `jido.agent.*` (`jido.agent.stop`,
+/// `jido.agent.child.*`, `jido.agent.orphaned`, `jido.agent.error`, …):
+/// outside input can neither stop an agent nor fake hierarchy or error
+/// events, unless the agent opts in with
+/// [`ServerOptions::allow_untrusted_runtime_signals`](crate::server::ServerOptions::allow_untrusted_runtime_signals).
+///
+/// ```
+/// use jido::signal::Signal;
+///
+/// let s = Signal::new("jido.agent.stop", serde_json::Value::Null);
+/// assert!(s.is_trusted());
+/// let s = s.untrusted();
+/// assert!(!s.is_trusted());
+/// assert!(!s.clone().is_trusted());
+/// // Never on the wire: what is parsed back is trusted again.
+/// assert!(Signal::from_json_str(&s.to_json_string())?.is_trusted());
+/// # Ok::<(), jido::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signal {
     pub(crate) id: String,
@@ -126,10 +159,40 @@ pub struct Signal {
     pub(crate) ty: String,
     pub(crate) subject: Option<String>,
     pub(crate) time: Option<String>,
-    pub(crate) datacontenttype: Option<String>,
+    /// Boxed (16 bytes, not 24), which leaves room for `trust` without
+    /// growing the signal.
+    pub(crate) datacontenttype: Option<Box<str>>,
     pub(crate) dataschema: Option<String>,
     pub(crate) data: Option<Value>,
     pub(crate) extensions: Map<String, Value>,
+    pub(crate) trust: Trust,
+}
+
+/// The runtime-only trust mark of a [`Signal`] (see "Trust" there). Always
+/// equal to another mark, so it never makes two signals differ.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Trust {
+    untrusted: bool,
+}
+
+impl Trust {
+    pub(crate) const UNTRUSTED: Trust = Trust { untrusted: true };
+}
+
+impl PartialEq for Trust {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Trust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.untrusted {
+            "untrusted"
+        } else {
+            "trusted"
+        })
+    }
 }
 
 /// A fresh UUIDv7, as a 36-character string.
@@ -159,10 +222,11 @@ impl Signal {
             ty: ty.into(),
             subject: None,
             time: Some(now_rfc3339()),
-            datacontenttype: data.as_ref().map(|_| JSON_CONTENT_TYPE.to_owned()),
+            datacontenttype: data.as_ref().map(|_| JSON_CONTENT_TYPE.into()),
             dataschema: None,
             data,
             extensions: Map::new(),
+            trust: Trust::default(),
         }
     }
 
@@ -185,11 +249,33 @@ impl Signal {
             source: Some(self.source),
             subject: self.subject,
             time: Some(self.time.map_or(TimeAttr::Absent, TimeAttr::Raw)),
-            datacontenttype: self.datacontenttype,
+            datacontenttype: self.datacontenttype.map(String::from),
             dataschema: self.dataschema,
             data: self.data,
             extensions: self.extensions,
+            trust: self.trust,
         }
+    }
+
+    /// This signal marked as coming from an untrusted ingress (see "Trust"
+    /// on [`Signal`]). Call it in code that turns outside input (HTTP,
+    /// webhooks, a cluster gateway) into signals.
+    pub fn untrusted(mut self) -> Self {
+        self.mark_untrusted();
+        self
+    }
+
+    /// Marks this signal as coming from an untrusted ingress (see
+    /// [`Signal::untrusted`]). There is no way back: a trusted copy must
+    /// be built anew by trusted code.
+    pub fn mark_untrusted(&mut self) {
+        self.trust = Trust::UNTRUSTED;
+    }
+
+    /// Whether the signal was made in the process (`true`, the default) or
+    /// marked as coming from an untrusted ingress (`false`).
+    pub fn is_trusted(&self) -> bool {
+        !self.trust.untrusted
     }
 
     /// Always [`SPEC_VERSION`].
@@ -373,6 +459,7 @@ pub struct SignalBuilder {
     dataschema: Option<String>,
     data: Option<Value>,
     extensions: Map<String, Value>,
+    trust: Trust,
 }
 
 impl SignalBuilder {
@@ -388,6 +475,7 @@ impl SignalBuilder {
             dataschema: None,
             data: None,
             extensions: Map::new(),
+            trust: Trust::default(),
         }
     }
 
@@ -469,7 +557,9 @@ impl SignalBuilder {
         self
     }
 
-    /// Validates and builds the signal.
+    /// Validates and builds the signal. It keeps the trust mark of the
+    /// signal the builder came from ([`Signal::to_builder`]); a new
+    /// builder makes a trusted signal.
     ///
     /// # Errors
     ///
@@ -498,7 +588,9 @@ impl SignalBuilder {
             data: self.data,
             extensions: self.extensions,
         };
-        json::validate(raw, false)
+        let mut signal = json::validate(raw, false)?;
+        signal.trust = self.trust;
+        Ok(signal)
     }
 }
 

@@ -424,11 +424,16 @@ pub enum SnapshotStatus {
     Success,
     /// Finished badly.
     Failure,
+    /// The snapshot could not be taken: the strategy's
+    /// [`snapshot`](Strategy::snapshot) panicked. The snapshot's details
+    /// hold the panic message under `error`. Not terminal: the strategy
+    /// itself may be fine.
+    Error,
 }
 
 impl SnapshotStatus {
-    /// Reads `"idle"`, `"running"`, `"waiting"`, `"success"` or
-    /// `"failure"`.
+    /// Reads `"idle"`, `"running"`, `"waiting"`, `"success"`,
+    /// `"failure"` or `"error"`.
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "idle" => SnapshotStatus::Idle,
@@ -436,6 +441,7 @@ impl SnapshotStatus {
             "waiting" => SnapshotStatus::Waiting,
             "success" => SnapshotStatus::Success,
             "failure" => SnapshotStatus::Failure,
+            "error" => SnapshotStatus::Error,
             _ => return None,
         })
     }
@@ -448,6 +454,7 @@ impl SnapshotStatus {
             SnapshotStatus::Waiting => "waiting",
             SnapshotStatus::Success => "success",
             SnapshotStatus::Failure => "failure",
+            SnapshotStatus::Error => "error",
         }
     }
 
