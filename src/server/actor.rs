@@ -18,7 +18,7 @@ use super::agent_ref::{
     AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus, not_alive,
 };
 use super::cron::CronJob;
-use super::hierarchy::ChildInfo;
+use super::hierarchy::{ChildInfo, Pending};
 use super::msg::{AgentMsg, CmdDone, DoneItem, Internal};
 use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
@@ -181,6 +181,8 @@ pub(crate) struct Extras {
     /// (doubling), so arming n timers costs O(n), not O(n²).
     pub(crate) prune_timers_at: usize,
     pub(crate) crons: HashMap<String, CronJob>,
+    /// Children being spawned or adopted, and starts waiting for a tag.
+    pub(crate) pending: Pending,
     /// Set when a custom directive executor panicked: the handler then
     /// fails, and the actor with it.
     pub(crate) crash: Option<String>,
@@ -278,14 +280,15 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         // Never the ractor default (which stops on any child exit): only the
-        // parent policy may stop this agent.
+        // parent policy may stop this agent. Not acted on here: re-posted
+        // to the mailbox, behind the messages the actor sent before it ended.
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 let reason = reason.unwrap_or_else(|| "normal".to_owned());
-                state.on_actor_down(&myself, cell.get_id(), reason);
+                state.post_actor_down(&myself, cell.get_id(), reason);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                state.on_actor_down(&myself, cell.get_id(), format!("failed: {err}"));
+                state.post_actor_down(&myself, cell.get_id(), format!("failed: {err}"));
             }
             _ => {}
         }
@@ -376,6 +379,14 @@ impl AgentServerState {
         let init_directives = state
             .agent
             .init_strategy(CmdOptions::new().exec(state.exec.clone()));
+        // Every fallible step before the parent is bound: a child that
+        // fails to start leaves no monitor on its parent.
+        if let Some(jido) = &state.jido {
+            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
+            if supervised && restart != crate::directive::Restart::Temporary {
+                jido.register_restart(myself.get_id(), restart_args);
+            }
+        }
         if let Some(parent) = parent {
             state.bind_parent(&myself, parent);
         }
@@ -383,12 +394,6 @@ impl AgentServerState {
         let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
         for d in init_directives {
             state.queue.push_back((Arc::clone(&init_signal), d));
-        }
-        if let Some(jido) = &state.jido {
-            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
-            if supervised && restart != crate::directive::Restart::Temporary {
-                jido.register_restart(myself.get_id(), restart_args);
-            }
         }
         Ok(state)
     }
@@ -941,13 +946,11 @@ impl AgentServerState {
             Internal::CmdDone(done) => self.on_cmd_done(myself, *done),
             Internal::Drain => return true,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
-            Internal::Adopt(parent, reply) => {
-                let answer = self.accept_parent(myself, *parent);
-                let _ = reply.send(answer);
-            }
             Internal::CronTick(job_id, generation) => {
                 self.on_cron_tick(myself, &job_id, generation)
             }
+            Internal::Down { actor, reason } => self.on_actor_down(myself, actor, reason),
+            Internal::Hierarchy(msg) => self.on_hierarchy(myself, *msg),
         }
         false
     }
