@@ -691,6 +691,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn restart_history_forgets_what_the_window_passed() {
+        let window = Duration::from_secs(5);
+        let t0 = Instant::now();
+        let mut history = RestartHistory::default();
+        // Many distinct agents crash once each.
+        for i in 0..1000 {
+            assert_eq!(history.record(&format!("a{i}"), t0, window, 3), Ok(()));
+        }
+        assert_eq!(history.len(), 1000);
+        // Once their window has passed, the next exit prunes them all.
+        let later = t0 + window + Duration::from_millis(1);
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.len(), 1);
+        // The limit: three restarts, the fourth is refused and forgets.
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.record("late", later, window, 3), Err(3));
+        assert_eq!(history.len(), 0);
+        // An agent that ends for good is forgotten.
+        assert_eq!(history.record("b", later, window, 3), Ok(()));
+        history.forget("b", later, window);
+        assert_eq!(history.len(), 0);
+        // Within the window nothing is lost: a burst of one id counts.
+        let mut history = RestartHistory::default();
+        for i in 0..100 {
+            assert_eq!(history.record(&format!("x{i}"), t0, window, 3), Ok(()));
+        }
+        let soon = t0 + Duration::from_secs(1);
+        assert_eq!(history.record("x0", soon, window, 3), Ok(()));
+        assert_eq!(history.record("x0", soon, window, 3), Ok(()));
+        assert_eq!(history.record("x0", soon, window, 3), Err(3));
+        assert_eq!(history.len(), 99);
+    }
+
+    #[test]
     fn restart_rules() {
         let failed = Exit::Failed("boom".into());
         let killed = Exit::Stopped(Some("killed".into()));
