@@ -596,17 +596,19 @@ async fn mutual_adoption_never_blocks_and_never_makes_a_cycle() {
     jido.shutdown().await;
 }
 
+/// Work for the side runtime.
+type Job = Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>;
+
 /// A runtime on its own thread, driven only while `run` is waiting: its
 /// actors make no progress in between.
 struct Side {
-    tx: Option<std::sync::mpsc::Sender<Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>>>,
+    tx: Option<std::sync::mpsc::Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Side {
     fn new() -> Self {
-        let (tx, rx) =
-            std::sync::mpsc::channel::<Box<dyn FnOnce(&tokio::runtime::Runtime) + Send>>();
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
