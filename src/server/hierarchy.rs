@@ -712,6 +712,12 @@ impl AgentServerState {
         match result {
             Ok(()) => {
                 watch.keep();
+                // The ids above this agent may have changed since the
+                // request left.
+                let _ = actor.send_message(hierarchy_msg(HierarchyMsg::Lineage {
+                    parent: myself.get_id(),
+                    ancestors: self.lineage(),
+                }));
                 self.extras_mut().children.insert(
                     tag.clone(),
                     ChildInfo {
