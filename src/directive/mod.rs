@@ -114,6 +114,17 @@ pub enum Directive {
         tag: Option<String>,
     },
     /// Start a child agent, tracked by the parent under `tag`.
+    ///
+    /// The runtime reserves `tag`, starts the child off the parent's
+    /// handler and tracks it once the child announces its start (the
+    /// parent then processes `jido.agent.child.started`); a start that
+    /// fails is logged and leaves nothing on the parent. The child
+    /// inherits the parent's instance and custom directive executors. It
+    /// runs linked under the instance supervisor, or, for a parent
+    /// embedded without an instance, under the parent's own supervisor;
+    /// with neither, a child whose `on_parent_death` is `continue` or
+    /// `emit_orphan` is refused with a configuration error for the error
+    /// policy (see [`ServerOptions::jido`](crate::server::ServerOptions::jido)).
     SpawnAgent {
         /// The child agent value (any agent type).
         agent: AgentState,
@@ -128,6 +139,12 @@ pub enum Directive {
         restart: Restart,
     },
     /// Become the parent of an existing agent.
+    ///
+    /// A request to the child and its answer, never awaited inside the
+    /// parent's handler: `tag` is reserved meanwhile and released on a
+    /// refusal, the child's end, or after 5 s without an answer. The child
+    /// refuses when it has a parent or when the would-be parent descends
+    /// from it. Refusals are logged (warning, with a `reason`).
     AdoptChild {
         /// The child agent's id.
         child: String,

@@ -19,7 +19,7 @@ use super::agent_ref::{
     deadline_representable, guarded_snapshot, not_alive,
 };
 use super::cron::CronJob;
-use super::hierarchy::ChildInfo;
+use super::hierarchy::{ChildInfo, Pending};
 use super::inflight::{DoneItem, Inbox, Reply, Sink, Work};
 use super::msg::{AgentMsg, Internal};
 use super::options::{
@@ -194,6 +194,8 @@ pub(crate) struct Extras {
     /// (doubling), so arming n timers costs O(n), not O(n²).
     pub(crate) prune_timers_at: usize,
     pub(crate) crons: HashMap<String, CronJob>,
+    /// Children being spawned or adopted, and starts waiting for a tag.
+    pub(crate) pending: Pending,
     /// Set when a custom directive executor panicked: the handler then
     /// fails, and the actor with it.
     pub(crate) crash: Option<String>,
@@ -291,14 +293,15 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         // Never the ractor default (which stops on any child exit): only the
-        // parent policy may stop this agent.
+        // parent policy may stop this agent. Not acted on here: re-posted
+        // to the mailbox, behind the messages the actor sent before it ended.
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 let reason = super::exit_reason(reason);
-                state.on_actor_down(&myself, cell.get_id(), reason);
+                state.post_actor_down(&myself, cell.get_id(), reason);
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                state.on_actor_down(&myself, cell.get_id(), format!("failed: {err}"));
+                state.post_actor_down(&myself, cell.get_id(), format!("failed: {err}"));
             }
             _ => {}
         }
@@ -404,6 +407,15 @@ impl AgentServerState {
         let init_directives = state
             .agent
             .init_strategy(CmdOptions::new().exec(state.exec.clone()));
+        // Every fallible step before the parent is bound: a child that
+        // fails to start leaves no monitor on its parent.
+        if let Some(jido) = &state.jido {
+            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
+            state.registered = true;
+            if supervised && restart != crate::directive::Restart::Temporary {
+                jido.register_restart(myself.get_id(), restart_args);
+            }
+        }
         if let Some(parent) = parent {
             state.bind_parent(&myself, parent);
         }
@@ -411,13 +423,6 @@ impl AgentServerState {
         let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
         for d in init_directives {
             state.queue.push_back((Arc::clone(&init_signal), d));
-        }
-        if let Some(jido) = &state.jido {
-            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
-            state.registered = true;
-            if supervised && restart != crate::directive::Restart::Temporary {
-                jido.register_restart(myself.get_id(), restart_args);
-            }
         }
         Ok(state)
     }
@@ -1105,10 +1110,6 @@ impl AgentServerState {
             Internal::Progress(generation) => self.on_progress(myself, generation),
             Internal::Drain => return true,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
-            Internal::Adopt(parent, reply) => {
-                let answer = self.accept_parent(myself, *parent);
-                let _ = reply.send(answer);
-            }
             Internal::CronTick(job_id, generation) => {
                 self.on_cron_tick(myself, &job_id, generation)
             }
@@ -1120,6 +1121,8 @@ impl AgentServerState {
                 }
                 self.stop_self(myself, reason);
             }
+            Internal::Down { actor, reason } => self.on_actor_down(myself, actor, reason),
+            Internal::Hierarchy(msg) => self.on_hierarchy(myself, *msg),
         }
         false
     }

@@ -554,8 +554,9 @@ pub struct DebugEvent {
     pub at: chrono::DateTime<chrono::Utc>,
     /// `signal_received`, `signal_refused` (an untrusted signal of a
     /// reserved type), `directive_started`, `child_started`,
-    /// `child_exit`, `child_adopted`, `parent_adopted`, `parent_down`,
-    /// `orphaned`.
+    /// `child_exit`, `child_adopted`, `parent_adopted`, `parent_dropped`
+    /// (an adoption accepted after its parent gave up waiting, undone),
+    /// `parent_down`, `orphaned`.
     pub kind: &'static str,
     /// Details (signal type and id, directive kind, tag, …).
     pub data: Value,

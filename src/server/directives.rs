@@ -254,12 +254,9 @@ impl AgentServerState {
                 opts,
                 meta,
                 restart,
-            } => {
-                self.spawn_child(myself, agent, tag, opts, meta, restart)
-                    .await
-            }
+            } => self.spawn_child(myself, input, agent, tag, opts, meta, restart),
             Directive::AdoptChild { child, tag, meta } => {
-                self.adopt_child(myself, &child, tag, meta).await
+                self.adopt_child(myself, &child, tag, meta)
             }
             Directive::StopChild { tag, reason } => self.stop_child(&tag, &reason),
             Directive::Schedule { delay, message } => {

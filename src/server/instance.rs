@@ -14,7 +14,8 @@ use tokio::time::Instant;
 use super::actor::{AgentServer, spawn_error};
 use super::agent_ref::{AgentRef, not_alive};
 use super::directives::DirectiveExec;
-use super::options::{AgentServerArgs, ErrorPolicy, ServerOptions};
+use super::msg::{AgentMsg, HierarchyMsg, Internal};
+use super::options::{AgentServerArgs, ErrorPolicy, ParentRef, ServerOptions};
 use super::{DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, DEFAULT_STOP_TIMEOUT, signal_types};
 use crate::agent::AgentState;
 use crate::directive::Restart;
@@ -438,6 +439,22 @@ impl Jido {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(actor, args);
     }
+
+    /// Records the current parent of `actor` in its restart spec (after an
+    /// adoption, or `None` when the parent was dropped), so a restart
+    /// binds the child to the parent it has then, not the one it started
+    /// with. A no-op for agents without a spec.
+    pub(crate) fn set_restart_parent(&self, actor: ActorId, parent: Option<ParentRef>) {
+        let mut specs = self
+            .inner
+            .shared
+            .specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(args) = specs.get_mut(&actor) {
+            args.options.parent = parent;
+        }
+    }
 }
 
 impl Registry {
@@ -512,7 +529,82 @@ struct InstanceSupervisor;
 
 struct RootState {
     shared: Arc<Shared>,
-    restarts: HashMap<String, VecDeque<Instant>>,
+    restarts: RestartHistory,
+}
+
+/// Restart times per agent id, within the restart window. Bounded: the
+/// entry of an agent goes when it is given up or ends for good, and
+/// entries whose window has passed are pruned (amortised: when the map
+/// doubled since the last pruning, and at least once per window).
+#[derive(Default)]
+struct RestartHistory {
+    by_id: HashMap<String, VecDeque<Instant>>,
+    prune_at: usize,
+    last_prune: Option<Instant>,
+}
+
+impl RestartHistory {
+    /// Records a restart of `id` at `now`, or refuses it with the number
+    /// of restarts within the window when there were already `max` (the
+    /// agent is then given up and forgotten).
+    fn record(
+        &mut self,
+        id: &str,
+        now: Instant,
+        window: Duration,
+        max: u32,
+    ) -> std::result::Result<(), usize> {
+        self.prune(now, window);
+        let history = self.by_id.entry(id.to_owned()).or_default();
+        drop_expired(history, now, window);
+        if history.len() >= max as usize {
+            let restarts = history.len();
+            self.by_id.remove(id);
+            return Err(restarts);
+        }
+        history.push_back(now);
+        Ok(())
+    }
+
+    /// Forgets `id` (it ended for good).
+    fn forget(&mut self, id: &str, now: Instant, window: Duration) {
+        self.by_id.remove(id);
+        self.prune(now, window);
+    }
+
+    /// Drops every entry whose window has passed, when the map doubled
+    /// since the last pruning or a window went by: O(1) amortised per
+    /// exit, and the map never holds more than the restarts of about two
+    /// windows (plus a constant).
+    fn prune(&mut self, now: Instant, window: Duration) {
+        let due_by_time = self
+            .last_prune
+            .is_none_or(|t| now.duration_since(t) > window);
+        if self.by_id.len() < self.prune_at && !due_by_time {
+            return;
+        }
+        self.by_id.retain(|_, history| {
+            drop_expired(history, now, window);
+            !history.is_empty()
+        });
+        self.by_id.shrink_to(self.by_id.len() * 2);
+        self.prune_at = (self.by_id.len() * 2).max(16);
+        self.last_prune = Some(now);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+}
+
+fn drop_expired(history: &mut VecDeque<Instant>, now: Instant, window: Duration) {
+    while history
+        .front()
+        .is_some_and(|t| now.duration_since(*t) > window)
+    {
+        history.pop_front();
+    }
 }
 
 impl Actor for InstanceSupervisor {
@@ -527,7 +619,7 @@ impl Actor for InstanceSupervisor {
     ) -> std::result::Result<RootState, ActorProcessingErr> {
         Ok(RootState {
             shared,
-            restarts: HashMap::new(),
+            restarts: RestartHistory::default(),
         })
     }
 
@@ -561,29 +653,34 @@ impl RootState {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&actor);
-        let Some(args) = spec else {
+        let Some(mut args) = spec else {
             return;
         };
         if self.shared.shutting_down.load(Ordering::SeqCst) {
             return;
         }
-        let restart = args.options.restart.unwrap_or(Restart::Temporary);
-        if !should_restart(restart, &exit) {
-            return;
-        }
         let id = args.id().to_owned();
         let now = Instant::now();
         let window = self.shared.restart_window;
-        let history = self.restarts.entry(id.clone()).or_default();
-        while history
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > window)
-        {
-            history.pop_front();
+        let restart = args.options.restart.unwrap_or(Restart::Temporary);
+        if !should_restart(restart, &exit) {
+            self.restarts.forget(&id, now, window);
+            return;
         }
-        if history.len() >= self.shared.max_restarts as usize {
-            let restarts = history.len();
-            self.restarts.remove(&id);
+        // The child is bound to its parent as it is now: the live actor
+        // registered under the parent's id (a parent that restarted is a
+        // new actor).
+        if let Some(parent) = args.options.parent.as_mut() {
+            if let Some(live) = self.shared.registry().by_id.get(&parent.id) {
+                if live.is_alive() {
+                    parent.actor = live.actor_ref().clone();
+                }
+            }
+        }
+        if let Err(restarts) = self
+            .restarts
+            .record(&id, now, window, self.shared.max_restarts)
+        {
             tracing::error!(
                 name: "jido.agent_server.restart.given_up",
                 target: "jido::agent_server",
@@ -603,14 +700,16 @@ impl RootState {
                     }))
                     .build();
                 if let Ok(signal) = signal {
+                    // Processed by the parent after this incarnation's exit.
                     let _ = parent
                         .actor
-                        .send_message(super::msg::AgentMsg::Signal(signal));
+                        .send_message(AgentMsg::internal(Internal::Hierarchy(Box::new(
+                            HierarchyMsg::GivenUp { actor, signal },
+                        ))));
                 }
             }
             return;
         }
-        history.push_back(now);
         tracing::info!(
             name: "jido.agent_server.restart",
             target: "jido::agent_server",
@@ -628,6 +727,41 @@ impl RootState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn restart_history_forgets_what_the_window_passed() {
+        let window = Duration::from_secs(5);
+        let t0 = Instant::now();
+        let mut history = RestartHistory::default();
+        // Many distinct agents crash once each.
+        for i in 0..1000 {
+            assert_eq!(history.record(&format!("a{i}"), t0, window, 3), Ok(()));
+        }
+        assert_eq!(history.len(), 1000);
+        // Once their window has passed, the next exit prunes them all.
+        let later = t0 + window + Duration::from_millis(1);
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.len(), 1);
+        // The limit: three restarts, the fourth is refused and forgets.
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.record("late", later, window, 3), Ok(()));
+        assert_eq!(history.record("late", later, window, 3), Err(3));
+        assert_eq!(history.len(), 0);
+        // An agent that ends for good is forgotten.
+        assert_eq!(history.record("b", later, window, 3), Ok(()));
+        history.forget("b", later, window);
+        assert_eq!(history.len(), 0);
+        // Within the window nothing is lost: a burst of one id counts.
+        let mut history = RestartHistory::default();
+        for i in 0..100 {
+            assert_eq!(history.record(&format!("x{i}"), t0, window, 3), Ok(()));
+        }
+        let soon = t0 + Duration::from_secs(1);
+        assert_eq!(history.record("x0", soon, window, 3), Ok(()));
+        assert_eq!(history.record("x0", soon, window, 3), Ok(()));
+        assert_eq!(history.record("x0", soon, window, 3), Err(3));
+        assert_eq!(history.len(), 99);
+    }
 
     #[test]
     fn restart_rules() {

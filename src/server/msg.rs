@@ -82,6 +82,49 @@ pub(crate) struct ChildStarted {
     pub(crate) child_type: &'static str,
     pub(crate) actor: ractor::ActorRef<AgentMsg>,
     pub(crate) meta: serde_json::Map<String, serde_json::Value>,
+    /// The ids above its parent, as the child knows them (the parent
+    /// corrects a stale chain).
+    pub(crate) ancestors: Vec<String>,
+}
+
+/// Parent/child bookkeeping between agents (and from the instance
+/// supervisor): adoption, spawning, lineage. See `hierarchy.rs`.
+pub(crate) enum HierarchyMsg {
+    /// To a child: take this parent (request id for the answer).
+    AdoptRequest(Box<ParentRef>, u64),
+    /// To a parent: the child's answer to an adopt request.
+    AdoptAnswer {
+        tag: String,
+        request: u64,
+        child_id: String,
+        actor: ractor::ActorRef<AgentMsg>,
+        result: std::result::Result<(), String>,
+    },
+    /// To self: an adopt request got no answer in time.
+    AdoptTimeout { tag: String, request: u64 },
+    /// To a child: drop this parent (bound under this tag) if it is still
+    /// the parent.
+    DropParent {
+        parent: ractor::ActorId,
+        tag: String,
+    },
+    /// To self, from the task that started a SpawnAgent child.
+    SpawnResult {
+        tag: String,
+        child_id: String,
+        result: Result<ractor::ActorRef<AgentMsg>>,
+    },
+    /// To a child: the ids above its parent changed.
+    Lineage {
+        parent: ractor::ActorId,
+        ancestors: Vec<String>,
+    },
+    /// To a parent, from the instance supervisor: this incarnation of a
+    /// child was given up (processed after its exit).
+    GivenUp {
+        actor: ractor::ActorId,
+        signal: Signal,
+    },
 }
 
 pub(crate) enum Internal {
@@ -95,10 +138,17 @@ pub(crate) enum Internal {
     Progress(u64),
     Drain,
     ChildStarted(Box<ChildStarted>),
-    Adopt(Box<ParentRef>, RpcReplyPort<Result<()>>),
     CronTick(String, u64),
     /// A graceful stop asked through `AgentRef::stop` / `Jido::stop_agent`.
     Stop(String),
+    /// A monitored actor (parent or child) ended: a supervision event
+    /// re-posted as a message, so it is handled after every message that
+    /// actor sent before it ended.
+    Down {
+        actor: ractor::ActorId,
+        reason: String,
+    },
+    Hierarchy(Box<HierarchyMsg>),
 }
 
 impl Internal {
@@ -113,9 +163,10 @@ impl Internal {
             Internal::Progress(_) => "progress",
             Internal::Drain => "drain",
             Internal::ChildStarted(_) => "child_started",
-            Internal::Adopt(..) => "adopt",
             Internal::CronTick(..) => "cron_tick",
             Internal::Stop(_) => "stop",
+            Internal::Down { .. } => "down",
+            Internal::Hierarchy(_) => "hierarchy",
         }
     }
 }

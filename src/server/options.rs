@@ -230,6 +230,10 @@ pub struct ParentRef {
     /// Free metadata from the parent.
     pub meta: Map<String, Value>,
     pub(crate) actor: ActorRef<AgentMsg>,
+    /// The ids above the parent (its parent, grandparent, ...), kept up to
+    /// date by the runtime: an agent refuses to be adopted by one of its
+    /// descendants.
+    pub(crate) ancestors: Vec<String>,
 }
 
 impl ParentRef {
@@ -240,6 +244,7 @@ impl ParentRef {
             tag: tag.into(),
             meta: Map::new(),
             actor: parent.actor_ref().clone(),
+            ancestors: Vec::new(),
         }
     }
 
@@ -269,6 +274,7 @@ impl fmt::Debug for ParentRef {
             .field("tag", &self.tag)
             .field("meta", &self.meta)
             .field("actor", &self.actor.get_id())
+            .field("ancestors", &self.ancestors)
             .finish()
     }
 }
@@ -456,6 +462,18 @@ impl ServerOptions {
     /// defaults and supervisor for children. Set by
     /// [`Jido::start_agent`]; set it yourself when embedding an
     /// AgentServer that should spawn supervised children.
+    ///
+    /// Without an instance, the children an agent starts with
+    /// [`SpawnAgent`](crate::Directive::SpawnAgent) are linked under the
+    /// agent's own supervisor (the one it was spawned linked to): that
+    /// supervisor receives their `ActorStarted` / `ActorTerminated` /
+    /// `ActorFailed` and finds them in `get_children()` (no restarts: those
+    /// need an instance). An agent with neither an instance nor a
+    /// supervisor refuses a SpawnAgent whose `on_parent_death` is
+    /// `continue` or `emit_orphan` (the child would outlive its parent
+    /// with nobody able to reach it): a configuration error goes to the
+    /// error policy (context `spawn_agent`); `stop` children run
+    /// unsupervised and end with their parent.
     #[must_use]
     pub fn jido(mut self, jido: Jido) -> Self {
         self.jido = Some(jido);
