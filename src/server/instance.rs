@@ -19,7 +19,7 @@ use super::{DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, DEFAULT_STOP_TIMEOUT, 
 use crate::agent::AgentState;
 use crate::directive::Restart;
 use crate::error::{Error, Result};
-use crate::exec::{Exec, ExecOptions};
+use crate::exec::{DEFAULT_SHUTDOWN_GRACE, Exec, ExecOptions, TaskSupervisor};
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
 
@@ -41,6 +41,7 @@ pub struct JidoConfig {
     defaults: ServerOptions,
     exec_defaults: ExecOptions,
     max_restarts: Option<(u32, Duration)>,
+    shutdown_grace: Option<Duration>,
 }
 
 impl fmt::Debug for JidoConfig {
@@ -50,6 +51,7 @@ impl fmt::Debug for JidoConfig {
             .field("defaults", &self.defaults)
             .field("exec_defaults", &self.exec_defaults)
             .field("max_restarts", &self.max_restarts)
+            .field("shutdown_grace", &self.shutdown_grace)
             .finish()
     }
 }
@@ -103,6 +105,18 @@ impl JidoConfig {
     #[must_use]
     pub fn exec_options(mut self, opts: ExecOptions) -> Self {
         self.exec_defaults = opts;
+        self
+    }
+
+    /// How long [`Jido::shutdown`] waits for the instance's tasks to end
+    /// once cancelled (default
+    /// [`DEFAULT_SHUTDOWN_GRACE`](crate::exec::DEFAULT_SHUTDOWN_GRACE),
+    /// 5 s). Only tasks whose thread is blocked in synchronous code take
+    /// that long; shutdown then returns with them still running (see
+    /// [`TaskSupervisor`](crate::exec::TaskSupervisor#what-can-be-interrupted)).
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
         self
     }
 
@@ -220,7 +234,12 @@ impl Jido {
                 name,
                 root,
                 shared,
-                exec: Exec::with_defaults(config.exec_defaults),
+                exec: Exec::with_supervisor(
+                    TaskSupervisor::new().with_shutdown_grace(
+                        config.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+                    ),
+                    config.exec_defaults,
+                ),
                 defaults: config.defaults,
             }),
         })
