@@ -163,6 +163,7 @@ pub(crate) struct Settings {
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) executors: Executors,
+    pub(crate) max_concurrent_dispatches: usize,
 }
 
 type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>;
@@ -184,6 +185,9 @@ pub(crate) struct Extras {
     /// Set when a custom directive executor panicked: the handler then
     /// fails, and the actor with it.
     pub(crate) crash: Option<String>,
+    /// Permits of the dispatch tasks (`max_concurrent_dispatches`),
+    /// created on the first Emit that needs a task.
+    pub(crate) dispatch_slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl fmt::Debug for AgentServerState {
@@ -342,6 +346,7 @@ impl AgentServerState {
             error_policy,
             default_dispatch,
             executors,
+            max_concurrent_dispatches,
             ..
         } = options;
         let mut state = Self {
@@ -367,6 +372,8 @@ impl AgentServerState {
                 error_policy,
                 default_dispatch,
                 executors,
+                max_concurrent_dispatches: max_concurrent_dispatches
+                    .unwrap_or(super::DEFAULT_MAX_CONCURRENT_DISPATCHES),
             },
         };
         if debug == Some(true) {

@@ -21,7 +21,7 @@ use crate::directive::Restart;
 use crate::error::{Error, Result};
 use crate::exec::{DEFAULT_SHUTDOWN_GRACE, Exec, ExecOptions, TaskSupervisor};
 use crate::signal::Signal;
-use crate::signal::dispatch::DispatchConfig;
+use crate::signal::dispatch::{CircuitBreakers, DispatchConfig};
 
 /// Configuration of a [`Jido`] instance.
 ///
@@ -163,6 +163,7 @@ struct JidoInner {
     shared: Arc<Shared>,
     exec: Exec,
     defaults: ServerOptions,
+    breakers: CircuitBreakers,
 }
 
 /// A Jido instance: a root supervisor actor that every agent of the
@@ -241,6 +242,7 @@ impl Jido {
                     config.exec_defaults,
                 ),
                 defaults: config.defaults,
+                breakers: CircuitBreakers::new(),
             }),
         })
     }
@@ -253,6 +255,15 @@ impl Jido {
     /// The executor (and task supervisor) of the instance.
     pub fn exec(&self) -> &Exec {
         &self.inner.exec
+    }
+
+    /// The circuit breakers of the instance: every Emit dispatch of its
+    /// agents goes through them, so a target failing for one instance
+    /// never opens a breaker in another. Closed breakers unused for
+    /// [`CIRCUIT_IDLE_TTL`](crate::signal::dispatch::CIRCUIT_IDLE_TTL) are
+    /// evicted.
+    pub fn circuit_breakers(&self) -> &CircuitBreakers {
+        &self.inner.breakers
     }
 
     /// The root supervisor's cell: every agent of the instance is linked

@@ -94,6 +94,11 @@ pub const DEFAULT_AWAIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `max_queue_size` (10 000 directives).
 pub const DEFAULT_MAX_QUEUE_SIZE: usize = 10_000;
+/// How many Emit dispatches to targets that must wait (HTTP, webhook,
+/// synchronous actor delivery, a full bounded channel) one agent runs at
+/// once, by default (see
+/// [`ServerOptions::max_concurrent_dispatches`]).
+pub const DEFAULT_MAX_CONCURRENT_DISPATCHES: usize = 64;
 /// Size of the debug ring buffer (500 events).
 pub const DEBUG_BUFFER_SIZE: usize = 500;
 /// Default restart intensity: restarts allowed per window (3).

@@ -265,6 +265,7 @@ impl Executors {
 /// | `default_dispatch` | none: Emit without dispatch goes back to the agent |
 /// | `error_policy` | [`ErrorPolicy::LogOnly`] |
 /// | `max_queue_size` | 10 000 (≥ 1) |
+/// | `max_concurrent_dispatches` | 64 (≥ 1) |
 /// | `parent` | none |
 /// | `on_parent_death` | [`OnParentDeath::Stop`] |
 /// | `debug` | false |
@@ -283,6 +284,7 @@ pub struct ServerOptions {
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) max_queue_size: Option<usize>,
+    pub(crate) max_concurrent_dispatches: Option<usize>,
     pub(crate) parent: Option<ParentRef>,
     pub(crate) on_parent_death: Option<OnParentDeath>,
     pub(crate) debug: Option<bool>,
@@ -299,6 +301,7 @@ impl fmt::Debug for ServerOptions {
             .field("default_dispatch", &self.default_dispatch)
             .field("error_policy", &self.error_policy)
             .field("max_queue_size", &self.max_queue_size)
+            .field("max_concurrent_dispatches", &self.max_concurrent_dispatches)
             .field("parent", &self.parent)
             .field("on_parent_death", &self.on_parent_death)
             .field("debug", &self.debug)
@@ -347,6 +350,26 @@ impl ServerOptions {
     #[must_use]
     pub fn max_queue_size(mut self, n: usize) -> Self {
         self.max_queue_size = Some(n);
+        self
+    }
+
+    /// The most Emit dispatches this agent runs at once in tasks (≥ 1,
+    /// default
+    /// [`DEFAULT_MAX_CONCURRENT_DISPATCHES`](super::DEFAULT_MAX_CONCURRENT_DISPATCHES),
+    /// 64).
+    ///
+    /// Only targets that must wait use a task (HTTP, webhook, synchronous
+    /// actor delivery, a full bounded channel); in-process targets are
+    /// delivered at once in the handler and do not count. An Emit that
+    /// would start one more task fails instead: its targets that must wait
+    /// get nothing, and an [`ErrorKind::QueueOverflow`](crate::ErrorKind::QueueOverflow)
+    /// error "emit dispatch overflow" (details `max_concurrent_dispatches`,
+    /// `signal_type`, `signal_id`) goes to the error policy with the
+    /// context `"emit"` — except for the `jido.agent.error` signal of the
+    /// error policy itself, whose overflow is only logged (no loop).
+    #[must_use]
+    pub fn max_concurrent_dispatches(mut self, n: usize) -> Self {
+        self.max_concurrent_dispatches = Some(n);
         self
     }
 
@@ -402,7 +425,8 @@ impl ServerOptions {
     /// Reads the JSON options of a
     /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
     /// `initial_state` (object), `on_parent_death` (`"stop"`,
-    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `debug`,
+    /// `"continue"`, `"emit_orphan"`), `max_queue_size`,
+    /// `max_concurrent_dispatches`, `debug`,
     /// `error_policy` (see [`ErrorPolicy::from_json`]).
     ///
     /// # Errors
@@ -443,6 +467,14 @@ impl ServerOptions {
                             .ok_or_else(|| bad(key, value))?,
                     );
                 }
+                "max_concurrent_dispatches" => {
+                    out.max_concurrent_dispatches = Some(
+                        value
+                            .as_u64()
+                            .and_then(|n| usize::try_from(n).ok())
+                            .ok_or_else(|| bad(key, value))?,
+                    );
+                }
                 "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
                 "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
                 _ => {
@@ -468,6 +500,9 @@ impl ServerOptions {
             .or_else(|| defaults.default_dispatch.clone());
         self.error_policy = self.error_policy.or_else(|| defaults.error_policy.clone());
         self.max_queue_size = self.max_queue_size.or(defaults.max_queue_size);
+        self.max_concurrent_dispatches = self
+            .max_concurrent_dispatches
+            .or(defaults.max_concurrent_dispatches);
         self.parent = self.parent.or_else(|| defaults.parent.clone());
         self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
         self.debug = self.debug.or(defaults.debug);
@@ -483,6 +518,13 @@ impl ServerOptions {
             return Err(Error::configuration("max_queue_size must be at least 1")
                 .with_detail("option", "max_queue_size")
                 .with_detail("value", 0));
+        }
+        if self.max_concurrent_dispatches == Some(0) {
+            return Err(
+                Error::configuration("max_concurrent_dispatches must be at least 1")
+                    .with_detail("option", "max_concurrent_dispatches")
+                    .with_detail("value", 0),
+            );
         }
         if let Some(ErrorPolicy::MaxErrors(0)) = self.error_policy {
             return Err(Error::configuration("max_errors must be at least 1")
