@@ -58,7 +58,7 @@ struct Seen {
 fn outer(seen: Arc<Seen>, t0: Instant, inner_opts: ExecOptions) -> DynAction {
     act(move |_, ctx| {
         let seen = Arc::clone(&seen);
-        let inner_opts = inner_opts.clone();
+
         async move {
             let hang = act(|_, _| async {
                 std::future::pending::<()>().await;
@@ -212,6 +212,11 @@ async fn a_deadline_set_by_hand_is_inherited_without_margin() {
 /// blocked thread (real time: these tests run on a multi-thread runtime).
 const DEADLOCK_GUARD: Duration = Duration::from_secs(30);
 
+/// The timeout of blocking attempts: real time, generous enough that the
+/// action has certainly entered its blocking call when it fires (an
+/// attempt not yet started when its deadline passes is simply dropped).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// An action that blocks its thread on a std channel until the test
 /// releases it; it says when it has entered the blocking call and counts
 /// the runs that returned.
@@ -266,16 +271,14 @@ async fn a_blocking_action_is_answered_at_its_timeout_not_when_it_returns() {
                 b.action.clone(),
                 json!({}),
                 Context::new(),
-                ExecOptions::new()
-                    .timeout(Duration::from_millis(50))
-                    .max_retries(0),
+                ExecOptions::new().timeout(ATTEMPT_TIMEOUT).max_retries(0),
             )
             .await
             .unwrap_err();
         // Answered while the action is still blocked: it is released only
         // now.
         assert_eq!(err.kind(), ErrorKind::Timeout);
-        assert_eq!(err.message(), "action do timed out after 50ms");
+        assert_eq!(err.message(), "action do timed out after 500ms");
         assert_eq!(b.returned.load(Ordering::SeqCst), 0, "still blocked");
         assert_eq!(
             exec.supervisor().active(),
@@ -298,7 +301,7 @@ async fn a_blocking_action_is_answered_at_its_timeout_not_when_it_returns() {
 // drive the timers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn a_blocked_action_is_retried_at_its_timeout_without_waiting_for_it() {
-    // Two attempts of 50 ms with a 10 ms backoff: both block, the caller
+    // Two attempts of 500 ms with a 10 ms backoff: both block, the caller
     // gets the second timeout while both threads are still blocked.
     tokio::time::timeout(DEADLOCK_GUARD, async {
         let mut b = blocker();
@@ -309,13 +312,13 @@ async fn a_blocked_action_is_retried_at_its_timeout_without_waiting_for_it() {
                 json!({}),
                 Context::new(),
                 ExecOptions::new()
-                    .timeout(Duration::from_millis(50))
+                    .timeout(ATTEMPT_TIMEOUT)
                     .max_retries(1)
                     .backoff(Duration::from_millis(10)),
             )
             .await
             .unwrap_err();
-        assert_eq!(err.message(), "action do timed out after 50ms");
+        assert_eq!(err.message(), "action do timed out after 500ms");
         assert_eq!(b.entered.recv().await, Some(()));
         assert_eq!(b.entered.recv().await, Some(()));
         assert_eq!(b.returned.load(Ordering::SeqCst), 0);
