@@ -35,6 +35,10 @@ pub struct Context {
     values: Map<String, Value>,
     action: Option<DynAction>,
     deadline: Option<Instant>,
+    /// The deadline nested runs inherit: `deadline` set back by the nested
+    /// margin in the contexts Exec builds for attempts, `deadline` itself
+    /// otherwise.
+    nested_deadline: Option<Instant>,
     state: Option<Arc<Map<String, Value>>>,
     signal: Option<Arc<Signal>>,
     exec: Option<Exec>,
@@ -138,10 +142,34 @@ impl Context {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// Sets an absolute deadline: runs with this context finish by then.
+    /// The deadline a run started with this context inherits.
+    ///
+    /// In the context Exec hands to an action, this is the action's own
+    /// [`deadline`](Context::deadline) set back by
+    /// [`exec::nested_margin`](crate::exec::nested_margin) of the attempt's
+    /// budget, so that a nested run times out while the enclosing action
+    /// still has time to handle its error. In a context built by hand (or
+    /// after [`with_deadline`](Context::with_deadline)) it is the deadline
+    /// itself.
+    ///
+    /// ```
+    /// use jido::Context;
+    /// use tokio::time::Instant;
+    ///
+    /// let at = Instant::now();
+    /// let ctx = Context::new().with_deadline(at);
+    /// assert_eq!(ctx.nested_deadline(), Some(at));
+    /// ```
+    pub fn nested_deadline(&self) -> Option<Instant> {
+        self.nested_deadline
+    }
+
+    /// Sets an absolute deadline: runs with this context finish by then
+    /// (nested runs inherit it as is, with no margin).
     #[must_use]
     pub fn with_deadline(mut self, deadline: Instant) -> Self {
         self.deadline = Some(deadline);
+        self.nested_deadline = Some(deadline);
         self
     }
 
@@ -197,18 +225,21 @@ impl Context {
     }
 
     /// The context of one attempt (or compensation): the caller's values
-    /// and state, the action's metadata, the resolved deadline, the
-    /// executor running it, and a fresh effect sink.
+    /// and state, the action's metadata, the resolved deadline and the one
+    /// nested runs inherit, the executor running it, and a fresh effect
+    /// sink.
     pub(crate) fn for_attempt(
         &self,
         action: &DynAction,
         deadline: Option<Instant>,
+        nested_deadline: Option<Instant>,
         exec: Exec,
     ) -> Self {
         Self {
             values: self.values.clone(),
             action: Some(action.clone()),
             deadline,
+            nested_deadline,
             state: self.state.clone(),
             signal: self.signal.clone(),
             exec: Some(exec),
@@ -227,6 +258,7 @@ impl Context {
             values: Map::new(),
             action: None,
             deadline: None,
+            nested_deadline: None,
             state: Some(state),
             signal,
             exec: Some(exec),
@@ -254,6 +286,7 @@ impl fmt::Debug for Context {
             .field("values", &self.values)
             .field("action", &self.action().map(|a| a.name))
             .field("deadline", &self.deadline)
+            .field("nested_deadline", &self.nested_deadline)
             .field("has_state", &self.state.is_some())
             .finish_non_exhaustive()
     }

@@ -94,6 +94,26 @@ pub trait Action: Send + Sync + 'static {
     /// Effects (state operations and directives) are pushed with
     /// [`Context::push_effect`]; Exec returns those of the last attempt
     /// beside the output.
+    ///
+    /// # Cancellation and blocking
+    ///
+    /// Exec cancels a run by dropping this future: when it overruns its
+    /// deadline, when its caller gives up (a dropped `run` future, a
+    /// cancelled or timed-out [`AsyncHandle`](crate::exec::AsyncHandle)),
+    /// when its agent stops, when the executor shuts down. An async action
+    /// is interrupted at its next await point.
+    ///
+    /// A thread blocked in synchronous code (`std::thread::sleep`, a
+    /// blocking `recv`, blocking I/O, a long computation) cannot be
+    /// interrupted. Exec still answers the caller at the deadline (or at
+    /// shutdown) without waiting for it, but the task keeps its worker
+    /// thread until the blocking call returns, its result is then
+    /// discarded, and shutdown waits for it only up to its grace period
+    /// ([`DEFAULT_SHUTDOWN_GRACE`](crate::exec::DEFAULT_SHUTDOWN_GRACE)).
+    /// On a current-thread runtime a blocking action blocks everything —
+    /// timers, the caller, other agents — until it returns. Put blocking
+    /// work in `tokio::task::spawn_blocking` (and await it) so that the
+    /// action itself stays cancellable.
     fn run(
         &self,
         params: Self::Params,

@@ -84,6 +84,16 @@ pub enum Directive {
     /// Send a signal. With no `dispatch` the runtime uses the agent's
     /// default dispatch, and without one the signal goes back into the
     /// agent's own mailbox (it is routed like any incoming signal).
+    ///
+    /// In-process targets (actors, agents, process groups, channels with
+    /// room, logger, console, noop) get the signal at once, in the agent's
+    /// handler, so signals arrive in the order they were emitted and
+    /// before anything the agent does next. Targets that must wait (HTTP,
+    /// webhook, synchronous actor delivery) are served in a supervised
+    /// task, at most
+    /// [`max_concurrent_dispatches`](crate::server::ServerOptions::max_concurrent_dispatches)
+    /// at once per agent; beyond that the Emit fails with a queue-overflow
+    /// error handed to the error policy.
     Emit {
         /// The signal.
         signal: Signal,

@@ -1,8 +1,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
+use super::supervisor::TrackedTask;
 use super::{DEFAULT_AWAIT_TIMEOUT, millis, panic_message};
 use crate::error::{Error, Result};
 
@@ -50,12 +49,12 @@ use crate::error::{Error, Result};
 /// ```
 #[must_use = "dropping an AsyncHandle cancels the run"]
 pub struct AsyncHandle<T> {
-    handle: JoinHandle<Option<Result<T>>>,
+    task: TrackedTask<Result<T>>,
 }
 
 impl<T> AsyncHandle<T> {
-    pub(crate) fn new(handle: JoinHandle<Option<Result<T>>>) -> Self {
-        Self { handle }
+    pub(crate) fn new(task: TrackedTask<Result<T>>) -> Self {
+        Self { task }
     }
 
     /// Waits up to 5 s (Jido's default) for the result.
@@ -68,7 +67,9 @@ impl<T> AsyncHandle<T> {
     }
 
     /// Waits up to `timeout` for the result. When the time runs out the
-    /// run is cancelled and a timeout error returned.
+    /// run is cancelled and a timeout error returned at once (a run whose
+    /// thread is blocked in synchronous code is not waited for: it ends
+    /// when the blocking call returns, its result discarded).
     ///
     /// # Errors
     ///
@@ -76,7 +77,8 @@ impl<T> AsyncHandle<T> {
     /// Nms"); an execution error if the task panicked; a cancelled error if
     /// the executor shut down first.
     pub async fn wait_timeout(mut self, timeout: Duration) -> Result<T> {
-        match tokio::time::timeout(timeout, &mut self.handle).await {
+        let deadline = super::instant_after(tokio::time::Instant::now(), timeout);
+        match self.task.join_until(deadline).await {
             Ok(Ok(Some(result))) => result,
             Ok(Ok(None)) => Err(Error::cancelled(
                 "async action was cancelled: task supervisor shut down",
@@ -88,8 +90,7 @@ impl<T> AsyncHandle<T> {
             }
             Ok(Err(_)) => Err(Error::cancelled("async action was cancelled")),
             Err(_) => {
-                self.handle.abort();
-                let _ = (&mut self.handle).await;
+                self.task.abandon().await;
                 Err(Error::timeout(format!(
                     "async action timed out after {}ms",
                     millis(timeout)
@@ -99,29 +100,24 @@ impl<T> AsyncHandle<T> {
         }
     }
 
-    /// Cancels the run and waits until its task has ended. Cancelling a run
-    /// that already finished is fine.
+    /// Cancels the run and waits until its task has ended — unless its
+    /// thread is blocked in synchronous code, which cannot be interrupted:
+    /// then it returns at once and the run ends when the blocking call
+    /// returns. Cancelling a run that already finished is fine.
     pub async fn cancel(mut self) {
-        self.handle.abort();
-        let _ = (&mut self.handle).await;
+        self.task.abandon().await;
     }
 
     /// Whether the run has ended.
     pub fn is_finished(&self) -> bool {
-        self.handle.is_finished()
-    }
-}
-
-impl<T> Drop for AsyncHandle<T> {
-    fn drop(&mut self) {
-        self.handle.abort();
+        self.task.is_finished()
     }
 }
 
 impl<T> fmt::Debug for AsyncHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncHandle")
-            .field("finished", &self.handle.is_finished())
+            .field("finished", &self.task.is_finished())
             .finish()
     }
 }

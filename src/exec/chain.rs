@@ -149,7 +149,7 @@ impl Chain {
         let exec2 = exec.clone();
         let handle = exec
             .supervisor()
-            .spawn(async move { self.run(&exec2, params, ctx).await })?;
+            .spawn_tracked(async move { self.run(&exec2, params, ctx).await })?;
         Ok(AsyncHandle::new(handle))
     }
 }

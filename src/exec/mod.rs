@@ -8,7 +8,9 @@
 //! 4. put the action's metadata into the [`Context`];
 //! 5. open a `jido.action` span for the attempt;
 //! 6. resolve the time budget: `deadline = min(inherited deadline, now + timeout)`,
-//!    failing at once with a timeout error if the budget is gone;
+//!    failing at once with a timeout error if the budget is gone; a run
+//!    nested in an action inherits that action's deadline set back by
+//!    [`nested_margin`] (see [`Context::nested_deadline`]);
 //! 7. run the action in a task of the executor's [`TaskSupervisor`] under
 //!    that deadline (or inline in the caller when the timeout is
 //!    `Duration::ZERO` and no deadline is inherited), catching panics;
@@ -23,7 +25,13 @@
 //! A run stops its action when it is abandoned: dropping the `run` future,
 //! an [`AsyncHandle`] that is dropped, cancelled or whose wait times out,
 //! and [`Exec::shutdown`] all end the action's task (its future is
-//! dropped), so nothing keeps running in the background.
+//! dropped at its next await point), so no async work keeps running in
+//! the background. A thread blocked in synchronous code cannot be
+//! interrupted: the caller is answered at the deadline (or at shutdown)
+//! all the same, the blocked task keeps its worker thread until it
+//! returns and its result is discarded, and shutdown waits for it at most
+//! [`DEFAULT_SHUTDOWN_GRACE`]; see
+//! [`Action::run`](crate::Action::run#cancellation-and-blocking).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
@@ -65,8 +73,7 @@ pub use options::{
     DEFAULT_TIMEOUT, ExecOptions, Telemetry,
 };
 pub use retry::RetryPolicy;
-use supervisor::AbortOnDrop;
-pub use supervisor::TaskSupervisor;
+pub use supervisor::{DEFAULT_SHUTDOWN_GRACE, TaskSupervisor};
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -84,6 +91,49 @@ use crate::context::Context;
 use crate::effect::Effect;
 use crate::error::{Error, ErrorKind, Result};
 use crate::instruction::Instruction;
+
+/// The most a nested run's deadline is set back from the deadline of the
+/// action it runs in (see [`nested_margin`]).
+pub const NESTED_MARGIN_MAX: Duration = Duration::from_millis(100);
+
+/// The share of the enclosing attempt's budget held back from nested runs:
+/// `1 / NESTED_MARGIN_DIVISOR` of it, at most [`NESTED_MARGIN_MAX`] (see
+/// [`nested_margin`]).
+pub const NESTED_MARGIN_DIVISOR: u32 = 10;
+
+/// The margin between an attempt's deadline and the deadline its nested
+/// runs inherit, for an attempt whose budget (deadline − start) is
+/// `budget`: `min(budget / 10, 100 ms)`.
+///
+/// Without a margin a nested run inheriting the enclosing action's
+/// deadline times out at the very instant the enclosing action does, so
+/// the enclosing action never sees the nested error: both fail together.
+/// With it, the nested run fails first and the enclosing action has the
+/// margin to handle that error (log it, record it, fall back) and return
+/// its own result before its own deadline.
+///
+/// Why this rule: handling an error takes microseconds to a few
+/// milliseconds of work, so 100 ms is ample and the cap keeps long budgets
+/// (seconds, minutes) almost whole for the nested run; a fixed margin
+/// alone would swallow short budgets (a 50 ms action would leave nothing
+/// to a nested run), so below 1 s the margin is a tenth of the budget
+/// instead, and the nested run always keeps 90 % of it. The margin is
+/// computed once per attempt, from the attempt's whole budget, so every
+/// nested run (and every retry of one) started in that attempt inherits
+/// the same deadline. A deadline set by hand with
+/// [`Context::with_deadline`] is inherited as is.
+///
+/// ```
+/// use std::time::Duration;
+/// use jido::exec::nested_margin;
+///
+/// assert_eq!(nested_margin(Duration::from_secs(1)), Duration::from_millis(100));
+/// assert_eq!(nested_margin(Duration::from_secs(30)), Duration::from_millis(100));
+/// assert_eq!(nested_margin(Duration::from_millis(200)), Duration::from_millis(20));
+/// ```
+pub fn nested_margin(budget: Duration) -> Duration {
+    (budget / NESTED_MARGIN_DIVISOR).min(NESTED_MARGIN_MAX)
+}
 
 /// A successful run: the action's output (a JSON object) and the effects
 /// it pushed.
@@ -193,8 +243,22 @@ impl Exec {
     /// spawned chains), waits until they have ended, and refuses new runs,
     /// inline ones included, with a cancelled error. Other executors are
     /// not affected.
-    pub async fn shutdown(&self) {
-        self.inner.supervisor.shutdown().await;
+    ///
+    /// Async work ends at once (at its next await point). A task whose
+    /// thread is blocked in synchronous code cannot be interrupted: the
+    /// wait for it ends after the supervisor's
+    /// [grace period](TaskSupervisor::shutdown_grace) (default
+    /// [`DEFAULT_SHUTDOWN_GRACE`], 5 s); it keeps its worker thread until
+    /// the blocking call returns and its result is discarded. Returns how
+    /// many tasks were still running when the wait ended (0: all ended).
+    pub async fn shutdown(&self) -> usize {
+        self.inner.supervisor.shutdown().await
+    }
+
+    /// As [`shutdown`](Exec::shutdown), waiting at most `grace` for the
+    /// tasks to end.
+    pub async fn shutdown_timeout(&self, grace: Duration) -> usize {
+        self.inner.supervisor.shutdown_timeout(grace).await
     }
 
     /// Runs `action` with `params` (a JSON object) through the whole
@@ -244,7 +308,7 @@ impl Exec {
         let handle = self
             .inner
             .supervisor
-            .spawn(async move { exec.execute(instruction, ctx).await.into_result() })?;
+            .spawn_tracked(async move { exec.execute(instruction, ctx).await.into_result() })?;
         Ok(AsyncHandle::new(handle))
     }
 
@@ -385,7 +449,7 @@ impl Ready {
             };
             if self
                 .ctx
-                .deadline()
+                .nested_deadline()
                 .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
             {
                 // The inherited budget cannot fit another attempt.
@@ -438,7 +502,7 @@ impl Run<'_> {
 
         // Resolve the time budget.
         let timeout = self.opts.get_timeout();
-        let inherited = self.ctx.deadline();
+        let inherited = self.ctx.nested_deadline();
         // Inline runs (zero timeout, no inherited deadline) never read the
         // clock.
         let now = if timeout.is_zero() && inherited.is_none() {
@@ -463,9 +527,13 @@ impl Run<'_> {
             record(&span, &result);
             return (result, Vec::new(), false);
         }
+        // Nested runs inherit the deadline set back by the margin.
+        let nested = budget.map(|(deadline, now)| {
+            deadline - nested_margin(deadline.saturating_duration_since(now))
+        });
         let actx = self
             .ctx
-            .for_attempt(self.action, deadline, self.exec.clone());
+            .for_attempt(self.action, deadline, nested, self.exec.clone());
 
         let result = self
             .run_attempt(&actx, budget, &span)
@@ -520,16 +588,15 @@ impl Run<'_> {
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
         let task_ctx = actx.clone();
-        let spawned =
-            self.exec.inner.supervisor.spawn(
-                async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
-            );
-        // Dropping the guard (the caller gave up) aborts the task.
+        let spawned = self.exec.inner.supervisor.spawn_tracked(
+            async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
+        );
+        // Dropping the task (the caller gave up) aborts it.
         let mut task = match spawned {
-            Ok(handle) => AbortOnDrop(handle),
+            Ok(task) => task,
             Err(err) => return Err(err.with_detail("action", name)),
         };
-        match tokio::time::timeout_at(deadline, &mut task.0).await {
+        match task.join_until(deadline).await {
             Ok(Ok(Some(result))) => result,
             Ok(Ok(None)) => Err(Error::cancelled(format!(
                 "action {name} was cancelled: task supervisor shut down"
@@ -539,10 +606,10 @@ impl Run<'_> {
             Ok(Err(_)) => Err(Error::cancelled(format!("action {name} was cancelled"))
                 .with_detail("action", name)),
             Err(_elapsed) => {
-                // Make sure the attempt is gone before compensation or a
-                // retry starts.
-                task.0.abort();
-                let _ = (&mut task.0).await;
+                // The attempt is gone before compensation or a retry
+                // starts, unless its thread is blocked in synchronous code:
+                // the caller is answered at the deadline all the same.
+                task.abandon().await;
                 let ms = millis(deadline.saturating_duration_since(started));
                 Err(
                     Error::timeout(format!("action {name} timed out after {ms}ms"))
@@ -563,8 +630,9 @@ impl Run<'_> {
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
         let task_error = original.clone();
-        let cctx = actx.for_attempt(self.action, Some(deadline), self.exec.clone());
-        let spawned = self.exec.inner.supervisor.spawn(
+        let nested = deadline - nested_margin(timeout);
+        let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
+        let spawned = self.exec.inner.supervisor.spawn_tracked(
             async move { erased.compensate(&prepared, &task_error, &cctx).await }.in_current_span(),
         );
         let envelope = original.to_envelope();
@@ -579,13 +647,13 @@ impl Run<'_> {
                 .with_source(original)
         };
         let mut task = match spawned {
-            Ok(h) => AbortOnDrop(h),
+            Ok(task) => task,
             Err(err) => {
                 return base(format!("compensation failed for: {orig_msg}"), false)
                     .with_detail("compensation_error", err.to_envelope());
             }
         };
-        match tokio::time::timeout_at(deadline, &mut task.0).await {
+        match task.join_until(deadline).await {
             Ok(Ok(Some(Ok(result)))) => {
                 base(format!("compensation completed for: {orig_msg}"), true)
                     .with_detail("compensation_result", result)
@@ -604,8 +672,7 @@ impl Run<'_> {
                     .with_detail("exit_reason", reason)
             }
             Err(_) => {
-                task.0.abort();
-                let _ = (&mut task.0).await;
+                task.abandon().await;
                 base(
                     format!(
                         "compensation timed out after {}ms for: {orig_msg}",

@@ -1,16 +1,45 @@
 use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::Poll;
+use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
+use tokio::time::error::Elapsed;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
+
+/// How long [`TaskSupervisor::shutdown`] (and so `Exec::shutdown` and
+/// `Jido::shutdown`) waits for cancelled tasks to end: 5 s.
+///
+/// A task at an await point ends as soon as it is cancelled, so the grace
+/// period only matters for a task whose thread is blocked in synchronous
+/// code (`std::thread::sleep`, a blocking `recv`, a busy loop): such a task
+/// cannot be interrupted, and shutdown stops waiting for it after the
+/// grace period. It keeps its worker thread until it returns; its result
+/// is then discarded.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Owns the tasks Exec spawns, so that shutting it down cancels them all.
 ///
 /// Each [`Exec`](crate::exec::Exec) (and so each `Jido` instance) has one;
 /// supervisors never share tasks. Cloning gives another handle to the same
 /// supervisor.
+///
+/// # What can be interrupted
+///
+/// Cancelling a task drops its future at its next await point: async
+/// work is interrupted at once. A task whose thread is blocked in
+/// synchronous code cannot be: it keeps its worker thread until the
+/// blocking call returns, then ends (its result is discarded). Shutdown
+/// waits for such tasks at most the [grace period](DEFAULT_SHUTDOWN_GRACE);
+/// [`active`](TaskSupervisor::active) counts them until they end. On a
+/// current-thread runtime a blocked task blocks everything else,
+/// shutdown included.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -24,16 +53,42 @@ use crate::error::{Error, Result};
 /// assert!(sup.spawn(async {}).is_err());
 /// # }
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct TaskSupervisor {
     tracker: TaskTracker,
     token: CancellationToken,
+    grace: Duration,
+}
+
+impl Default for TaskSupervisor {
+    fn default() -> Self {
+        Self {
+            tracker: TaskTracker::new(),
+            token: CancellationToken::new(),
+            grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
 }
 
 impl TaskSupervisor {
     /// A new, empty supervisor.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets how long [`shutdown`](TaskSupervisor::shutdown) waits for
+    /// tasks blocked in synchronous code (default
+    /// [`DEFAULT_SHUTDOWN_GRACE`]).
+    #[must_use]
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How long [`shutdown`](TaskSupervisor::shutdown) waits for tasks to
+    /// end.
+    pub fn shutdown_grace(&self) -> Duration {
+        self.grace
     }
 
     /// Spawns `future` on the current tokio runtime under this supervisor.
@@ -77,25 +132,130 @@ impl TaskSupervisor {
     }
 
     /// Cancels every task, refuses new ones, and waits until all have
-    /// ended.
-    pub async fn shutdown(&self) {
+    /// ended, at most the [grace period](TaskSupervisor::shutdown_grace).
+    /// Returns how many tasks were still running then (threads blocked in
+    /// synchronous code, see [what can be interrupted](TaskSupervisor#what-can-be-interrupted)):
+    /// 0 when every task ended.
+    pub async fn shutdown(&self) -> usize {
+        self.shutdown_timeout(self.grace).await
+    }
+
+    /// As [`shutdown`](TaskSupervisor::shutdown), waiting at most `grace`.
+    pub async fn shutdown_timeout(&self, grace: Duration) -> usize {
         self.token.cancel();
         self.tracker.close();
-        self.tracker.wait().await;
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            let left = self.tracker.len();
+            tracing::warn!(
+                target: "jido::exec",
+                tasks = left,
+                grace_ms = super::millis(grace),
+                "task supervisor shut down with tasks still running (blocked threads)"
+            );
+            return left;
+        }
+        0
+    }
+
+    /// Spawns `future` like [`spawn`](TaskSupervisor::spawn), tracking
+    /// whether a thread is inside its `poll`, so that a caller giving up on
+    /// it can tell an idle task (ended by an abort before it runs again)
+    /// from a blocked one (which no abort can end).
+    pub(crate) fn spawn_tracked<F>(&self, future: F) -> Result<TrackedTask<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let state = Arc::new(AtomicU8::new(IDLE));
+        let polled = Arc::clone(&state);
+        let handle = self.spawn(async move {
+            let mut future = pin!(future);
+            std::future::poll_fn(move |cx| {
+                if polled
+                    .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Abandoned: the task is being aborted; never poll the
+                    // future again.
+                    return Poll::Pending;
+                }
+                let out = future.as_mut().poll(cx);
+                polled.store(IDLE, Ordering::Release);
+                out
+            })
+            .await
+        })?;
+        Ok(TrackedTask {
+            handle,
+            state,
+            token: self.token.clone(),
+        })
     }
 }
 
-/// A join handle that aborts its task when dropped.
-///
-/// Exec awaits the task of an attempt (and of a compensation) through this
-/// guard, so that a caller that stops waiting — a cancelled
-/// [`AsyncHandle`](crate::exec::AsyncHandle), a dropped `run` future, an
-/// outer timeout — also stops the action instead of leaving it running
-/// until its own deadline.
-pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
+const IDLE: u8 = 0;
+const POLLING: u8 = 1;
+const ABANDONED: u8 = 2;
 
-impl<T> Drop for AbortOnDrop<T> {
+/// A supervised task whose caller may give up on it without waiting for a
+/// blocked thread (see [`TaskSupervisor::spawn_tracked`]). Dropping it
+/// aborts the task.
+pub(crate) struct TrackedTask<T> {
+    handle: JoinHandle<Option<T>>,
+    state: Arc<AtomicU8>,
+    /// The supervisor's: its shutdown answers the waiting caller at once.
+    token: CancellationToken,
+}
+
+/// What waiting for a [`TrackedTask`] gave: `Err` when the deadline
+/// passed; `Ok(Ok(None))` when the supervisor shut down.
+pub(crate) type Joined<T> = std::result::Result<std::result::Result<Option<T>, JoinError>, Elapsed>;
+
+impl<T> TrackedTask<T> {
+    /// Waits for the task until `deadline`. When the supervisor shuts down
+    /// first, the task is [abandoned](TrackedTask::abandon) and the wait
+    /// ends as if the task had been cancelled (`Ok(Ok(None))`), even when
+    /// its thread is blocked; when the deadline passes, it returns
+    /// `Err(Elapsed)` with the task still running (the caller abandons it).
+    pub(crate) async fn join_until(&mut self, deadline: Instant) -> Joined<T> {
+        let token = self.token.clone();
+        tokio::select! {
+            biased;
+            joined = tokio::time::timeout_at(deadline, &mut self.handle) => return joined,
+            () = token.cancelled() => {}
+        }
+        self.abandon().await;
+        Ok(Ok(None))
+    }
+
+    /// Whether the task has ended.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// Aborts the task. When it is idle (at an await point) its future is
+    /// never polled again, and this waits until it has been dropped, so
+    /// what follows (compensation, a retry) starts after it is gone. When a
+    /// thread is inside its `poll` — blocked in synchronous code, which
+    /// nothing can interrupt — this returns at once: the task ends when the
+    /// blocking call returns, and its result is discarded.
+    pub(crate) async fn abandon(&mut self) {
+        self.handle.abort();
+        if self
+            .state
+            .compare_exchange(IDLE, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            let _ = (&mut self.handle).await;
+        }
+    }
+}
+
+impl<T> Drop for TrackedTask<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        self.handle.abort();
     }
 }

@@ -176,6 +176,7 @@ pub(crate) struct Settings {
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) executors: Executors,
     pub(crate) allow_untrusted_runtime_signals: bool,
+    pub(crate) max_concurrent_dispatches: usize,
 }
 
 type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>;
@@ -199,6 +200,9 @@ pub(crate) struct Extras {
     /// Set when a custom directive executor panicked: the handler then
     /// fails, and the actor with it.
     pub(crate) crash: Option<String>,
+    /// Permits of the dispatch tasks (`max_concurrent_dispatches`),
+    /// created on the first Emit that needs a task.
+    pub(crate) dispatch_slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl fmt::Debug for AgentServerState {
@@ -370,6 +374,7 @@ impl AgentServerState {
             default_dispatch,
             executors,
             allow_untrusted_runtime_signals,
+            max_concurrent_dispatches,
             ..
         } = options;
         let mut state = Self {
@@ -398,6 +403,8 @@ impl AgentServerState {
                 default_dispatch,
                 executors,
                 allow_untrusted_runtime_signals: allow_untrusted_runtime_signals.unwrap_or(false),
+                max_concurrent_dispatches: max_concurrent_dispatches
+                    .unwrap_or(super::DEFAULT_MAX_CONCURRENT_DISPATCHES),
             },
         };
         if debug == Some(true) {

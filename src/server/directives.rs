@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use ractor::ActorRef;
 use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -23,7 +24,7 @@ use crate::exec::Exec;
 use crate::exec::panic_message;
 use crate::instruction::Instruction;
 use crate::signal::Signal;
-use crate::signal::dispatch::DispatchConfig;
+use crate::signal::dispatch::{CircuitBreakers, DispatchConfig};
 use crate::strategy::instruction_feedback;
 
 /// What executing one directive led to (Jido's `DirectiveExec` results).
@@ -218,7 +219,9 @@ impl AgentServerState {
         directive: Directive,
     ) -> DirectiveResult {
         match directive {
-            Directive::Emit { signal, dispatch } => self.emit(myself, signal, dispatch),
+            Directive::Emit { signal, dispatch } => {
+                self.emit_directive(myself, input, signal, dispatch)
+            }
             Directive::EmitToParent { signal, parent_id } => {
                 self.emit_to_parent(signal, &parent_id)
             }
@@ -356,21 +359,100 @@ impl AgentServerState {
         }
     }
 
+    /// An Emit directive: as [`emit`](Self::emit), but a dispatch
+    /// overflow (more than `max_concurrent_dispatches` dispatch tasks) goes
+    /// to the error policy with the context `"emit"`.
+    fn emit_directive(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: &Signal,
+        signal: Signal,
+        dispatch: Option<DispatchConfig>,
+    ) -> DirectiveResult {
+        match self.try_emit(myself, signal, dispatch) {
+            Ok(result) => result,
+            Err(err) => self.apply_error_policy(myself, input, &err, "emit"),
+        }
+    }
+
     /// Emit: to `dispatch`, else the default dispatch, else back to this
-    /// agent's own mailbox.
+    /// agent's own mailbox. A dispatch overflow is logged, not handed to
+    /// the error policy: the error policy's own `jido.agent.error` goes
+    /// through here, and must not loop.
     pub(crate) fn emit(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Signal,
         dispatch: Option<DispatchConfig>,
     ) -> DirectiveResult {
+        match self.try_emit(myself, signal, dispatch) {
+            Ok(result) => result,
+            Err(err) => {
+                tracing::warn!(
+                    target: "jido::agent_server",
+                    agent_id = %self.id,
+                    error = %err,
+                    "emit dropped"
+                );
+                DirectiveResult::Ok
+            }
+        }
+    }
+
+    /// Delivers to the in-process targets at once, in the handler (so
+    /// emitted signals arrive in order and before anything this agent does
+    /// next, its exit included), and to the targets that must wait in one
+    /// supervised task, within `max_concurrent_dispatches` tasks.
+    ///
+    /// # Errors
+    ///
+    /// `QueueOverflow` "emit dispatch overflow" when the task would exceed
+    /// the bound; the waiting targets then get nothing.
+    fn try_emit(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Signal,
+        dispatch: Option<DispatchConfig>,
+    ) -> Result<DirectiveResult, Error> {
         let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.clone()) else {
             let _ = myself.send_message(AgentMsg::Signal(signal));
-            return DirectiveResult::Async(None);
+            return Ok(DirectiveResult::Async(None));
+        };
+        let breakers = self.jido.as_ref().map_or_else(
+            || CircuitBreakers::global().clone(),
+            |j| j.circuit_breakers().clone(),
+        );
+        let (failed, later) = config.deliver_now_with(&signal, &breakers);
+        for (index, err) in failed {
+            tracing::warn!(
+                target: "jido::agent_server",
+                agent_id = %self.id,
+                signal_type = signal.ty(),
+                target_index = index,
+                error = %err,
+                "emit dispatch failed"
+            );
+        }
+        if later.is_empty() {
+            return Ok(DirectiveResult::Ok);
+        }
+        let limit = self.settings.max_concurrent_dispatches;
+        let slots = Arc::clone(
+            self.extras_mut()
+                .dispatch_slots
+                .get_or_insert_with(|| Arc::new(Semaphore::new(limit))),
+        );
+        let Ok(permit) = slots.try_acquire_owned() else {
+            return Err(Error::queue_overflow("emit dispatch overflow")
+                .with_detail("max_concurrent_dispatches", limit)
+                .with_detail("signal_type", signal.ty().to_owned())
+                .with_detail("signal_id", signal.id().to_owned()));
         };
         let agent_id = self.id.to_string();
         let spawned = self.exec.supervisor().spawn(async move {
-            if let Err(err) = config.dispatch(&signal).await {
+            // Held until the dispatch ends (or the task is cancelled).
+            let _permit = permit;
+            if let Err(err) = later.dispatch_with(&signal, &breakers).await {
                 tracing::warn!(
                     target: "jido::agent_server",
                     agent_id = %agent_id,
@@ -383,7 +465,7 @@ impl AgentServerState {
         if let Err(err) = spawned {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "emit dropped");
         }
-        DirectiveResult::Async(None)
+        Ok(DirectiveResult::Async(None))
     }
 
     fn emit_to_parent(&mut self, signal: Signal, parent_id: &str) -> DirectiveResult {

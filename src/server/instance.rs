@@ -20,9 +20,9 @@ use super::{DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, DEFAULT_STOP_TIMEOUT, 
 use crate::agent::AgentState;
 use crate::directive::Restart;
 use crate::error::{Error, Result};
-use crate::exec::{Exec, ExecOptions};
+use crate::exec::{DEFAULT_SHUTDOWN_GRACE, Exec, ExecOptions, TaskSupervisor};
 use crate::signal::Signal;
-use crate::signal::dispatch::DispatchConfig;
+use crate::signal::dispatch::{CircuitBreakers, DispatchConfig};
 
 /// Configuration of a [`Jido`] instance.
 ///
@@ -42,6 +42,7 @@ pub struct JidoConfig {
     defaults: ServerOptions,
     exec_defaults: ExecOptions,
     max_restarts: Option<(u32, Duration)>,
+    shutdown_grace: Option<Duration>,
 }
 
 impl fmt::Debug for JidoConfig {
@@ -51,6 +52,7 @@ impl fmt::Debug for JidoConfig {
             .field("defaults", &self.defaults)
             .field("exec_defaults", &self.exec_defaults)
             .field("max_restarts", &self.max_restarts)
+            .field("shutdown_grace", &self.shutdown_grace)
             .finish()
     }
 }
@@ -107,6 +109,18 @@ impl JidoConfig {
         self
     }
 
+    /// How long [`Jido::shutdown`] waits for the instance's tasks to end
+    /// once cancelled (default
+    /// [`DEFAULT_SHUTDOWN_GRACE`](crate::exec::DEFAULT_SHUTDOWN_GRACE),
+    /// 5 s). Only tasks whose thread is blocked in synchronous code take
+    /// that long; shutdown then returns with them still running (see
+    /// [`TaskSupervisor`](crate::exec::TaskSupervisor#what-can-be-interrupted)).
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
+        self
+    }
+
     /// Restart intensity: a supervised agent that needs more than `max`
     /// restarts within `window` is given up (default 3 in 5 s).
     #[must_use]
@@ -159,6 +173,7 @@ struct JidoInner {
     shared: Arc<Shared>,
     exec: Exec,
     defaults: ServerOptions,
+    breakers: CircuitBreakers,
 }
 
 /// A Jido instance: a root supervisor actor that every agent of the
@@ -230,8 +245,14 @@ impl Jido {
                 name,
                 root,
                 shared,
-                exec: Exec::with_defaults(config.exec_defaults),
+                exec: Exec::with_supervisor(
+                    TaskSupervisor::new().with_shutdown_grace(
+                        config.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+                    ),
+                    config.exec_defaults,
+                ),
                 defaults: config.defaults,
+                breakers: CircuitBreakers::new(),
             }),
         })
     }
@@ -248,6 +269,15 @@ impl Jido {
     /// The executor (and task supervisor) of the instance.
     pub fn exec(&self) -> &Exec {
         &self.inner.exec
+    }
+
+    /// The circuit breakers of the instance: every Emit dispatch of its
+    /// agents goes through them, so a target failing for one instance
+    /// never opens a breaker in another. Closed breakers unused for
+    /// [`CIRCUIT_IDLE_TTL`](crate::signal::dispatch::CIRCUIT_IDLE_TTL) are
+    /// evicted.
+    pub fn circuit_breakers(&self) -> &CircuitBreakers {
+        &self.inner.breakers
     }
 
     /// The root supervisor's cell: every agent of the instance is linked

@@ -99,6 +99,11 @@ pub const DEFAULT_MAX_QUEUE_SIZE: usize = 10_000;
 /// Default `max_pending_signals`: signals that may wait for their turn
 /// (10 000); beyond it a signal is refused with `QueueOverflow`.
 pub const DEFAULT_MAX_PENDING_SIGNALS: usize = 10_000;
+/// How many Emit dispatches to targets that must wait (HTTP, webhook,
+/// synchronous actor delivery, a full bounded channel) one agent runs at
+/// once, by default (see
+/// [`ServerOptions::max_concurrent_dispatches`]).
+pub const DEFAULT_MAX_CONCURRENT_DISPATCHES: usize = 64;
 /// Size of the debug ring buffer (500 events).
 pub const DEBUG_BUFFER_SIZE: usize = 500;
 /// Default restart intensity: restarts allowed per window (3).

@@ -303,6 +303,7 @@ impl Executors {
 /// | `error_policy` | [`ErrorPolicy::LogOnly`] |
 /// | `max_queue_size` | 10 000 (≥ 1) |
 /// | `max_pending_signals` | 10 000 (≥ 1) |
+/// | `max_concurrent_dispatches` | 64 (≥ 1) |
 /// | `parent` | none |
 /// | `on_parent_death` | [`OnParentDeath::Stop`] |
 /// | `debug` | false |
@@ -323,6 +324,7 @@ pub struct ServerOptions {
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) max_queue_size: Option<usize>,
     pub(crate) max_pending_signals: Option<usize>,
+    pub(crate) max_concurrent_dispatches: Option<usize>,
     pub(crate) parent: Option<ParentRef>,
     pub(crate) on_parent_death: Option<OnParentDeath>,
     pub(crate) debug: Option<bool>,
@@ -341,6 +343,7 @@ impl fmt::Debug for ServerOptions {
             .field("error_policy", &self.error_policy)
             .field("max_queue_size", &self.max_queue_size)
             .field("max_pending_signals", &self.max_pending_signals)
+            .field("max_concurrent_dispatches", &self.max_concurrent_dispatches)
             .field("parent", &self.parent)
             .field("on_parent_death", &self.on_parent_death)
             .field("debug", &self.debug)
@@ -406,6 +409,26 @@ impl ServerOptions {
     #[must_use]
     pub fn max_pending_signals(mut self, n: usize) -> Self {
         self.max_pending_signals = Some(n);
+        self
+    }
+
+    /// The most Emit dispatches this agent runs at once in tasks (≥ 1,
+    /// default
+    /// [`DEFAULT_MAX_CONCURRENT_DISPATCHES`](super::DEFAULT_MAX_CONCURRENT_DISPATCHES),
+    /// 64).
+    ///
+    /// Only targets that must wait use a task (HTTP, webhook, synchronous
+    /// actor delivery, a full bounded channel); in-process targets are
+    /// delivered at once in the handler and do not count. An Emit that
+    /// would start one more task fails instead: its targets that must wait
+    /// get nothing, and an [`ErrorKind::QueueOverflow`](crate::ErrorKind::QueueOverflow)
+    /// error "emit dispatch overflow" (details `max_concurrent_dispatches`,
+    /// `signal_type`, `signal_id`) goes to the error policy with the
+    /// context `"emit"` — except for the `jido.agent.error` signal of the
+    /// error policy itself, whose overflow is only logged (no loop).
+    #[must_use]
+    pub fn max_concurrent_dispatches(mut self, n: usize) -> Self {
+        self.max_concurrent_dispatches = Some(n);
         self
     }
 
@@ -493,9 +516,9 @@ impl ServerOptions {
     /// Reads the JSON options of a
     /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
     /// `initial_state` (object), `on_parent_death` (`"stop"`,
-    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`, `debug`,
-    /// `error_policy` (see [`ErrorPolicy::from_json`]),
-    /// `allow_untrusted_runtime_signals`.
+    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`,
+    /// `max_concurrent_dispatches`, `debug`, `error_policy` (see
+    /// [`ErrorPolicy::from_json`]), `allow_untrusted_runtime_signals`.
     ///
     /// # Errors
     ///
@@ -506,6 +529,12 @@ impl ServerOptions {
             Error::configuration(format!("invalid server option: {key}"))
                 .with_detail("option", key.to_owned())
                 .with_detail("value", value.clone())
+        };
+        let count = |key: &str, value: &Value| {
+            value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad(key, value))
         };
         let mut out = ServerOptions::new();
         for (key, value) in opts {
@@ -527,21 +556,10 @@ impl ServerOptions {
                             .ok_or_else(|| bad(key, value))?,
                     );
                 }
-                "max_queue_size" => {
-                    out.max_queue_size = Some(
-                        value
-                            .as_u64()
-                            .and_then(|n| usize::try_from(n).ok())
-                            .ok_or_else(|| bad(key, value))?,
-                    );
-                }
-                "max_pending_signals" => {
-                    out.max_pending_signals = Some(
-                        value
-                            .as_u64()
-                            .and_then(|n| usize::try_from(n).ok())
-                            .ok_or_else(|| bad(key, value))?,
-                    );
+                "max_queue_size" => out.max_queue_size = Some(count(key, value)?),
+                "max_pending_signals" => out.max_pending_signals = Some(count(key, value)?),
+                "max_concurrent_dispatches" => {
+                    out.max_concurrent_dispatches = Some(count(key, value)?)
                 }
                 "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
                 "allow_untrusted_runtime_signals" => {
@@ -573,6 +591,9 @@ impl ServerOptions {
         self.error_policy = self.error_policy.or_else(|| defaults.error_policy.clone());
         self.max_queue_size = self.max_queue_size.or(defaults.max_queue_size);
         self.max_pending_signals = self.max_pending_signals.or(defaults.max_pending_signals);
+        self.max_concurrent_dispatches = self
+            .max_concurrent_dispatches
+            .or(defaults.max_concurrent_dispatches);
         self.parent = self.parent.or_else(|| defaults.parent.clone());
         self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
         self.debug = self.debug.or(defaults.debug);
@@ -587,17 +608,16 @@ impl ServerOptions {
 
     /// Checks the values.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.max_queue_size == Some(0) {
-            return Err(Error::configuration("max_queue_size must be at least 1")
-                .with_detail("option", "max_queue_size")
-                .with_detail("value", 0));
-        }
-        if self.max_pending_signals == Some(0) {
-            return Err(
-                Error::configuration("max_pending_signals must be at least 1")
-                    .with_detail("option", "max_pending_signals")
-                    .with_detail("value", 0),
-            );
+        for (option, value) in [
+            ("max_queue_size", self.max_queue_size),
+            ("max_pending_signals", self.max_pending_signals),
+            ("max_concurrent_dispatches", self.max_concurrent_dispatches),
+        ] {
+            if value == Some(0) {
+                return Err(Error::configuration(format!("{option} must be at least 1"))
+                    .with_detail("option", option)
+                    .with_detail("value", 0));
+            }
         }
         if let Some(ErrorPolicy::MaxErrors(0)) = self.error_policy {
             return Err(Error::configuration("max_errors must be at least 1")

@@ -208,6 +208,15 @@ impl Dispatch for ActorTarget {
         Ok(())
     }
 
+    /// A cast ([`DeliveryMode::Async`]) is delivered at once; synchronous
+    /// delivery waits for the target, so it answers `None`.
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        match self.mode {
+            DeliveryMode::Async => Some(self.sink.send_signal(signal.clone())),
+            DeliveryMode::Sync => None,
+        }
+    }
+
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             match self.mode {
@@ -324,33 +333,44 @@ where
         Ok(())
     }
 
+    /// Casts to every member: always at once.
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        Some(self.cast_all(signal))
+    }
+
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let members = match &self.scope {
-                Some(scope) => pg::get_scoped_members(scope, &self.group),
-                None => pg::get_members(&self.group),
-            };
-            let total = members.len();
-            let mut wrong_type = 0usize;
-            for member in members {
-                match member.send_message::<M>(M::from(signal.clone())) {
-                    Ok(()) => {}
-                    Err(MessagingErr::InvalidActorType) => wrong_type += 1,
-                    // Stopped meanwhile: it is leaving the group.
-                    Err(_) => {}
-                }
+        let result = self.cast_all(signal);
+        Box::pin(async move { result })
+    }
+}
+
+impl<M> GroupTarget<M>
+where
+    M: Message + From<Signal>,
+{
+    fn cast_all(&self, signal: &Signal) -> Result<()> {
+        let members = match &self.scope {
+            Some(scope) => pg::get_scoped_members(scope, &self.group),
+            None => pg::get_members(&self.group),
+        };
+        let total = members.len();
+        let mut wrong_type = 0usize;
+        for member in members {
+            match member.send_message::<M>(M::from(signal.clone())) {
+                Ok(()) => {}
+                Err(MessagingErr::InvalidActorType) => wrong_type += 1,
+                // Stopped meanwhile: it is leaving the group.
+                Err(_) => {}
             }
-            if wrong_type > 0 {
-                return Err(invalid_target(
-                    format!(
-                        "{wrong_type} of {total} group members do not accept this message type"
-                    ),
-                    &self.name(),
-                )
-                .with_detail("members", total)
-                .with_detail("failed", wrong_type));
-            }
-            Ok(())
-        })
+        }
+        if wrong_type > 0 {
+            return Err(invalid_target(
+                format!("{wrong_type} of {total} group members do not accept this message type"),
+                &self.name(),
+            )
+            .with_detail("members", total)
+            .with_detail("failed", wrong_type));
+        }
+        Ok(())
     }
 }

@@ -24,6 +24,10 @@ impl Dispatch for NoopTarget {
         "noop"
     }
 
+    fn deliver_now(&self, _signal: &Signal) -> Option<Result<()>> {
+        Some(Ok(()))
+    }
+
     fn deliver<'a>(&'a self, _signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Ok(()) })
     }
@@ -133,6 +137,31 @@ macro_rules! log_at {
     };
 }
 
+impl LoggerTarget {
+    fn log(&self, signal: &Signal) -> Result<()> {
+        if self.structured {
+            let data = if self.include_data {
+                signal.data().map(ToString::to_string)
+            } else {
+                None
+            };
+            log_at!(
+                self.level,
+                signal_id = signal.id(),
+                signal_type = signal.ty(),
+                signal_source = signal.source(),
+                subject = signal.subject(),
+                data = data.as_deref(),
+                "signal dispatched"
+            );
+        } else {
+            let line = signal_line(signal, self.include_data);
+            log_at!(self.level, "{line}");
+        }
+        Ok(())
+    }
+}
+
 impl Dispatch for LoggerTarget {
     fn adapter(&self) -> &'static str {
         "logger"
@@ -142,29 +171,13 @@ impl Dispatch for LoggerTarget {
         "log"
     }
 
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        Some(self.log(signal))
+    }
+
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            if self.structured {
-                let data = if self.include_data {
-                    signal.data().map(ToString::to_string)
-                } else {
-                    None
-                };
-                log_at!(
-                    self.level,
-                    signal_id = signal.id(),
-                    signal_type = signal.ty(),
-                    signal_source = signal.source(),
-                    subject = signal.subject(),
-                    data = data.as_deref(),
-                    "signal dispatched"
-                );
-            } else {
-                let line = signal_line(signal, self.include_data);
-                log_at!(self.level, "{line}");
-            }
-            Ok(())
-        })
+        let result = self.log(signal);
+        Box::pin(async move { result })
     }
 }
 
@@ -207,6 +220,17 @@ impl ConsoleTarget {
     pub fn line(&self, signal: &Signal) -> String {
         signal_line(signal, self.include_data)
     }
+
+    fn print(&self, signal: &Signal) -> Result<()> {
+        let line = self.line(signal);
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").map_err(|e| {
+            Error::dispatch("could not write to stdout")
+                .with_detail("reason", "io_error")
+                .with_detail("retry", false)
+                .with_source(e)
+        })
+    }
 }
 
 impl Dispatch for ConsoleTarget {
@@ -218,17 +242,13 @@ impl Dispatch for ConsoleTarget {
         "stdout"
     }
 
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        Some(self.print(signal))
+    }
+
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let line = self.line(signal);
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}").map_err(|e| {
-                Error::dispatch("could not write to stdout")
-                    .with_detail("reason", "io_error")
-                    .with_detail("retry", false)
-                    .with_source(e)
-            })
-        })
+        let result = self.print(signal);
+        Box::pin(async move { result })
     }
 }
 
@@ -339,6 +359,21 @@ where
             ));
         }
         Ok(())
+    }
+
+    /// An unbounded channel, or a bounded one with room, takes the signal
+    /// at once; a full bounded channel answers `None` (delivery then waits
+    /// for room, up to the timeout).
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        let message = M::from(signal.clone());
+        match &self.sender {
+            Sender::Unbounded(tx) => Some(tx.send(message).map_err(|_| target_not_alive("mpsc"))),
+            Sender::Bounded(tx) => match tx.try_send(message) {
+                Ok(()) => Some(Ok(())),
+                Err(mpsc::error::TrySendError::Closed(_)) => Some(Err(target_not_alive("mpsc"))),
+                Err(mpsc::error::TrySendError::Full(_)) => None,
+            },
+        }
     }
 
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {

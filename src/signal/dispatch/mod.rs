@@ -42,7 +42,22 @@
 //! key per adapter and URL) are guarded by a circuit breaker: after
 //! [`CircuitSettings::max_failures`] failed deliveries within the window
 //! (Jido: 5 in 10 s) the next failure opens it, deliveries then fail fast
-//! with `circuit_open` until it resets (30 s). See [`circuit_state`].
+//! with `circuit_open` until it resets (30 s). Breakers live in a
+//! [`CircuitBreakers`] registry: each `Jido` instance owns one, used by its
+//! agents; [`DispatchConfig::dispatch`] uses the process-wide default
+//! ([`CircuitBreakers::global`], read with [`circuit_state`]) and
+//! [`DispatchConfig::dispatch_with`] the one it is given. Closed breakers
+//! unused for [`CIRCUIT_IDLE_TTL`] are evicted.
+//!
+//! # Delivering at once
+//!
+//! In-process targets can take a signal without waiting
+//! ([`Dispatch::deliver_now`]): an actor or agent (cast), a process group,
+//! an unbounded channel or a bounded one with room, the logger, the
+//! console, noop. The agent runtime delivers Emit directives to them
+//! inside the agent's handler, in directive order; targets that must wait
+//! (HTTP, webhook, synchronous actor delivery, a full bounded channel)
+//! are delivered in a task.
 //!
 //! # Telemetry
 //!
@@ -77,7 +92,9 @@ mod http;
 
 pub use actor::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use adapters::{ChannelTarget, ConsoleTarget, LogLevel, LoggerTarget, NoopTarget};
-pub use circuit::{CircuitSettings, CircuitState, circuit_state, reset_circuit};
+pub use circuit::{
+    CIRCUIT_IDLE_TTL, CircuitBreakers, CircuitSettings, CircuitState, circuit_state, reset_circuit,
+};
 #[cfg(feature = "http")]
 pub use http::{
     DEFAULT_HTTP_RETRY, DEFAULT_HTTP_TIMEOUT, HttpMethod, HttpTarget, MAX_ATTEMPTS,
@@ -85,7 +102,7 @@ pub use http::{
 };
 
 use std::fmt;
-use std::panic::AssertUnwindSafe;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -167,6 +184,26 @@ pub trait Dispatch: Send + Sync + fmt::Debug + 'static {
     /// The settings of this target's circuit breaker.
     fn circuit_settings(&self) -> CircuitSettings {
         CircuitSettings::default()
+    }
+
+    /// Delivers `signal` at once when this target can take it without
+    /// waiting: an in-process hand-over that never blocks (a cast to an
+    /// actor, a send on an unbounded channel, a log line). `None` means the
+    /// delivery has to wait (network I/O, a full bounded channel, a
+    /// synchronous call): it then goes through
+    /// [`deliver`](Dispatch::deliver), in a task.
+    ///
+    /// The agent runtime delivers an Emit to targets that answer `Some`
+    /// inside the agent's handler, so such signals arrive in the order the
+    /// agent emitted them and before anything the agent does next (its
+    /// exit included). The default answers `None`.
+    ///
+    /// # Errors
+    ///
+    /// As [`deliver`](Dispatch::deliver).
+    fn deliver_now(&self, signal: &Signal) -> Option<Result<()>> {
+        let _ = signal;
+        None
     }
 
     /// Delivers one signal.
@@ -257,29 +294,77 @@ impl DispatchConfig {
     /// whose `failures` detail lists `{index, error}` (the error's
     /// envelope) for each failed target, in order; it is retryable when
     /// any failure is. The other targets are delivered all the same.
+    ///
+    /// Circuit breakers are those of the process-wide
+    /// [default registry](CircuitBreakers::global); see
+    /// [`dispatch_with`](DispatchConfig::dispatch_with).
     pub async fn dispatch(&self, signal: &Signal) -> Result<()> {
+        self.dispatch_with(signal, CircuitBreakers::global()).await
+    }
+
+    /// As [`dispatch`](DispatchConfig::dispatch), with the circuit
+    /// breakers of `breakers` (e.g. a `Jido` instance's,
+    /// [`Jido::circuit_breakers`](crate::server::Jido::circuit_breakers)).
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`](DispatchConfig::dispatch).
+    pub async fn dispatch_with(&self, signal: &Signal, breakers: &CircuitBreakers) -> Result<()> {
         if let [target] = self.targets.as_slice() {
-            return deliver(target.as_ref(), signal).await;
+            return deliver_with(target.as_ref(), signal, breakers).await;
         }
-        let results = self.dispatch_each(signal).await;
+        let results = self.dispatch_each_with(signal, breakers).await;
         aggregate(results, "targets")
     }
 
     /// Delivers `signal` to every target and returns each target's result,
-    /// in target order.
+    /// in target order (circuit breakers of the
+    /// [default registry](CircuitBreakers::global)).
     pub async fn dispatch_each(&self, signal: &Signal) -> Vec<Result<()>> {
+        self.dispatch_each_with(signal, CircuitBreakers::global())
+            .await
+    }
+
+    /// As [`dispatch_each`](DispatchConfig::dispatch_each), with the circuit
+    /// breakers of `breakers`.
+    pub async fn dispatch_each_with(
+        &self,
+        signal: &Signal,
+        breakers: &CircuitBreakers,
+    ) -> Vec<Result<()>> {
         // Boxed and collected first: a stream over a closure held across
         // an await trips rustc's higher-ranked lifetime check in spawned
         // tasks.
         let deliveries: Vec<BoxFuture<'_, Result<()>>> = self
             .targets
             .iter()
-            .map(|t| deliver(t.as_ref(), signal).boxed())
+            .map(|t| deliver_with(t.as_ref(), signal, breakers).boxed())
             .collect();
         stream::iter(deliveries)
             .buffered(MAX_CONCURRENCY)
             .collect()
             .await
+    }
+
+    /// Delivers `signal` at once to every target that can take it without
+    /// waiting ([`Dispatch::deliver_now`]), in target order, and returns
+    /// their errors (with the target's index) and the config of the other
+    /// targets, to deliver in a task (empty when every target was served).
+    pub(crate) fn deliver_now_with(
+        &self,
+        signal: &Signal,
+        breakers: &CircuitBreakers,
+    ) -> (Vec<(usize, Error)>, DispatchConfig) {
+        let mut errors = Vec::new();
+        let mut later = Vec::new();
+        for (index, target) in self.targets.iter().enumerate() {
+            match deliver_now_with(target.as_ref(), signal, breakers) {
+                Some(Ok(())) => {}
+                Some(Err(err)) => errors.push((index, err)),
+                None => later.push(Arc::clone(target)),
+            }
+        }
+        (errors, DispatchConfig { targets: later })
     }
 
     /// Dispatches `signal` in a spawned task.
@@ -336,7 +421,8 @@ fn aggregate(results: Vec<Result<()>>, what: &str) -> Result<()> {
     .with_detail("retry", retry))
 }
 
-/// Delivers one signal to one target: circuit breaker, panic guard and
+/// Delivers one signal to one target: circuit breaker (of the
+/// [default registry](CircuitBreakers::global)), panic guard and
 /// telemetry around [`Dispatch::deliver`].
 ///
 /// # Errors
@@ -344,6 +430,82 @@ fn aggregate(results: Vec<Result<()>>, what: &str) -> Result<()> {
 /// The target's error, `circuit_open` while its breaker is open, or
 /// `exception` when it panicked.
 pub async fn deliver(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
+    deliver_with(target, signal, CircuitBreakers::global()).await
+}
+
+/// As [`deliver`], with the circuit breakers of `breakers`.
+///
+/// # Errors
+///
+/// As [`deliver`].
+pub async fn deliver_with(
+    target: &dyn Dispatch,
+    signal: &Signal,
+    breakers: &CircuitBreakers,
+) -> Result<()> {
+    let started = Instant::now();
+    start_event(target, signal);
+    let circuit = target
+        .circuit_key()
+        .map(|key| (key, target.circuit_settings()));
+    let result = match &circuit {
+        Some((key, settings)) => match breakers.check(key, target.adapter(), settings) {
+            Err(err) => Err(err),
+            Ok(()) => {
+                let result = guarded(target, signal).await;
+                if result.is_err() {
+                    breakers.record_failure(key, target.adapter(), settings);
+                }
+                result
+            }
+        },
+        None => guarded(target, signal).await,
+    };
+    stop_event(target, signal, started, &result);
+    result
+}
+
+/// As [`deliver_with`], at once: `None` when the target cannot take the
+/// signal without waiting ([`Dispatch::deliver_now`]), then nothing
+/// happened (no telemetry, no failure counted). An open breaker answers
+/// `circuit_open` at once for any target.
+///
+/// # Errors
+///
+/// As [`deliver`].
+pub fn deliver_now_with(
+    target: &dyn Dispatch,
+    signal: &Signal,
+    breakers: &CircuitBreakers,
+) -> Option<Result<()>> {
+    let started = Instant::now();
+    let circuit = target
+        .circuit_key()
+        .map(|key| (key, target.circuit_settings()));
+    if let Some((key, settings)) = &circuit
+        && let Err(err) = breakers.check(key, target.adapter(), settings)
+    {
+        let result = Err(err);
+        start_event(target, signal);
+        stop_event(target, signal, started, &result);
+        return Some(result);
+    }
+    let result = match catch_unwind(AssertUnwindSafe(|| target.deliver_now(signal))) {
+        Ok(None) => return None,
+        Ok(Some(result)) => result,
+        Err(panic) => Err(adapter_panicked(target, &*panic)),
+    };
+    if result.is_err()
+        && let Some((key, settings)) = &circuit
+    {
+        breakers.record_failure(key, target.adapter(), settings);
+    }
+    start_event(target, signal);
+    stop_event(target, signal, started, &result);
+    Some(result)
+}
+
+fn start_event(target: &dyn Dispatch, signal: &Signal) {
     let adapter = target.adapter();
     let target_name = target.target();
     let target_kind = target.target_kind();
@@ -359,25 +521,15 @@ pub async fn deliver(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
         target_kind,
         "jido.dispatch.start"
     );
-    let started = Instant::now();
-    let circuit = target
-        .circuit_key()
-        .map(|key| (key, target.circuit_settings()));
-    let result = match &circuit {
-        Some((key, settings)) => match circuit::check(key, adapter, settings) {
-            Err(err) => Err(err),
-            Ok(()) => {
-                let result = guarded(target, signal).await;
-                if result.is_err() {
-                    circuit::record_failure(key, adapter, settings);
-                }
-                result
-            }
-        },
-        None => guarded(target, signal).await,
-    };
+}
+
+fn stop_event(target: &dyn Dispatch, signal: &Signal, started: Instant, result: &Result<()>) {
+    let adapter = target.adapter();
+    let target_name = target.target();
+    let target_kind = target.target_kind();
+    let signal_type = signal.ty();
     let latency_ms = started.elapsed().as_millis() as u64;
-    match &result {
+    match result {
         Ok(()) => tracing::debug!(
             name: "jido.dispatch.stop",
             target: "jido::dispatch",
@@ -417,7 +569,6 @@ pub async fn deliver(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
             );
         }
     }
-    result
 }
 
 async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
@@ -426,17 +577,17 @@ async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
         .await
     {
         Ok(result) => result,
-        Err(panic) => {
-            let message = crate::exec::panic_message(&*panic);
-            Err(
-                Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
-                    .with_detail("reason", "exception")
-                    .with_detail("panic", message)
-                    .with_detail("target", target.target())
-                    .with_detail("retry", false),
-            )
-        }
+        Err(panic) => Err(adapter_panicked(target, &*panic)),
     }
+}
+
+fn adapter_panicked(target: &dyn Dispatch, panic: &(dyn std::any::Any + Send)) -> Error {
+    let message = crate::exec::panic_message(panic);
+    Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
+        .with_detail("reason", "exception")
+        .with_detail("panic", message)
+        .with_detail("target", target.target())
+        .with_detail("retry", false)
 }
 
 /// `invalid_target` at delivery: the target cannot take the signal (e.g.
