@@ -7,30 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use jido::agent::SignalRoute;
-use jido::directive::{CustomDirective, Restart, StopReason};
+use jido::directive::{Restart, StopReason};
 use jido::prelude::*;
-use jido::server::{
-    AgentRef, DirectiveContext, DirectiveExec, DirectiveResult, Jido, JidoConfig, ServerOptions,
-};
+use jido::server::{AgentRef, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
-use jido::strategy::StrategyContext;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
-
-#[derive(Debug)]
-struct Crash;
-impl CustomDirective for Crash {}
-
-struct CrashExec;
-impl DirectiveExec for CrashExec {
-    type Directive = Crash;
-    fn exec(&self, _: &Crash, _: &Signal, _: &DirectiveContext<'_>) -> DirectiveResult {
-        panic!("crash!")
-    }
-}
-
-const CRASH_REASON: &str = "failed: directive hierarchy::Crash panicked: crash!";
 
 async fn instance() -> Jido {
     Jido::start(JidoConfig::new().directive_exec(CrashExec))
@@ -291,19 +273,19 @@ enum End {
     Kill,
 }
 
-async fn end_parent(p: &AgentRef, how: End) -> &'static str {
+async fn end_parent(p: &AgentRef, how: End) -> String {
     match how {
         End::Stop => {
             p.stop("normal").await.unwrap();
-            "normal"
+            "normal".to_owned()
         }
         End::Crash => {
             p.cast(sig("crash", json!({}))).unwrap();
-            CRASH_REASON
+            crash_reason()
         }
         End::Kill => {
             p.actor_ref().kill();
-            "killed"
+            "killed".to_owned()
         }
     }
 }
@@ -435,7 +417,7 @@ async fn a_child_ending_never_takes_the_parent_down() {
     let exit = next_of(&mut prx, "jido.agent.child.exit").await;
     assert_eq!(
         exit.data(),
-        Some(&json!({"tag": "kid", "id": "p/kid", "reason": CRASH_REASON}))
+        Some(&json!({"tag": "kid", "id": "p/kid", "reason": crash_reason()}))
     );
     // Temporary: not restarted.
     p.call(sig("noop", json!({}))).await.unwrap();
@@ -467,7 +449,7 @@ async fn a_crashed_transient_child_is_restarted_with_its_id_and_retracked() {
     let old = c.actor_ref().get_id();
     c.cast(sig("crash", json!({}))).unwrap();
     let exit = next_of(&mut prx, "jido.agent.child.exit").await;
-    assert_eq!(exit.data().unwrap()["reason"], CRASH_REASON);
+    assert_eq!(exit.data().unwrap()["reason"], crash_reason());
     let again = next_of(&mut prx, "jido.agent.child.started").await;
     assert_eq!(again.data().unwrap()["child_id"], "p/kid");
     let c2 = jido.whereis("p/kid").expect("restarted");
@@ -510,34 +492,6 @@ async fn restart_policies_after_normal_stops() {
     jido.shutdown().await;
 }
 
-/// A strategy whose init crashes the agent at once (through the Crash
-/// directive).
-struct CrashOnStart;
-impl jido::strategy::Strategy for CrashOnStart {
-    fn init(&self, _: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
-        vec![Directive::custom(Crash)]
-    }
-    async fn cmd(
-        &self,
-        _: &mut AgentState,
-        _: Vec<Command>,
-        _: &StrategyContext,
-    ) -> Vec<Directive> {
-        Vec::new()
-    }
-}
-struct Doomed;
-impl Agent for Doomed {
-    const NAME: &'static str = "doomed";
-    type Schema = ();
-    fn strategy(&self) -> DynStrategy {
-        DynStrategy::new(CrashOnStart)
-    }
-    fn signal_routes(&self) -> Vec<SignalRoute> {
-        Vec::new()
-    }
-}
-
 #[tokio::test]
 async fn a_child_that_keeps_crashing_is_given_up() {
     let jido = Jido::start(
@@ -556,7 +510,7 @@ async fn a_child_that_keeps_crashing_is_given_up() {
     let given_up = next_of(&mut prx, "jido.agent.child.given_up").await;
     assert_eq!(
         given_up.data(),
-        Some(&json!({"tag": "d", "id": "p/d", "restarts": 2, "reason": CRASH_REASON}))
+        Some(&json!({"tag": "d", "id": "p/d", "restarts": 2, "reason": crash_reason()}))
     );
     p.call(sig("noop", json!({}))).await.unwrap();
     assert!(jido.whereis("p/d").is_none());

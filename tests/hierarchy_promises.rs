@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use jido::agent::SignalRoute;
 use jido::directive::{CustomDirective, Restart};
 use jido::prelude::*;
 use jido::server::{
@@ -17,24 +16,9 @@ use jido::server::{
     DirectiveResult, ErrorDecision, ErrorPolicy, Jido, JidoConfig, ServerOptions,
 };
 use jido::signal::Signal;
-use jido::strategy::StrategyContext;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
-
-#[derive(Debug)]
-struct Crash;
-impl CustomDirective for Crash {}
-
-struct CrashExec;
-impl DirectiveExec for CrashExec {
-    type Directive = Crash;
-    fn exec(&self, _: &Crash, _: &Signal, _: &DirectiveContext<'_>) -> DirectiveResult {
-        panic!("crash!")
-    }
-}
-
-const CRASH_REASON: &str = "failed: directive hierarchy_promises::Crash panicked: crash!";
 
 /// Casts `signal` to the agent `to` from inside the handler, then (with
 /// `crash`) panics in the same handler: the message and the end leave
@@ -354,33 +338,6 @@ async fn a_parents_last_messages_reach_its_child_before_it_is_orphaned() {
 
 // 2. Every end of a child is reported ----------------------------------------
 
-/// A strategy whose init crashes the agent at once.
-struct CrashOnStart;
-impl jido::strategy::Strategy for CrashOnStart {
-    fn init(&self, _: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
-        vec![Directive::custom(Crash)]
-    }
-    async fn cmd(
-        &self,
-        _: &mut AgentState,
-        _: Vec<Command>,
-        _: &StrategyContext,
-    ) -> Vec<Directive> {
-        Vec::new()
-    }
-}
-struct Doomed;
-impl Agent for Doomed {
-    const NAME: &'static str = "doomed";
-    type Schema = ();
-    fn strategy(&self) -> DynStrategy {
-        DynStrategy::new(CrashOnStart)
-    }
-    fn signal_routes(&self) -> Vec<SignalRoute> {
-        Vec::new()
-    }
-}
-
 #[tokio::test]
 async fn every_end_of_a_crash_looping_child_reaches_its_parent_then_given_up() {
     let jido = instance().await;
@@ -407,7 +364,7 @@ async fn every_end_of_a_crash_looping_child_reaches_its_parent_then_given_up() {
     );
     let exit = (
         "jido.agent.child.exit".to_owned(),
-        json!({"tag": "d", "id": "p/d", "reason": CRASH_REASON}),
+        json!({"tag": "d", "id": "p/d", "reason": crash_reason()}),
     );
     let mut expected = Vec::new();
     for _ in 0..4 {
@@ -416,7 +373,7 @@ async fn every_end_of_a_crash_looping_child_reaches_its_parent_then_given_up() {
     }
     expected.push((
         "jido.agent.child.given_up".to_owned(),
-        json!({"tag": "d", "id": "p/d", "restarts": 3, "reason": CRASH_REASON}),
+        json!({"tag": "d", "id": "p/d", "restarts": 3, "reason": crash_reason()}),
     ));
     assert_eq!(seen, expected);
     p.call(sig("noop", json!({}))).await.unwrap();
@@ -445,7 +402,7 @@ async fn a_restarted_child_is_bound_to_the_parent_that_adopted_it() {
     k.cast(sig("crash", json!({}))).unwrap();
     assert_eq!(
         next_of(&mut prx, "jido.agent.child.exit").await.data(),
-        Some(&json!({"tag": "adoptee", "id": "k", "reason": CRASH_REASON}))
+        Some(&json!({"tag": "adoptee", "id": "k", "reason": crash_reason()}))
     );
     assert_eq!(
         next_of(&mut prx, "jido.agent.child.started").await.data(),

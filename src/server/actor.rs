@@ -516,18 +516,7 @@ impl AgentServerState {
         }
         if self.pending.len() >= self.settings.max_pending {
             let max = self.settings.max_pending;
-            tracing::warn!(
-                name: "jido.agent_server.queue.overflow",
-                target: "jido::agent_server",
-                agent_id = %self.id,
-                agent_module = self.agent.name(),
-                signal_type = signal.ty(),
-                jido_instance = self.instance_name(),
-                queue = "pending",
-                queue_size = max,
-                dropped = 1,
-                "pending signal queue full: signal refused"
-            );
+            self.overflow_event(&signal, "pending", max, 1);
             let error = Error::queue_overflow("pending signal queue full")
                 .with_detail("agent_id", self.id.to_string())
                 .with_detail("max_pending_signals", max)
@@ -535,6 +524,29 @@ impl AgentServerState {
             return self.refuse(myself, Work { signal, reply }, error, "queue_overflow");
         }
         self.enqueue_signal(myself, signal, reply);
+    }
+
+    /// The warning event `jido.agent_server.queue.overflow`: `queue` is
+    /// `pending` (signals waiting) or `directives`.
+    fn overflow_event(
+        &self,
+        signal: &Signal,
+        queue: &'static str,
+        queue_size: usize,
+        dropped: usize,
+    ) {
+        tracing::warn!(
+            name: "jido.agent_server.queue.overflow",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = signal.ty(),
+            jido_instance = self.instance_name(),
+            queue,
+            queue_size,
+            dropped,
+            "{queue} queue overflow: {dropped} dropped"
+        );
     }
 
     /// Whether the instance (its task supervisor or root supervisor) is
@@ -969,17 +981,7 @@ impl AgentServerState {
                 let n = directives.len();
                 let max = self.settings.max_queue_size;
                 let answer = if self.queue.len() + n > max {
-                    tracing::warn!(
-                        name: "jido.agent_server.queue.overflow",
-                        target: "jido::agent_server",
-                        agent_id = %self.id,
-                        agent_module = self.agent.name(),
-                        signal_type = signal.ty(),
-                        jido_instance = self.instance_name(),
-                        queue_size = max,
-                        dropped = n,
-                        "directive queue overflow: dropped {n} directives"
-                    );
+                    self.overflow_event(&signal, "directives", max, n);
                     let error = Error::queue_overflow("directive queue overflow")
                         .with_detail("agent_id", self.id.to_string())
                         .with_detail("queue_size", max)

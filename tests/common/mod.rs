@@ -403,3 +403,59 @@ pub fn echo_agent(
 pub fn noop() -> DynAction {
     act(|_, _| async { Ok(json!({})) })
 }
+
+/// A directive whose executor panics with "crash!": it crashes the agent.
+#[derive(Debug)]
+pub struct Crash;
+impl jido::directive::CustomDirective for Crash {}
+
+/// The executor of [`Crash`].
+pub struct CrashExec;
+impl jido::server::DirectiveExec for CrashExec {
+    type Directive = Crash;
+    fn exec(
+        &self,
+        _: &Crash,
+        _: &Signal,
+        _: &jido::server::DirectiveContext<'_>,
+    ) -> jido::server::DirectiveResult {
+        panic!("crash!")
+    }
+}
+
+/// The exit reason of an agent crashed by [`Crash`].
+pub fn crash_reason() -> String {
+    format!(
+        "failed: directive {} panicked: crash!",
+        std::any::type_name::<Crash>()
+    )
+}
+
+/// A strategy whose init crashes the agent at once (through [`Crash`]).
+pub struct CrashOnStart;
+impl jido::strategy::Strategy for CrashOnStart {
+    fn init(&self, _: &mut AgentState, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
+        vec![Directive::custom(Crash)]
+    }
+    async fn cmd(
+        &self,
+        _: &mut AgentState,
+        _: Vec<Command>,
+        _: &jido::strategy::StrategyContext,
+    ) -> Vec<Directive> {
+        Vec::new()
+    }
+}
+
+/// An agent that crashes as soon as it starts.
+pub struct Doomed;
+impl Agent for Doomed {
+    const NAME: &'static str = "doomed";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(CrashOnStart)
+    }
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        Vec::new()
+    }
+}
