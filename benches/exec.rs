@@ -1,7 +1,9 @@
 //! Exec overhead: a no-op action run through the whole pipeline, next to a
 //! direct call of the action's body and to the raw tokio baseline Exec
 //! builds on (`tokio::time::timeout(dur, tokio::spawn(..))`), in the same
-//! group so the ratios come from one run.
+//! group so the ratios come from one run. Every case runs inside a spawned
+//! task (where an agent's `cmd` or a service calls Exec from), not as the
+//! `block_on` future.
 //!
 //! `cargo bench --bench exec`; set `CI` for a short run.
 
@@ -27,6 +29,25 @@ impl Action for Noop {
     async fn run(&self, _: Empty, _: &Context) -> jido::Result<()> {
         Ok(())
     }
+}
+
+/// Runs `$body` (an expression that may `.await`) `$iters` times inside a
+/// spawned task and evaluates to the time measured there; what the body
+/// uses is moved into the task.
+macro_rules! timed_in_task {
+    ($rt:expr, $iters:expr, $body:expr) => {
+        $rt.block_on(async move {
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                for _ in 0..$iters {
+                    let _ = black_box($body);
+                }
+                started.elapsed()
+            })
+            .await
+            .expect("bench task")
+        })
+    };
 }
 
 fn params() -> Value {
@@ -62,33 +83,41 @@ fn bench_exec(c: &mut Criterion) {
 
         // The action's body, called directly: no validation, no task.
         group.bench_function("direct_call", |b| {
-            let ctx = Context::new();
-            b.to_async(&rt)
-                .iter(|| async { black_box(Noop.run(Empty {}, &ctx).await) });
+            b.iter_custom(|iters| {
+                timed_in_task!(rt, iters, Noop.run(Empty {}, &Context::new()).await)
+            });
         });
 
         // What a hand-written "run it in a task under a timeout" costs.
         group.bench_function("tokio_spawn_timeout", |b| {
-            b.to_async(&rt).iter(|| async {
-                let task = tokio::spawn(async {
-                    let ctx = Context::new();
-                    Noop.run(Empty {}, &ctx).await
-                });
-                black_box(tokio::time::timeout(DEFAULT_TIMEOUT, task).await)
+            b.iter_custom(|iters| {
+                timed_in_task!(
+                    rt,
+                    iters,
+                    tokio::time::timeout(
+                        DEFAULT_TIMEOUT,
+                        tokio::spawn(async { Noop.run(Empty {}, &Context::new()).await })
+                    )
+                    .await
+                )
             });
         });
 
         // The same through Exec's task supervisor (cancellable on shutdown).
         let sup = TaskSupervisor::new();
         group.bench_function("supervisor_spawn_timeout", |b| {
-            b.to_async(&rt).iter(|| async {
-                let task = sup
-                    .spawn(async {
-                        let ctx = Context::new();
-                        Noop.run(Empty {}, &ctx).await
-                    })
-                    .unwrap();
-                black_box(tokio::time::timeout(DEFAULT_TIMEOUT, task).await)
+            b.iter_custom(|iters| {
+                let sup = sup.clone();
+                timed_in_task!(
+                    rt,
+                    iters,
+                    tokio::time::timeout(
+                        DEFAULT_TIMEOUT,
+                        sup.spawn(async { Noop.run(Empty {}, &Context::new()).await })
+                            .expect("supervisor")
+                    )
+                    .await
+                )
             });
         });
 
@@ -96,10 +125,13 @@ fn bench_exec(c: &mut Criterion) {
         // supervised task under the 30 s timeout.
         let exec = Exec::new();
         group.bench_function("exec_default", |b| {
-            b.to_async(&rt).iter(|| async {
-                black_box(
+            b.iter_custom(|iters| {
+                let exec = exec.clone();
+                timed_in_task!(
+                    rt,
+                    iters,
                     exec.run(Noop, params(), Context::new(), ExecOptions::new())
-                        .await,
+                        .await
                 )
             });
         });
@@ -107,16 +139,26 @@ fn bench_exec(c: &mut Criterion) {
         // Exec without spans.
         let silent = ExecOptions::new().telemetry(Telemetry::Silent);
         group.bench_function("exec_silent", |b| {
-            b.to_async(&rt).iter(|| async {
-                black_box(exec.run(Noop, params(), Context::new(), silent).await)
+            b.iter_custom(|iters| {
+                let exec = exec.clone();
+                timed_in_task!(
+                    rt,
+                    iters,
+                    exec.run(Noop, params(), Context::new(), silent).await
+                )
             });
         });
 
         // Exec inline (timeout zero): the pipeline without a task.
         let inline = ExecOptions::new().timeout(Duration::ZERO);
         group.bench_function("exec_inline", |b| {
-            b.to_async(&rt).iter(|| async {
-                black_box(exec.run(Noop, params(), Context::new(), inline).await)
+            b.iter_custom(|iters| {
+                let exec = exec.clone();
+                timed_in_task!(
+                    rt,
+                    iters,
+                    exec.run(Noop, params(), Context::new(), inline).await
+                )
             });
         });
 
