@@ -34,6 +34,7 @@ use crate::instruction::Instruction;
 use crate::signal::dispatch::DispatchConfig;
 use crate::signal::{Route, Router, Signal};
 use crate::strategy::Command;
+use crate::state::{StateMap, StateValue};
 
 /// The actor running one agent. It runs agents of every type: the agent
 /// value ([`AgentState`]) carries its definition.
@@ -469,26 +470,29 @@ impl AgentServerState {
             .and_then(|e| e.orphaned_from.as_ref())
             .map(ParentRef::to_json);
         let st = self.agent.state();
-        if st.get(PARENT_KEY) == want_parent.as_ref()
-            && st.get(ORPHANED_FROM_KEY) == want_orphan.as_ref()
-        {
+        let same = |key: &str, want: &Option<Value>| match (st.get(key), want) {
+            (None, None) => true,
+            (Some(have), Some(want)) => have == want,
+            _ => false,
+        };
+        if same(PARENT_KEY, &want_parent) && same(ORPHANED_FROM_KEY, &want_orphan) {
             return;
         }
         let st = self.agent.state_mut();
         match want_parent {
             Some(v) => {
-                st.insert(PARENT_KEY.into(), v);
+                st.insert(PARENT_KEY, v);
             }
             None => {
-                st.shift_remove(PARENT_KEY);
+                st.remove(PARENT_KEY);
             }
         }
         match want_orphan {
             Some(v) => {
-                st.insert(ORPHANED_FROM_KEY.into(), v);
+                st.insert(ORPHANED_FROM_KEY, v);
             }
             None => {
-                st.shift_remove(ORPHANED_FROM_KEY);
+                st.remove(ORPHANED_FROM_KEY);
             }
         }
     }
@@ -1332,11 +1336,11 @@ fn completion(agent: &AgentState, opts: &AwaitOptions) -> Option<Completion> {
         "failed" => (CompletionStatus::Failed, &opts.error_path),
         _ => return None,
     };
-    let result = lookup(agent.state(), path).cloned().unwrap_or(Value::Null);
+    let result = lookup(agent.state(), path).map_or(Value::Null, StateValue::to_json);
     Some(Completion { status, result })
 }
 
-fn lookup<'a>(state: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
     let (first, rest) = path.split_first()?;
     let mut current = state.get(first)?;
     for key in rest {

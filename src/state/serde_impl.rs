@@ -87,7 +87,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StateValue, A::Error> {
         let mut m = StateMap::with_capacity(map.size_hint().unwrap_or(0).min(4096));
         while let Some((k, v)) = map.next_entry::<String, StateValue>()? {
-            m.insert(k, v);
+            m.insert(&k, v);
         }
         Ok(StateValue::Object(m))
     }

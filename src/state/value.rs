@@ -121,8 +121,7 @@ impl StateMap {
 
     /// Sets `key` to `value` (kept in place when the key exists, last
     /// otherwise) and returns the previous value.
-    pub fn insert(&mut self, key: impl AsRef<str>, value: impl Into<StateValue>) -> Option<StateValue> {
-        let key = key.as_ref();
+    pub fn insert(&mut self, key: &str, value: impl Into<StateValue>) -> Option<StateValue> {
         let value = value.into();
         let map = self.inner_mut();
         match map.get_mut(key) {
@@ -218,7 +217,7 @@ impl StateMap {
         other: impl IntoIterator<Item = (K, V)>,
     ) {
         for (k, v) in other {
-            self.insert(k, v);
+            self.insert(k.as_ref(), v);
         }
     }
 
@@ -248,7 +247,7 @@ impl StateMap {
             match (self.get_mut(&key), value) {
                 (Some(StateValue::Object(d)), serde_json::Value::Object(s)) => d.deep_merge_json(s),
                 (_, value) => {
-                    self.insert(key, value);
+                    self.insert(&key, value);
                 }
             }
         }
