@@ -450,12 +450,14 @@ impl AgentServerState {
         self.jido.as_ref().map_or("", |j| j.name())
     }
 
-    pub(crate) fn record(&mut self, kind: &'static str, data: Value) {
+    /// Records a debug event when debug is on; `data` is built only then
+    /// (no JSON on the signal path of an agent without debug).
+    pub(crate) fn record(&mut self, kind: &'static str, data: impl FnOnce() -> Value) {
         if let Some(buf) = self.extras.as_mut().and_then(|e| e.debug.as_mut()) {
             buf.push_front(DebugEvent {
                 at: chrono::Utc::now(),
                 kind,
-                data,
+                data: data(),
             });
             buf.truncate(DEBUG_BUFFER_SIZE);
         }
@@ -578,7 +580,7 @@ impl AgentServerState {
         }
         self.record(
             "signal_received",
-            json!({"type": signal.ty(), "id": signal.id()}),
+            || json!({"type": signal.ty(), "id": signal.id()}),
         );
         let work = Work { signal, reply };
         if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
