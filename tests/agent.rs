@@ -58,7 +58,7 @@ impl Action for Increment {
         let count = ctx
             .state()
             .and_then(|s| s.get("count"))
-            .and_then(Value::as_i64)
+            .and_then(jido::state::StateValue::as_i64)
             .unwrap_or(0);
         Ok(json!({"count": count + 1}))
     }
@@ -96,7 +96,7 @@ impl Action for EmitAndSet {
     const NAME: &'static str = "emit_and_set";
     async fn run(&self, _: Empty, ctx: &Context) -> jido::Result<Value> {
         ctx.push_effect(Directive::emit(Signal::new("done", json!({"n": 1}))));
-        ctx.push_effect(StateOp::SetState(obj(json!({"via_effect": true}))));
+        ctx.push_effect(StateOp::set_state(obj(json!({"via_effect": true}))));
         Ok(json!({"emitted": true}))
     }
 }
@@ -187,7 +187,7 @@ impl Strategy for Recorder {
         );
         st.insert(
             "inits".into(),
-            json!(st.get("inits").and_then(Value::as_i64).unwrap_or(0) + 1),
+            json!(st.get("inits").and_then(jido::state::StateValue::as_i64).unwrap_or(0) + 1),
         );
         vec![Directive::schedule(
             Duration::from_millis(10),
@@ -212,7 +212,7 @@ impl Strategy for Recorder {
 
     async fn tick(&self, agent: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
         let st = agent.strategy_state_mut();
-        let ticks = st.get("ticks").and_then(Value::as_i64).unwrap_or(0) + 1;
+        let ticks = st.get("ticks").and_then(jido::state::StateValue::as_i64).unwrap_or(0) + 1;
         st.insert("ticks".into(), json!(ticks));
         st.insert(
             "status".into(),
@@ -280,7 +280,7 @@ fn new_state_is_schema_defaults_then_caller_state_shallow() {
     );
     // `config` from the caller replaces the default object entirely.
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 5, "label": "", "config": {"a": 9}, "extra": "x"})
     );
     let plain = AgentState::new(Plain, AgentOptions::new());
@@ -364,7 +364,7 @@ fn set_deep_merges_maps_and_replaces_other_values() {
         "new": {"z": 1}
     })));
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({
             "cfg": {"a": 1, "nested": {"x": 1, "y": 3}, "list": [3], "b": null},
             "keep": true,
@@ -393,7 +393,7 @@ fn validate_keeps_extra_keys_and_fills_defaults() {
     agent.state_mut().insert("label".into(), json!("ok"));
     agent.validate().unwrap();
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 0, "config": {"a": 0, "b": 0}, "extra": 1, "label": "ok"})
     );
 }
@@ -428,7 +428,7 @@ fn strict_validation_drops_unknown_keys_but_keeps_reserved_ones() {
     agent.strategy_state_mut().insert("k".into(), json!(1));
     agent.validate_strict().unwrap();
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({
             "count": 3,
             "label": "",
@@ -581,7 +581,7 @@ async fn cmd_accepts_every_input_shape() {
             .is_empty()
     );
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 7, "a": 1, "b": 2})
     );
 }
@@ -732,7 +732,7 @@ async fn output_merges_effects_apply_and_directives_come_back() {
     assert_eq!(signal.data(), Some(&json!({"n": 1})));
     assert!(dispatch.is_none());
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"emitted": true, "via_effect": true})
     );
 }
@@ -771,7 +771,7 @@ async fn hooks_rewrite_commands_and_directives() {
         }
     ));
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"before": "hm", "count": 1, "appended": true, "after": 0})
     );
 }
@@ -889,10 +889,11 @@ fn strategy_ext_is_typed_copy_on_write_and_not_checkpointed() {
 fn clones_share_state_until_one_changes() {
     let mut a = AgentState::new(Plain, AgentOptions::new().state(obj(json!({"n": 1}))));
     let b = a.clone();
-    assert!(Arc::ptr_eq(a.shared_state(), b.shared_state()));
+    assert!(a.state().ptr_eq(b.state()));
     a.set(obj(json!({"n": 2})));
+    assert!(!a.state().ptr_eq(b.state()));
     assert_eq!(
-        (a.state()["n"].clone(), b.state()["n"].clone()),
+        (a.state()["n"].to_json(), b.state()["n"].to_json()),
         (json!(2), json!(1))
     );
 }
@@ -1130,14 +1131,14 @@ async fn cmd_checks_its_input_and_runs_on_before_cmd_when_called() {
     let put = || Instruction::new(Put).with_params(json!({"key": "k", "value": 1}));
     // Called, never polled: the hook ran, the strategy and on_after_cmd did not.
     drop(agent.cmd(put(), ExecOptions::new()));
-    assert_eq!(agent.state().get("before"), Some(&json!("m")));
+    assert_eq!(agent.state().get("before").map(jido::state::StateValue::to_json), Some(json!("m")));
     assert_eq!(agent.state().get("k"), None);
     assert_eq!(agent.state().get("appended"), None);
     assert_eq!(agent.state().get("after"), None);
     // Awaited: everything ran.
     let directives = agent.cmd(put(), ExecOptions::new()).await;
     assert_eq!(directives.len(), 1);
-    assert_eq!(agent.state().get("k"), Some(&json!(1)));
-    assert_eq!(agent.state().get("appended"), Some(&json!(true)));
-    assert_eq!(agent.state().get("after"), Some(&json!(0)));
+    assert_eq!(agent.state().get("k").map(jido::state::StateValue::to_json), Some(json!(1)));
+    assert_eq!(agent.state().get("appended").map(jido::state::StateValue::to_json), Some(json!(true)));
+    assert_eq!(agent.state().get("after").map(jido::state::StateValue::to_json), Some(json!(0)));
 }

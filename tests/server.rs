@@ -377,7 +377,7 @@ async fn id_resolution_and_initial_state() {
         .unwrap();
     assert_eq!(a.id(), "explicit");
     let st = a.state().await.unwrap();
-    assert_eq!((st.id(), &st.state()["total"]), ("explicit", &json!(7)));
+    assert_eq!((st.id(), st.state()["total"].to_json()), ("explicit", json!(7)));
     // The agent's id otherwise; an empty option id counts as none.
     let b = jido
         .start_agent(
@@ -417,7 +417,7 @@ async fn several_matching_routes_run_in_router_order() {
                 let log = ctx
                     .state()
                     .and_then(|s| s.get("log").cloned())
-                    .unwrap_or(json!([]));
+                    .unwrap_or(json!([]).into());
                 let mut log = log.as_array().cloned().unwrap_or_default();
                 log.push(json!("wildcard"));
                 Ok(json!({"log": log}))
@@ -429,7 +429,7 @@ async fn several_matching_routes_run_in_router_order() {
                 let log = ctx
                     .state()
                     .and_then(|s| s.get("log").cloned())
-                    .unwrap_or(json!([]));
+                    .unwrap_or(json!([]).into());
                 let mut log = log.as_array().cloned().unwrap_or_default();
                 log.push(json!("exact"));
                 Ok(json!({"log": log}))

@@ -1,10 +1,10 @@
 //! Engine tests with a fake action runner.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::runner::{ActionRunner, apply_outcome};
 use super::tree::{TickCx, TreeState, resolve_params};
@@ -61,7 +61,7 @@ impl ActionRunner for FakeRunner {
         action: &'a DynAction,
         params: Value,
         _opts: ExecOptions,
-        state: Arc<Map<String, Value>>,
+        state: crate::state::StateMap,
     ) -> BoxFuture<'a, Outcome> {
         self.calls.lock().unwrap().push((
             action.name().to_owned(),
@@ -124,7 +124,7 @@ async fn action_output_merges_and_effects_apply() {
         vec![
             StateOp::SetPath {
                 path: vec!["pos".into(), "y".into()],
-                value: json!(2),
+                value: json!(2).into(),
             }
             .into(),
             Directive::Error {
@@ -142,7 +142,7 @@ async fn action_output_merges_and_effects_apply() {
     assert_eq!(status, Status::Success);
     assert_eq!(wake, None);
     assert_eq!(
-        Value::Object(state.state().clone()),
+        Value::Object(state.state().to_json()),
         json!({"pos": {"z": 0, "x": 1, "y": 2}, "seen": true})
     );
     assert_eq!(bb["last_result"], json!({"pos": {"x": 1}}));
@@ -178,7 +178,7 @@ async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
     assert_eq!(bb["error"], err.to_envelope());
     assert!(!bb.contains_key("last_result"));
     assert_eq!(
-        Value::Object(state.state().clone()),
+        Value::Object(state.state().to_json()),
         json!({"a": 1, "b": 2})
     );
     assert_eq!(directives.len(), 1);
@@ -202,7 +202,7 @@ fn failed_outcome_applies_no_state_op() {
         &mut s,
         Outcome {
             result: Err(Error::execution("x")),
-            effects: vec![StateOp::SetState(json!({"k": 1}).as_object().cloned().unwrap()).into()],
+            effects: vec![StateOp::set_state(json!({"k": 1}).as_object().unwrap()).into()],
             attempts: 1,
         },
     );
