@@ -166,9 +166,7 @@ fn scaling(c: &mut Criterion, name: &str, append: bool) {
                             if append {
                                 raw.call(RawMsg::Append, None).await.expect("call");
                             } else {
-                                raw.call(|r| RawMsg::Write(i, r), None)
-                                    .await
-                                    .expect("call");
+                                raw.call(|r| RawMsg::Write(i, r), None).await.expect("call");
                             }
                         }
                         start.elapsed()

@@ -71,8 +71,15 @@ impl Action for OrderSettled {
     const NAME: &'static str = "order_settled";
     async fn run(&self, p: Settled, ctx: &Context) -> jido::Result<Value> {
         let state = ctx.state().cloned().unwrap_or_default();
-        let expected = state.get("expected").and_then(jido::state::StateValue::as_u64).unwrap_or(0);
-        let settled = state.get("settled").and_then(jido::state::StateValue::as_u64).unwrap_or(0) + 1;
+        let expected = state
+            .get("expected")
+            .and_then(jido::state::StateValue::as_u64)
+            .unwrap_or(0);
+        let settled = state
+            .get("settled")
+            .and_then(jido::state::StateValue::as_u64)
+            .unwrap_or(0)
+            + 1;
         let revenue = state
             .get("revenue_cents")
             .and_then(jido::state::StateValue::as_u64)

@@ -224,11 +224,7 @@ impl Context {
 
     /// The context of an action run by an agent's strategy (built in
     /// place: this is on every `cmd`'s path).
-    pub(crate) fn for_agent(
-        state: StateMap,
-        exec: Exec,
-        signal: Option<Arc<Signal>>,
-    ) -> Self {
+    pub(crate) fn for_agent(state: StateMap, exec: Exec, signal: Option<Arc<Signal>>) -> Self {
         Self {
             values: Map::new(),
             action: None,

@@ -836,7 +836,7 @@ async fn reset_on_completion_halts_after_success_and_failure() {
         fn tick(&self, memory: &mut Value, ctx: &mut LeafContext<'_>) -> Status {
             let n = memory.as_u64().unwrap_or(0) + 1;
             *memory = json!(n);
-            ctx.blackboard_mut().insert("count".into(), json!(n));
+            ctx.blackboard_mut().insert("count", json!(n));
             if ctx.blackboard()["fail"] == true {
                 Status::Failure
             } else {
@@ -1037,7 +1037,7 @@ async fn instructions_and_agent_state_are_on_the_blackboard_during_the_tick() {
                 "sequence": ctx.tick_sequence(),
                 "live_count": ctx.agent_state().get("count").cloned(),
             });
-            ctx.blackboard_mut().insert("seen".into(), seen);
+            ctx.blackboard_mut().insert("seen", seen);
             Status::Success
         }
     }
@@ -1110,8 +1110,7 @@ async fn snapshot_fields() {
 
     // An unknown stored status reads as failure.
     tick(&mut a).await;
-    a.strategy_state_mut()
-        .insert("status".into(), json!("weird"));
+    a.strategy_state_mut().insert("status", json!("weird"));
     assert_eq!(a.strategy_snapshot().status, SnapshotStatus::Failure);
 }
 

@@ -377,7 +377,10 @@ async fn id_resolution_and_initial_state() {
         .unwrap();
     assert_eq!(a.id(), "explicit");
     let st = a.state().await.unwrap();
-    assert_eq!((st.id(), st.state()["total"].to_json()), ("explicit", json!(7)));
+    assert_eq!(
+        (st.id(), st.state()["total"].to_json()),
+        ("explicit", json!(7))
+    );
     // The agent's id otherwise; an empty option id counts as none.
     let b = jido
         .start_agent(
@@ -465,7 +468,7 @@ impl Strategy for Recorder {
                 .and_then(|v| v.as_array().cloned())
                 .unwrap_or_default();
             log.push(entry);
-            agent.state_mut().insert("seen".into(), json!(log));
+            agent.state_mut().insert("seen", json!(log));
         }
         Vec::new()
     }
@@ -475,7 +478,7 @@ impl Strategy for Recorder {
             .get("ticks")
             .and_then(|v| v.as_i64())
             .unwrap_or(0);
-        agent.state_mut().insert("ticks".into(), json!(n + 1));
+        agent.state_mut().insert("ticks", json!(n + 1));
         Vec::new()
     }
     fn signal_routes(&self, _: &StrategyContext) -> Vec<SignalRoute> {

@@ -7,8 +7,8 @@ use jido::agent::{apply_state_op, deep_merge};
 use jido::effect::StateOp;
 use jido::prelude::*;
 use jido::signal::Signal;
-use proptest::prelude::*;
 use jido::state::StateMap;
+use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 fn obj(v: Value) -> Map<String, Value> {

@@ -66,7 +66,10 @@ fn message(i: usize) -> Value {
 async fn agent_with_history(jido: &Jido, id: &str, history_len: usize) -> AgentRef {
     let write = act(|p: Value, _ctx| async move { Ok(json!({"count": p["n"]})) });
     let append = act(|p: Value, ctx: Context| async move {
-        ctx.push_effect(StateOp::append(["history"], message(p["n"].as_u64().unwrap_or(0) as usize)));
+        ctx.push_effect(StateOp::append(
+            ["history"],
+            message(p["n"].as_u64().unwrap_or(0) as usize),
+        ));
         Ok(json!({}))
     });
     let mut agent = TestAgent::new()

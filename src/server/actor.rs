@@ -33,8 +33,8 @@ use crate::exec::Exec;
 use crate::instruction::Instruction;
 use crate::signal::dispatch::DispatchConfig;
 use crate::signal::{Route, Router, Signal};
-use crate::strategy::Command;
 use crate::state::{StateMap, StateValue};
+use crate::strategy::Command;
 
 /// The actor running one agent. It runs agents of every type: the agent
 /// value ([`AgentState`]) carries its definition.

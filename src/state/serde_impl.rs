@@ -126,7 +126,10 @@ fn visit_map_ref<'de, V: Visitor<'de>>(m: &'de StateMap, visitor: V) -> Result<V
     Ok(value)
 }
 
-fn visit_array_ref<'de, V: Visitor<'de>>(a: &'de StateArray, visitor: V) -> Result<V::Value, Error> {
+fn visit_array_ref<'de, V: Visitor<'de>>(
+    a: &'de StateArray,
+    visitor: V,
+) -> Result<V::Value, Error> {
     let mut access = SeqDeserializer::new(a.iter());
     let value = visitor.visit_seq(&mut access)?;
     access.end()?;
@@ -179,11 +182,9 @@ impl<'de> Deserializer<'de> for &'de StateValue {
     ) -> Result<V::Value, Error> {
         match self {
             StateValue::String(s) => visitor.visit_enum(s.as_ref().into_deserializer()),
-            StateValue::Object(m) if m.len() == 1 => {
-                visitor.visit_enum(de::value::MapAccessDeserializer::new(MapDeserializer::new(
-                    m.iter(),
-                )))
-            }
+            StateValue::Object(m) if m.len() == 1 => visitor.visit_enum(
+                de::value::MapAccessDeserializer::new(MapDeserializer::new(m.iter())),
+            ),
             _ => Err(de::Error::invalid_type(
                 de::Unexpected::Other("a value that is not an enum"),
                 &"a string or an object with one key",

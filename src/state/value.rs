@@ -800,8 +800,7 @@ impl PartialEq for StateMap {
     /// Equal entries, in any order (as serde_json's maps).
     fn eq(&self, other: &Self) -> bool {
         self.ptr_eq(other)
-            || (self.len() == other.len()
-                && self.iter().all(|(k, v)| other.get(k) == Some(v)))
+            || (self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v)))
     }
 }
 
@@ -834,7 +833,10 @@ impl PartialEq<serde_json::Value> for StateValue {
 
 impl PartialEq<serde_json::Map<String, serde_json::Value>> for StateMap {
     fn eq(&self, other: &serde_json::Map<String, serde_json::Value>) -> bool {
-        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k).is_some_and(|o| v == o))
+        self.len() == other.len()
+            && self
+                .iter()
+                .all(|(k, v)| other.get(k).is_some_and(|o| v == o))
     }
 }
 

@@ -354,7 +354,9 @@ impl Strategy for Fsm {
             "processed_count".into(),
             Value::from(machine.processed_count),
         );
-        snapshot.details.insert("error".into(), machine.error.to_json());
+        snapshot
+            .details
+            .insert("error".into(), machine.error.to_json());
         snapshot
     }
 }

@@ -180,8 +180,8 @@ use crate::agent::{AgentState, RouteTarget, SignalRoute};
 use crate::directive::{Directive, error_context};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
-use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 use crate::state::{StateMap, StateValue};
+use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 
 /// The signal type of a forced tick (routed to a strategy tick).
 pub const TICK_SIGNAL: &str = "jido.bt.tick";
@@ -350,7 +350,10 @@ impl BehaviorTree {
                 .and_then(StateValue::as_str)
                 .unwrap_or("idle")
                 .to_owned(),
-            tick_count: s.get("tick_count").and_then(StateValue::as_u64).unwrap_or(0),
+            tick_count: s
+                .get("tick_count")
+                .and_then(StateValue::as_u64)
+                .unwrap_or(0),
             last_result: s.get("last_result").cloned().unwrap_or_default(),
             error: s.get("error").cloned().unwrap_or_default(),
             blackboard: match s.get("blackboard") {

@@ -1,7 +1,6 @@
 //! How an action node runs its action, and how the result lands in the
 //! agent state.
 
-
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 

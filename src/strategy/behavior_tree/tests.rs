@@ -136,7 +136,7 @@ async fn action_output_merges_and_effects_apply() {
     );
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
-    bb.insert("who".into(), json!("ann"));
+    bb.insert("who", json!("ann"));
     let mut state = agent_with(json!({"pos": {"z": 0}, "seen": true}));
     let (status, directives, wake) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(status, Status::Success);
@@ -187,7 +187,7 @@ async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
 #[test]
 fn params_resolve_at_any_depth_and_missing_keys_are_null() {
     let mut bb = Blackboard::new();
-    bb.insert("a".into(), json!([1, 2]));
+    bb.insert("a", json!([1, 2]));
     let params = json!({"x": {"$bb": "a"}, "nested": {"list": [{"$bb": "missing"}, 3]}, "lit": {"$bb": "a", "other": 1}});
     assert_eq!(
         resolve_params(&params, &bb),

@@ -548,8 +548,7 @@ impl Tree {
                     cx.directives.extend(directives);
                     match result {
                         Ok(output) => {
-                            cx.blackboard
-                                .insert("last_result", Value::Object(output));
+                            cx.blackboard.insert("last_result", Value::Object(output));
                             Status::Success
                         }
                         Err(error) => {
