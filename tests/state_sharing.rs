@@ -129,3 +129,139 @@ async fn appending_to_a_large_history_allocates_as_appending_to_an_empty_one() {
         "one append allocated {large} B beside 10 000 messages, {empty} B beside none"
     );
 }
+
+// ------------------------------------------------------- the value itself
+
+use jido::state::StateValue;
+
+struct Plain;
+impl Agent for Plain {
+    const NAME: &'static str = "plain";
+    type Schema = ();
+}
+
+#[test]
+fn a_snapshot_keeps_its_state_while_the_clone_is_written() {
+    let mut agent = AgentState::new(Plain, AgentOptions::new());
+    agent.set(json!({"cfg": {"a": 1}, "log": [1, 2]}).as_object().unwrap());
+    let snapshot = agent.clone();
+    agent.set(json!({"cfg": {"b": 2}}).as_object().unwrap());
+    agent.append(["log"], 3);
+    agent.apply_state_op(StateOp::delete_path(["cfg", "a"]));
+    assert_eq!(snapshot.state(), &json!({"cfg": {"a": 1}, "log": [1, 2]}));
+    assert_eq!(agent.state(), &json!({"cfg": {"b": 2}, "log": [1, 2, 3]}));
+}
+
+#[test]
+fn a_write_shares_every_untouched_value_with_the_snapshot() {
+    let mut agent = AgentState::new(Plain, AgentOptions::new());
+    let history: Vec<Value> = (0..100).map(message).collect();
+    agent.set(
+        json!({"history": history, "other": {"x": 1}})
+            .as_object()
+            .unwrap(),
+    );
+    let snapshot = agent.clone();
+    agent.set(json!({"count": 1}).as_object().unwrap());
+    let (StateValue::Array(a), StateValue::Array(b)) =
+        (&agent.state()["history"], &snapshot.state()["history"])
+    else {
+        panic!("history is an array");
+    };
+    assert!(a.ptr_eq(b));
+    let (Some(a), Some(b)) = (
+        agent.state()["other"].as_object(),
+        snapshot.state()["other"].as_object(),
+    ) else {
+        panic!("other is an object");
+    };
+    assert!(a.ptr_eq(b));
+}
+
+#[test]
+fn append_creates_the_array_and_replaces_a_value_that_is_not_one() {
+    let mut state = StateMap::new();
+    StateOp::append(["a", "list"], 1).apply(&mut state);
+    StateOp::append(["a", "list"], 2).apply(&mut state);
+    StateOp::set_path(["s"], "text").apply(&mut state);
+    StateOp::append(["s"], 3).apply(&mut state);
+    StateOp::append(Vec::<String>::new(), 4).apply(&mut state);
+    assert_eq!(state, json!({"a": {"list": [1, 2]}, "s": [3]}));
+    // Past the short-array size the array is a persistent vector: same
+    // contents, same JSON.
+    for i in 0..100 {
+        StateOp::append(["long"], i).apply(&mut state);
+    }
+    let long = state["long"].as_array().unwrap();
+    assert_eq!(long.len(), 100);
+    assert_eq!((long[0].as_i64(), long[99].as_i64()), (Some(0), Some(99)));
+    assert_eq!(
+        serde_json::to_value(&state["long"]).unwrap(),
+        Value::Array((0..100).map(Value::from).collect())
+    );
+}
+
+#[test]
+fn typed_reads_and_json_interop_go_both_ways() {
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    enum Mode {
+        Fast,
+        Slow { factor: u32 },
+    }
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Typed {
+        name: String,
+        missing: Option<i64>,
+        nothing: Option<i64>,
+        modes: Vec<Mode>,
+        tags: std::collections::BTreeMap<String, bool>,
+    }
+    let source = json!({
+        "name": "n", "nothing": null, "modes": ["Fast", {"Slow": {"factor": 2}}],
+        "tags": {"a": true}, "extra": [1.5, -2, "x"]
+    });
+    let state = StateMap::from(source.as_object().unwrap());
+    let typed: Typed = serde::Deserialize::deserialize(&state).unwrap();
+    assert_eq!(
+        typed,
+        Typed {
+            name: "n".into(),
+            missing: None,
+            nothing: None,
+            modes: vec![Mode::Fast, Mode::Slow { factor: 2 }],
+            tags: [("a".to_owned(), true)].into(),
+        }
+    );
+    // To JSON and back, by serde and by conversion; key order kept.
+    assert_eq!(serde_json::to_value(&state).unwrap(), source);
+    assert_eq!(Value::from(&state), source);
+    assert_eq!(
+        serde_json::to_string(&state).unwrap(),
+        serde_json::to_string(&source).unwrap()
+    );
+    let back: StateMap = serde_json::from_value(source.clone()).unwrap();
+    assert_eq!(back, state);
+    assert_eq!(format!("{:?}", state["extra"]), r#"[1.5,-2,"x"]"#);
+    // Comparisons with serde_json values and literals, both ways.
+    assert_eq!(state["extra"][1], -2);
+    assert_eq!(state["name"], "n");
+    assert_eq!(json!("n"), state["name"]);
+    assert_ne!(state["name"], json!("m"));
+    assert!(state["nothing"].is_null() && state["absent"].is_null());
+}
+
+#[tokio::test]
+async fn state_as_names_the_failing_field() {
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Count {
+        count: i64,
+    }
+    let mut agent = AgentState::new(Plain, AgentOptions::new());
+    agent.set(json!({"count": "seven"}).as_object().unwrap());
+    let err = agent.state_as::<Count>().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert_eq!(err.detail("path"), Some(&json!("count")));
+    agent.set(json!({"count": 7}).as_object().unwrap());
+    assert_eq!(agent.state_as::<Count>().unwrap().count, 7);
+}
