@@ -119,11 +119,9 @@ fn conditions(c: &mut Criterion) {
         100
     };
     let mut group = c.benchmark_group("bt_conditions");
-    let pred = |bb: &serde_json::Map<String, Value>, _: &serde_json::Map<String, Value>| {
-        !bb.contains_key("stop")
-    };
-    let bb = serde_json::Map::new();
-    let state = serde_json::Map::new();
+    let pred = |bb: &jido::state::StateMap, _: &jido::state::StateMap| !bb.contains_key("stop");
+    let bb = jido::state::StateMap::new();
+    let state = jido::state::StateMap::new();
     group.bench_function(BenchmarkId::new("closure_loop", n), |b| {
         b.iter(|| {
             let mut all = true;

@@ -71,11 +71,18 @@ impl Action for OrderSettled {
     const NAME: &'static str = "order_settled";
     async fn run(&self, p: Settled, ctx: &Context) -> jido::Result<Value> {
         let state = ctx.state().cloned().unwrap_or_default();
-        let expected = state.get("expected").and_then(Value::as_u64).unwrap_or(0);
-        let settled = state.get("settled").and_then(Value::as_u64).unwrap_or(0) + 1;
+        let expected = state
+            .get("expected")
+            .and_then(jido::state::StateValue::as_u64)
+            .unwrap_or(0);
+        let settled = state
+            .get("settled")
+            .and_then(jido::state::StateValue::as_u64)
+            .unwrap_or(0)
+            + 1;
         let revenue = state
             .get("revenue_cents")
-            .and_then(Value::as_u64)
+            .and_then(jido::state::StateValue::as_u64)
             .unwrap_or(0)
             + p.charged_cents;
         println!("desk     order {} {}", p.order_id, p.outcome);
@@ -171,12 +178,12 @@ impl Action for ProcessOrder {
         let state = ctx.state().cloned().unwrap_or_default();
         let order_id = state
             .get("order_id")
-            .and_then(Value::as_str)
+            .and_then(jido::state::StateValue::as_str)
             .unwrap_or("?")
             .to_owned();
         let amount = state
             .get("amount_cents")
-            .and_then(Value::as_u64)
+            .and_then(jido::state::StateValue::as_u64)
             .unwrap_or(0);
         println!("worker   {order_id}: charging {amount} cents");
         tokio::time::sleep(Duration::from_millis(100 + amount % 300)).await;

@@ -250,7 +250,13 @@ async fn jido_phase(n: usize) -> jido::Result<Figures> {
     for i in [0, n / 2, n - 1] {
         if i % FAIL_EVERY != FAIL_EVERY - 1 {
             let st = agents[i].state().await?;
-            assert_eq!(st.state().get("ticks"), Some(&json!(1)), "agent a{i}");
+            assert_eq!(
+                st.state()
+                    .get("ticks")
+                    .map(jido::state::StateValue::to_json),
+                Some(json!(1)),
+                "agent a{i}"
+            );
         }
     }
 

@@ -12,6 +12,7 @@ use crate::effect::Effect;
 use crate::error::{Error, Result};
 use crate::exec::Exec;
 use crate::signal::Signal;
+use crate::state::StateMap;
 
 /// What an action sees beside its params: caller values (a tenant, a
 /// request id), the action's own metadata, the deadline of the run, the
@@ -39,7 +40,7 @@ pub struct Context {
     /// margin in the contexts Exec builds for attempts, `deadline` itself
     /// otherwise.
     nested_deadline: Option<Instant>,
-    state: Option<Arc<Map<String, Value>>>,
+    state: Option<StateMap>,
     signal: Option<Arc<Signal>>,
     exec: Option<Exec>,
     effects: EffectSink,
@@ -173,15 +174,20 @@ impl Context {
         self
     }
 
-    /// The agent state, when the action runs inside an agent's `cmd`.
-    pub fn state(&self) -> Option<&Map<String, Value>> {
-        self.state.as_deref()
+    /// The agent state, when the action runs inside an agent's `cmd`: a
+    /// snapshot shared with the agent, read in place (no copy). Read it like
+    /// serde_json (`s["history"]`, `.get("k")`, `.as_i64()`); a clone of it
+    /// or of any value in it is O(1), so an action can return (part of) it
+    /// through a [`StateOp`](crate::effect::StateOp) without a deep copy.
+    pub fn state(&self) -> Option<&StateMap> {
+        self.state.as_ref()
     }
 
-    /// Sets the agent state seen by the action.
+    /// Sets the agent state seen by the action (a [`StateMap`] or a
+    /// `serde_json` map).
     #[must_use]
-    pub fn with_state(mut self, state: Arc<Map<String, Value>>) -> Self {
-        self.state = Some(state);
+    pub fn with_state(mut self, state: impl Into<StateMap>) -> Self {
+        self.state = Some(state.into());
         self
     }
 
@@ -249,11 +255,7 @@ impl Context {
 
     /// The context of an action run by an agent's strategy (built in
     /// place: this is on every `cmd`'s path).
-    pub(crate) fn for_agent(
-        state: Arc<Map<String, Value>>,
-        exec: Exec,
-        signal: Option<Arc<Signal>>,
-    ) -> Self {
+    pub(crate) fn for_agent(state: StateMap, exec: Exec, signal: Option<Arc<Signal>>) -> Self {
         Self {
             values: Map::new(),
             action: None,

@@ -53,6 +53,7 @@ pub mod exec;
 pub mod instruction;
 pub mod server;
 pub mod signal;
+pub mod state;
 pub mod strategy;
 
 pub use action::{Action, DynAction};
@@ -76,6 +77,7 @@ pub mod prelude {
     pub use crate::server::{AgentRef, Jido, JidoConfig, ServerOptions};
     pub use crate::signal::dispatch::{Dispatch, DispatchConfig};
     pub use crate::signal::{Route, Router, Signal, TypedSignal};
+    pub use crate::state::{StateArray, StateMap, StateValue};
     pub use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, SnapshotStatus};
 }
 

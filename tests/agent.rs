@@ -58,7 +58,7 @@ impl Action for Increment {
         let count = ctx
             .state()
             .and_then(|s| s.get("count"))
-            .and_then(Value::as_i64)
+            .and_then(jido::state::StateValue::as_i64)
             .unwrap_or(0);
         Ok(json!({"count": count + 1}))
     }
@@ -96,7 +96,7 @@ impl Action for EmitAndSet {
     const NAME: &'static str = "emit_and_set";
     async fn run(&self, _: Empty, ctx: &Context) -> jido::Result<Value> {
         ctx.push_effect(Directive::emit(Signal::new("done", json!({"n": 1}))));
-        ctx.push_effect(StateOp::SetState(obj(json!({"via_effect": true}))));
+        ctx.push_effect(StateOp::set_state(obj(json!({"via_effect": true}))));
         Ok(json!({"emitted": true}))
     }
 }
@@ -151,9 +151,7 @@ impl Agent for Hooked {
         {
             return Err(Error::validation("forbidden command"));
         }
-        agent
-            .state_mut()
-            .insert("before".into(), json!(self.marker));
+        agent.state_mut().insert("before", json!(self.marker));
         commands.push(Command::Run(
             Instruction::new(Put).with_params(json!({"key": "appended", "value": true})),
         ));
@@ -165,9 +163,7 @@ impl Agent for Hooked {
         agent: &mut AgentState,
         mut directives: Vec<Directive>,
     ) -> Vec<Directive> {
-        agent
-            .state_mut()
-            .insert("after".into(), json!(directives.len()));
+        agent.state_mut().insert("after", json!(directives.len()));
         directives.push(Directive::stop());
         directives
     }
@@ -179,15 +175,17 @@ struct Recorder;
 impl Strategy for Recorder {
     fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
         let st = agent.strategy_state_mut();
-        st.insert("module".into(), json!("recorder"));
-        st.insert("status".into(), json!("waiting"));
+        st.insert("module", json!("recorder"));
+        st.insert("status", json!("waiting"));
+        st.insert("config", json!({"opt": ctx.options().get("opt").cloned()}));
         st.insert(
-            "config".into(),
-            json!({"opt": ctx.options().get("opt").cloned()}),
-        );
-        st.insert(
-            "inits".into(),
-            json!(st.get("inits").and_then(Value::as_i64).unwrap_or(0) + 1),
+            "inits",
+            json!(
+                st.get("inits")
+                    .and_then(jido::state::StateValue::as_i64)
+                    .unwrap_or(0)
+                    + 1
+            ),
         );
         vec![Directive::schedule(
             Duration::from_millis(10),
@@ -203,22 +201,26 @@ impl Strategy for Recorder {
     ) -> Vec<Directive> {
         agent
             .strategy_state_mut()
-            .insert("seen".into(), json!(commands.len()));
+            .insert("seen", json!(commands.len()));
         agent
             .strategy_state_mut()
-            .insert("agent_name".into(), json!(ctx.agent_name()));
+            .insert("agent_name", json!(ctx.agent_name()));
         Vec::new()
     }
 
     async fn tick(&self, agent: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
         let st = agent.strategy_state_mut();
-        let ticks = st.get("ticks").and_then(Value::as_i64).unwrap_or(0) + 1;
-        st.insert("ticks".into(), json!(ticks));
+        let ticks = st
+            .get("ticks")
+            .and_then(jido::state::StateValue::as_i64)
+            .unwrap_or(0)
+            + 1;
+        st.insert("ticks", json!(ticks));
         st.insert(
-            "status".into(),
+            "status",
             json!(if ticks >= 2 { "success" } else { "running" }),
         );
-        st.insert("result".into(), json!({"ticks": ticks}));
+        st.insert("result", json!({"ticks": ticks}));
         vec![Directive::schedule(
             Duration::from_millis(100),
             json!("tick"),
@@ -280,7 +282,7 @@ fn new_state_is_schema_defaults_then_caller_state_shallow() {
     );
     // `config` from the caller replaces the default object entirely.
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 5, "label": "", "config": {"a": 9}, "extra": "x"})
     );
     let plain = AgentState::new(Plain, AgentOptions::new());
@@ -364,7 +366,7 @@ fn set_deep_merges_maps_and_replaces_other_values() {
         "new": {"z": 1}
     })));
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({
             "cfg": {"a": 1, "nested": {"x": 1, "y": 3}, "list": [3], "b": null},
             "keep": true,
@@ -379,7 +381,7 @@ fn set_deep_merges_maps_and_replaces_other_values() {
 fn validate_keeps_extra_keys_and_fills_defaults() {
     let mut agent = AgentState::new(Counter, AgentOptions::new());
     agent.state_mut().remove("label");
-    agent.state_mut().insert("extra".into(), json!(1));
+    agent.state_mut().insert("extra", json!(1));
     // `label` is missing and has no serde default: validation fails.
     let err = agent.validate().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
@@ -390,10 +392,10 @@ fn validate_keeps_extra_keys_and_fills_defaults() {
     assert_eq!(err.detail("path"), Some(&json!("label")));
     assert_eq!(err.detail("agent"), Some(&json!("counter")));
 
-    agent.state_mut().insert("label".into(), json!("ok"));
+    agent.state_mut().insert("label", json!("ok"));
     agent.validate().unwrap();
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 0, "config": {"a": 0, "b": 0}, "extra": 1, "label": "ok"})
     );
 }
@@ -425,10 +427,10 @@ fn strict_validation_drops_unknown_keys_but_keeps_reserved_ones() {
             "__other__": 1
         }))),
     );
-    agent.strategy_state_mut().insert("k".into(), json!(1));
+    agent.strategy_state_mut().insert("k", json!(1));
     agent.validate_strict().unwrap();
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({
             "count": 3,
             "label": "",
@@ -489,8 +491,8 @@ fn checkpoint_has_version_agent_id_and_state() {
 #[test]
 fn restore_round_trips_and_keeps_strategy_state() {
     let mut agent = AgentState::new(Recorded, AgentOptions::new().id("r1"));
-    agent.strategy_state_mut().insert("ticks".into(), json!(5));
-    agent.state_mut().insert("x".into(), json!({"y": 1}));
+    agent.strategy_state_mut().insert("ticks", json!(5));
+    agent.state_mut().insert("x", json!({"y": 1}));
     let saved = agent.checkpoint();
     let back = AgentState::restore(Recorded, &saved).unwrap();
     assert_eq!(back.id(), "r1");
@@ -581,7 +583,7 @@ async fn cmd_accepts_every_input_shape() {
             .is_empty()
     );
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"count": 7, "a": 1, "b": 2})
     );
 }
@@ -732,7 +734,7 @@ async fn output_merges_effects_apply_and_directives_come_back() {
     assert_eq!(signal.data(), Some(&json!({"n": 1})));
     assert!(dispatch.is_none());
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"emitted": true, "via_effect": true})
     );
 }
@@ -771,7 +773,7 @@ async fn hooks_rewrite_commands_and_directives() {
         }
     ));
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"before": "hm", "count": 1, "appended": true, "after": 0})
     );
 }
@@ -889,10 +891,11 @@ fn strategy_ext_is_typed_copy_on_write_and_not_checkpointed() {
 fn clones_share_state_until_one_changes() {
     let mut a = AgentState::new(Plain, AgentOptions::new().state(obj(json!({"n": 1}))));
     let b = a.clone();
-    assert!(Arc::ptr_eq(a.shared_state(), b.shared_state()));
+    assert!(a.state().ptr_eq(b.state()));
     a.set(obj(json!({"n": 2})));
+    assert!(!a.state().ptr_eq(b.state()));
     assert_eq!(
-        (a.state()["n"].clone(), b.state()["n"].clone()),
+        (a.state()["n"].to_json(), b.state()["n"].to_json()),
         (json!(2), json!(1))
     );
 }
@@ -1130,14 +1133,35 @@ async fn cmd_checks_its_input_and_runs_on_before_cmd_when_called() {
     let put = || Instruction::new(Put).with_params(json!({"key": "k", "value": 1}));
     // Called, never polled: the hook ran, the strategy and on_after_cmd did not.
     drop(agent.cmd(put(), ExecOptions::new()));
-    assert_eq!(agent.state().get("before"), Some(&json!("m")));
+    assert_eq!(
+        agent
+            .state()
+            .get("before")
+            .map(jido::state::StateValue::to_json),
+        Some(json!("m"))
+    );
     assert_eq!(agent.state().get("k"), None);
     assert_eq!(agent.state().get("appended"), None);
     assert_eq!(agent.state().get("after"), None);
     // Awaited: everything ran.
     let directives = agent.cmd(put(), ExecOptions::new()).await;
     assert_eq!(directives.len(), 1);
-    assert_eq!(agent.state().get("k"), Some(&json!(1)));
-    assert_eq!(agent.state().get("appended"), Some(&json!(true)));
-    assert_eq!(agent.state().get("after"), Some(&json!(0)));
+    assert_eq!(
+        agent.state().get("k").map(jido::state::StateValue::to_json),
+        Some(json!(1))
+    );
+    assert_eq!(
+        agent
+            .state()
+            .get("appended")
+            .map(jido::state::StateValue::to_json),
+        Some(json!(true))
+    );
+    assert_eq!(
+        agent
+            .state()
+            .get("after")
+            .map(jido::state::StateValue::to_json),
+        Some(json!(0))
+    );
 }

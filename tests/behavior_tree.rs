@@ -11,7 +11,7 @@ use jido::directive::{ScheduledMessage, error_context};
 use jido::effect::StateOp;
 use jido::prelude::*;
 use jido::strategy::behavior_tree::*;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 // ---------------------------------------------------------------- helpers
 
@@ -57,7 +57,7 @@ fn outcome(agent: &AgentState) -> &'static str {
     }
 }
 
-fn bt_state(agent: &AgentState) -> &Map<String, Value> {
+fn bt_state(agent: &AgentState) -> &jido::state::StateMap {
     agent.state()[STRATEGY_KEY].as_object().unwrap()
 }
 
@@ -68,7 +68,7 @@ fn tick_count(agent: &AgentState) -> u64 {
 }
 
 fn blackboard(agent: &AgentState) -> Value {
-    bt_state(agent)["blackboard"].clone()
+    bt_state(agent)["blackboard"].to_json()
 }
 
 /// The tick scheduled by `directives`: (delay, the `tick` token).
@@ -212,7 +212,7 @@ impl Action for Move {
     async fn run(&self, _: Empty, ctx: &Context) -> jido::Result<Value> {
         ctx.push_effect(StateOp::SetPath {
             path: vec!["pos".into(), "y".into()],
-            value: json!(2),
+            value: json!(2).into(),
         });
         ctx.push_effect(Directive::schedule(Duration::from_secs(7), json!("ping")));
         Ok(json!({"pos": {"x": 1}}))
@@ -226,8 +226,8 @@ impl Action for NoFuel {
     type Output = Value;
     const NAME: &'static str = "no_fuel";
     async fn run(&self, _: Empty, ctx: &Context) -> jido::Result<Value> {
-        ctx.push_effect(StateOp::SetState(
-            json!({"touched": true}).as_object().cloned().unwrap(),
+        ctx.push_effect(StateOp::set_state(
+            json!({"touched": true}).as_object().unwrap(),
         ));
         ctx.push_effect(Directive::schedule(
             Duration::from_secs(1),
@@ -736,7 +736,7 @@ async fn blackboard_put_merge_and_bad_params() {
         json!({"mode": "rest", "cfg": {"c": 3}, "target": [1, 2], "nothing": null})
     );
     let bt = BehaviorTree::new(wait(Duration::ZERO)).unwrap();
-    assert_eq!(Value::Object(bt.blackboard(&a)), blackboard(&a));
+    assert_eq!(Value::from(bt.blackboard(&a)), blackboard(&a));
 
     let cases = [
         (
@@ -836,8 +836,8 @@ async fn reset_on_completion_halts_after_success_and_failure() {
         fn tick(&self, memory: &mut Value, ctx: &mut LeafContext<'_>) -> Status {
             let n = memory.as_u64().unwrap_or(0) + 1;
             *memory = json!(n);
-            ctx.blackboard_mut().insert("count".into(), json!(n));
-            if ctx.blackboard().get("fail") == Some(&json!(true)) {
+            ctx.blackboard_mut().insert("count", json!(n));
+            if ctx.blackboard()["fail"] == true {
                 Status::Failure
             } else {
                 Status::Success
@@ -963,7 +963,7 @@ async fn action_errors_stop_the_tree_and_are_kept() {
 async fn a_good_tick_clears_the_strategy_error_not_the_blackboard_error() {
     let mut a = agent_of(selector([
         sequence([
-            condition("armed", |bb, _| bb.get("armed") == Some(&json!(true))),
+            condition("armed", |bb, _| bb["armed"] == true),
             action(NoFuel),
         ]),
         action(Echo),
@@ -1037,7 +1037,7 @@ async fn instructions_and_agent_state_are_on_the_blackboard_during_the_tick() {
                 "sequence": ctx.tick_sequence(),
                 "live_count": ctx.agent_state().get("count").cloned(),
             });
-            ctx.blackboard_mut().insert("seen".into(), seen);
+            ctx.blackboard_mut().insert("seen", seen);
             Status::Success
         }
     }
@@ -1110,8 +1110,7 @@ async fn snapshot_fields() {
 
     // An unknown stored status reads as failure.
     tick(&mut a).await;
-    a.strategy_state_mut()
-        .insert("status".into(), json!("weird"));
+    a.strategy_state_mut().insert("status", json!("weird"));
     assert_eq!(a.strategy_snapshot().status, SnapshotStatus::Failure);
 }
 

@@ -144,7 +144,7 @@ async fn emit_to_another_agent_through_an_actor_target() {
     source.call(sig("go", json!({}))).await.unwrap();
     within(async {
         loop {
-            if target.state().await.unwrap().state().get("total") == Some(&json!(4)) {
+            if target.state().await.unwrap().state()["total"] == 4 {
                 break;
             }
             tokio::task::yield_now().await;

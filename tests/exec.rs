@@ -222,7 +222,7 @@ impl Action for Greet {
     async fn run(&self, p: Who, ctx: &Context) -> jido::Result<Value> {
         ctx.push_effect(StateOp::SetPath {
             path: vec!["last".into()],
-            value: json!(p.name),
+            value: json!(p.name).into(),
         });
         ctx.push_effect(StateOp::DeleteKeys(vec!["tmp".into()]));
         Ok(json!({
@@ -266,7 +266,7 @@ async fn run_goes_through_every_stage() {
         [
             StateOp::SetPath {
                 path: vec!["last".into()],
-                value: json!("ann")
+                value: json!("ann").into()
             },
             StateOp::DeleteKeys(vec!["tmp".into()])
         ]

@@ -33,7 +33,7 @@ fn slow(tx: Option<mpsc::UnboundedSender<Value>>) -> DynAction {
             let mut log = ctx
                 .state()
                 .and_then(|s| s.get("log").cloned())
-                .unwrap_or_else(|| json!([]));
+                .unwrap_or_else(|| json!([]).into());
             if let Some(list) = log.as_array_mut() {
                 list.push(p["n"].clone());
             }
@@ -47,7 +47,7 @@ fn work(n: u64, ms: u64) -> jido::signal::Signal {
 }
 
 fn log_of(agent: &AgentState) -> Value {
-    agent.state().get("log").cloned().unwrap_or(Value::Null)
+    agent.state()["log"].to_json()
 }
 
 /// Starts `call(signal)` in a task and lets it reach the agent's mailbox.

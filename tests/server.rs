@@ -377,7 +377,10 @@ async fn id_resolution_and_initial_state() {
         .unwrap();
     assert_eq!(a.id(), "explicit");
     let st = a.state().await.unwrap();
-    assert_eq!((st.id(), &st.state()["total"]), ("explicit", &json!(7)));
+    assert_eq!(
+        (st.id(), st.state()["total"].to_json()),
+        ("explicit", json!(7))
+    );
     // The agent's id otherwise; an empty option id counts as none.
     let b = jido
         .start_agent(
@@ -417,7 +420,7 @@ async fn several_matching_routes_run_in_router_order() {
                 let log = ctx
                     .state()
                     .and_then(|s| s.get("log").cloned())
-                    .unwrap_or(json!([]));
+                    .unwrap_or(json!([]).into());
                 let mut log = log.as_array().cloned().unwrap_or_default();
                 log.push(json!("wildcard"));
                 Ok(json!({"log": log}))
@@ -429,7 +432,7 @@ async fn several_matching_routes_run_in_router_order() {
                 let log = ctx
                     .state()
                     .and_then(|s| s.get("log").cloned())
-                    .unwrap_or(json!([]));
+                    .unwrap_or(json!([]).into());
                 let mut log = log.as_array().cloned().unwrap_or_default();
                 log.push(json!("exact"));
                 Ok(json!({"log": log}))
@@ -465,7 +468,7 @@ impl Strategy for Recorder {
                 .and_then(|v| v.as_array().cloned())
                 .unwrap_or_default();
             log.push(entry);
-            agent.state_mut().insert("seen".into(), json!(log));
+            agent.state_mut().insert("seen", json!(log));
         }
         Vec::new()
     }
@@ -475,7 +478,7 @@ impl Strategy for Recorder {
             .get("ticks")
             .and_then(|v| v.as_i64())
             .unwrap_or(0);
-        agent.state_mut().insert("ticks".into(), json!(n + 1));
+        agent.state_mut().insert("ticks", json!(n + 1));
         Vec::new()
     }
     fn signal_routes(&self, _: &StrategyContext) -> Vec<SignalRoute> {

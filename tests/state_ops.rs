@@ -7,6 +7,7 @@ use jido::agent::{apply_state_op, deep_merge};
 use jido::effect::StateOp;
 use jido::prelude::*;
 use jido::signal::Signal;
+use jido::state::StateMap;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -18,18 +19,20 @@ fn obj(v: Value) -> Map<String, Value> {
 }
 
 fn applied(state: Value, ops: Vec<StateOp>) -> Value {
-    let mut state = obj(state);
+    let mut state = StateMap::from(obj(state));
     for op in ops {
         apply_state_op(&mut state, op);
     }
-    Value::Object(state)
+    Value::from(state)
 }
 
 // ---------------------------------------------------------------- exact cases
 
 #[test]
 fn deep_merge_recurses_into_objects_only() {
-    let mut dst = obj(json!({"a": {"b": {"c": 1, "d": 2}}, "l": [1, 2], "s": "x", "o": {"k": 1}}));
+    let mut dst = StateMap::from(obj(
+        json!({"a": {"b": {"c": 1, "d": 2}}, "l": [1, 2], "s": "x", "o": {"k": 1}}),
+    ));
     deep_merge(
         &mut dst,
         obj(
@@ -37,16 +40,16 @@ fn deep_merge_recurses_into_objects_only() {
         ),
     );
     assert_eq!(
-        Value::Object(dst),
+        Value::from(dst),
         json!({"a": {"b": {"c": 1, "d": 3, "e": 4}}, "l": [3], "s": {"now": "object"}, "o": 7, "n": null})
     );
 }
 
 #[test]
 fn deep_merge_of_an_empty_object_keeps_the_existing_one() {
-    let mut dst = obj(json!({"a": {"x": 1}}));
+    let mut dst = StateMap::from(obj(json!({"a": {"x": 1}})));
     deep_merge(&mut dst, obj(json!({"a": {}, "b": {}})));
-    assert_eq!(Value::Object(dst), json!({"a": {"x": 1}, "b": {}}));
+    assert_eq!(Value::from(dst), json!({"a": {"x": 1}, "b": {}}));
 }
 
 #[test]
@@ -54,7 +57,7 @@ fn set_state_deep_merges() {
     assert_eq!(
         applied(
             json!({"a": {"x": 1}}),
-            vec![StateOp::SetState(obj(json!({"a": {"y": 2}})))]
+            vec![StateOp::set_state(obj(json!({"a": {"y": 2}})))]
         ),
         json!({"a": {"x": 1, "y": 2}})
     );
@@ -65,7 +68,7 @@ fn replace_state_replaces_everything_reserved_keys_included() {
     assert_eq!(
         applied(
             json!({"a": 1, "__strategy__": {"s": 1}, "__parent__": {"id": "p"}}),
-            vec![StateOp::ReplaceState(obj(json!({"b": 2})))]
+            vec![StateOp::replace_state(obj(json!({"b": 2})))]
         ),
         json!({"b": 2})
     );
@@ -159,7 +162,7 @@ fn operations_apply_in_order() {
             vec![
                 StateOp::set_path(["x", "y"], json!(1)),
                 StateOp::delete_keys(["a"]),
-                StateOp::SetState(obj(json!({"x": {"z": 2}}))),
+                StateOp::set_state(obj(json!({"x": {"z": 2}}))),
                 StateOp::delete_path(["x", "y"]),
                 StateOp::set_path(["a"], json!("back")),
             ]
@@ -167,9 +170,9 @@ fn operations_apply_in_order() {
         json!({"x": {"z": 2}, "a": "back"})
     );
     // `apply` on the op itself does the same.
-    let mut state = Map::new();
+    let mut state = StateMap::new();
     StateOp::set_path(["k"], json!(true)).apply(&mut state);
-    assert_eq!(Value::Object(state), json!({"k": true}));
+    assert_eq!(Value::from(state), json!({"k": true}));
 }
 
 // ---------------------------------------------------------------- through cmd
@@ -205,12 +208,12 @@ impl Action for Ops {
                     .collect()
             };
             match kind.as_str() {
-                "set" => ctx.push_effect(StateOp::SetState(obj(arg))),
-                "replace" => ctx.push_effect(StateOp::ReplaceState(obj(arg))),
+                "set" => ctx.push_effect(StateOp::set_state(obj(arg))),
+                "replace" => ctx.push_effect(StateOp::replace_state(obj(arg))),
                 "delete_keys" => ctx.push_effect(StateOp::DeleteKeys(keys(&arg))),
                 "set_path" => ctx.push_effect(StateOp::SetPath {
                     path: keys(&arg[0]),
-                    value: arg[1].clone(),
+                    value: arg[1].clone().into(),
                 }),
                 "delete_path" => ctx.push_effect(StateOp::DeletePath(keys(&arg))),
                 "emit" => ctx.push_effect(Directive::emit(Signal::new(
@@ -272,7 +275,7 @@ async fn cmd_merges_output_then_applies_ops_in_order_and_returns_only_external_d
         .await;
     assert_eq!(emitted(&directives), ["first", "second", "third"]);
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"cfg": {"b": 2, "c": 3}, "out": true, "deep": {"er": 1}})
     );
 }
@@ -288,7 +291,7 @@ async fn replace_state_from_an_action_replaces_the_merged_output_too() {
         .await;
     assert!(directives.is_empty());
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"fresh": true, "more": 1})
     );
 }
@@ -310,7 +313,7 @@ async fn a_failed_action_returns_error_then_its_directives_and_applies_no_state_
         )
         .await;
     assert_eq!(emitted(&directives), ["error:instruction", "a", "b"]);
-    assert_eq!(Value::Object(agent.state().clone()), json!({"old": 1}));
+    assert_eq!(Value::Object(agent.state().to_json()), json!({"old": 1}));
 }
 
 // ---------------------------------------------------------------- reference model
@@ -423,8 +426,8 @@ fn model_delete(flat: &mut Flat, p: &[String]) {
 
 fn model_apply(flat: &mut Flat, op: &StateOp) {
     match op {
-        StateOp::SetState(m) => model_merge(flat, &[], m),
-        StateOp::ReplaceState(m) => *flat = flatten(&Value::Object(m.clone())),
+        StateOp::SetState(m) => model_merge(flat, &[], &m.to_json()),
+        StateOp::ReplaceState(m) => *flat = flatten(&Value::from(m)),
         StateOp::DeleteKeys(keys) => {
             for k in keys {
                 model_delete(flat, std::slice::from_ref(k));
@@ -433,10 +436,10 @@ fn model_apply(flat: &mut Flat, op: &StateOp) {
         StateOp::SetPath { path, value } => {
             if path.is_empty() {
                 if value.is_object() {
-                    *flat = flatten(value);
+                    *flat = flatten(&value.to_json());
                 }
             } else {
-                model_set(flat, path, value);
+                model_set(flat, path, &value.to_json());
             }
         }
         StateOp::DeletePath(path) => model_delete(flat, path),
@@ -475,10 +478,10 @@ fn path() -> impl Strategy<Value = Vec<String>> {
 
 fn op() -> impl Strategy<Value = StateOp> {
     prop_oneof![
-        3 => object().prop_map(StateOp::SetState),
-        1 => object().prop_map(StateOp::ReplaceState),
+        3 => object().prop_map(StateOp::set_state),
+        1 => object().prop_map(StateOp::replace_state),
         1 => prop::collection::vec(key(), 0..3).prop_map(StateOp::DeleteKeys),
-        3 => (path(), value()).prop_map(|(path, value)| StateOp::SetPath { path, value }),
+        3 => (path(), value()).prop_map(|(path, value)| StateOp::set_path(path, value)),
         2 => path().prop_map(StateOp::DeletePath),
     ]
 }
@@ -495,14 +498,14 @@ proptest! {
     fn deep_merge_matches_the_model(dst in object(), src in object()) {
         let mut flat = flatten(&Value::Object(dst.clone()));
         model_merge(&mut flat, &[], &src);
-        let mut real = dst;
+        let mut real = StateMap::from(dst);
         deep_merge(&mut real, src);
-        prop_assert_eq!(Value::Object(real), unflatten(&flat));
+        prop_assert_eq!(Value::from(real), unflatten(&flat));
     }
 
     #[test]
     fn deep_merge_is_idempotent(dst in object(), src in object()) {
-        let mut once = dst;
+        let mut once = StateMap::from(dst);
         deep_merge(&mut once, src.clone());
         let mut twice = once.clone();
         deep_merge(&mut twice, src);
@@ -512,11 +515,11 @@ proptest! {
     #[test]
     fn state_ops_match_the_model(start in object(), ops in prop::collection::vec(op(), 0..8)) {
         let mut flat = flatten(&Value::Object(start.clone()));
-        let mut real = start;
+        let mut real = StateMap::from(start);
         for op in ops {
             model_apply(&mut flat, &op);
             apply_state_op(&mut real, op);
-            prop_assert_eq!(Value::Object(real.clone()), unflatten(&flat));
+            prop_assert_eq!(Value::from(&real), unflatten(&flat));
         }
     }
 }

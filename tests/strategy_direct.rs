@@ -33,8 +33,8 @@ impl Action for Append {
         let mut log = ctx
             .state()
             .and_then(|s| s.get("log"))
-            .and_then(Value::as_array)
-            .cloned()
+            .and_then(jido::state::StateValue::as_array)
+            .map(jido::state::StateArray::to_json)
             .unwrap_or_default();
         log.push(Value::String(p.item));
         Ok(json!({ "log": log }))
@@ -57,7 +57,7 @@ impl Action for Fail {
     async fn run(&self, p: FailParams, ctx: &Context) -> jido::Result<()> {
         if p.emit {
             ctx.push_effect(Directive::emit(Signal::new("failing", Value::Null)));
-            ctx.push_effect(StateOp::SetState(obj(json!({"should_not": "apply"}))));
+            ctx.push_effect(StateOp::set_state(obj(json!({"should_not": "apply"}))));
         }
         Err(Error::execution(p.message).with_retry(false))
     }
@@ -213,7 +213,7 @@ async fn a_failed_action_gives_error_then_its_directives_without_state_ops() {
         matches!(&directives[1], Directive::Emit { signal, dispatch: None } if signal.ty() == "failing")
     );
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"log": ["after"]})
     );
 }
@@ -361,7 +361,7 @@ async fn feedback_of_a_success_carries_its_effects() {
         matches!(&directives[..], [Directive::Emit { signal, .. }] if signal.ty() == "from_result")
     );
     assert_eq!(
-        Value::Object(agent.state().clone()),
+        Value::Object(agent.state().to_json()),
         json!({"emitted": 1, "nested": {"flag": true}})
     );
 }

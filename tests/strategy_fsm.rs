@@ -39,21 +39,21 @@ impl Action for Step {
                 format!("{}.failed", p.item),
                 Value::Null,
             )));
-            ctx.push_effect(StateOp::SetState(obj(json!({"not": "applied"}))));
+            ctx.push_effect(StateOp::set_state(obj(json!({"not": "applied"}))));
             return Err(Error::execution(format!("{} failed", p.item)).with_retry(false));
         }
         let mut log = ctx
             .state()
             .and_then(|s| s.get("log"))
-            .and_then(Value::as_array)
-            .cloned()
+            .and_then(jido::state::StateValue::as_array)
+            .map(jido::state::StateArray::to_json)
             .unwrap_or_default();
         log.push(Value::String(p.item.clone()));
         ctx.push_effect(Directive::emit(Signal::new(
             format!("{}.done", p.item),
             Value::Null,
         )));
-        ctx.push_effect(StateOp::SetState(obj(json!({"last_item": p.item}))));
+        ctx.push_effect(StateOp::set_state(obj(json!({"last_item": p.item}))));
         Ok(json!({ "log": log }))
     }
 }
@@ -86,7 +86,7 @@ impl Agent for Custom {
 }
 
 fn machine(agent: &AgentState) -> Value {
-    agent.state()[STRATEGY_KEY]["machine"].clone()
+    agent.state()[STRATEGY_KEY]["machine"].to_json()
 }
 
 /// What a directive is, in a word: `run:<item>`, `emit:<type>`,

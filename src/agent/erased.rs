@@ -4,6 +4,8 @@ use std::any::Any;
 
 use serde_json::{Map, Value};
 
+use crate::state::StateMap;
+
 use super::{Agent, AgentMetadata, AgentState, SignalRoute};
 use crate::directive::Directive;
 use crate::error::{Error, Result};
@@ -20,7 +22,7 @@ pub(crate) trait ErasedAgent: Send + Sync + 'static {
     fn on_after_cmd(&self, agent: &mut AgentState, directives: Vec<Directive>) -> Vec<Directive>;
     /// The schema's known keys with their (normalised) values, `None`
     /// without a schema.
-    fn validate(&self, state: &Map<String, Value>) -> Result<Option<Map<String, Value>>>;
+    fn validate(&self, state: &StateMap) -> Result<Option<Map<String, Value>>>;
     fn state_schema(&self) -> Option<Value>;
 }
 
@@ -29,16 +31,16 @@ pub(crate) struct Definition<A: Agent> {
     agent: A,
     strategy: DynStrategy,
     has_schema: bool,
-    defaults: Map<String, Value>,
+    defaults: StateMap,
 }
 
 impl<A: Agent> Definition<A> {
     pub(crate) fn new(agent: A) -> Self {
         let strategy = agent.strategy();
         let (has_schema, defaults) = match serde_json::to_value(A::Schema::default()) {
-            Ok(Value::Null) => (false, Map::new()),
-            Ok(Value::Object(map)) => (true, map),
-            Ok(_) | Err(_) => (true, Map::new()),
+            Ok(Value::Null) => (false, StateMap::new()),
+            Ok(Value::Object(map)) => (true, StateMap::from(map)),
+            Ok(_) | Err(_) => (true, StateMap::new()),
         };
         Self {
             agent,
@@ -48,7 +50,7 @@ impl<A: Agent> Definition<A> {
         }
     }
 
-    pub(crate) fn schema_defaults(&self) -> &Map<String, Value> {
+    pub(crate) fn schema_defaults(&self) -> &StateMap {
         &self.defaults
     }
 }
@@ -82,7 +84,7 @@ impl<A: Agent> ErasedAgent for Definition<A> {
         self.agent.on_after_cmd(agent, directives)
     }
 
-    fn validate(&self, state: &Map<String, Value>) -> Result<Option<Map<String, Value>>> {
+    fn validate(&self, state: &StateMap) -> Result<Option<Map<String, Value>>> {
         if !self.has_schema {
             return Ok(None);
         }

@@ -67,6 +67,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::state::{StateMap, StateValue};
+
 use crate::action::DynAction;
 use crate::directive::{Directive, error_context};
 use crate::effect::{Effect, StateOp};
@@ -90,7 +92,7 @@ pub const RESERVED_KEYS: [&str; 3] = [STRATEGY_KEY, PARENT_KEY, ORPHANED_FROM_KE
 
 /// The id of the live parent recorded in an agent state (`__parent__.id`),
 /// if any.
-pub fn parent_id_of(state: &Map<String, Value>) -> Option<&str> {
+pub fn parent_id_of(state: &StateMap) -> Option<&str> {
     state
         .get(PARENT_KEY)?
         .get("id")?
@@ -260,13 +262,13 @@ pub trait Agent: Send + Sync + 'static {
 ///
 /// let opts = AgentOptions::new()
 ///     .id("order-7")
-///     .state(json!({"total": 0}).as_object().unwrap().clone());
+///     .state(json!({"total": 0}).as_object().unwrap());
 /// # let _ = opts;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct AgentOptions {
     id: Option<String>,
-    state: Map<String, Value>,
+    state: StateMap,
 }
 
 impl AgentOptions {
@@ -282,10 +284,11 @@ impl AgentOptions {
         self
     }
 
-    /// Initial state, merged (shallowly) over the schema's defaults.
+    /// Initial state, merged (shallowly) over the schema's defaults: a
+    /// [`StateMap`] or a `serde_json` map (by value or by reference).
     #[must_use]
-    pub fn state(mut self, state: Map<String, Value>) -> Self {
-        self.state = state;
+    pub fn state(mut self, state: impl Into<StateMap>) -> Self {
+        self.state = state.into();
         self
     }
 }
@@ -340,12 +343,14 @@ impl From<ExecOptions> for CmdOptions {
 
 /// The agent value: an id, a JSON-object state and its definition.
 ///
-/// Cloning is cheap: the state is shared until one of the clones changes
-/// it.
+/// Cloning is cheap (O(1)): the state is a [`StateMap`] whose objects and
+/// arrays are shared between clones; a write through one clone copies only
+/// the containers on its path, shallowly (O(change × depth)), and appending
+/// to a long array costs O(log n).
 #[derive(Clone)]
 pub struct AgentState {
     id: String,
-    state: Arc<Map<String, Value>>,
+    state: StateMap,
     def: Arc<dyn ErasedAgent>,
     ext: Option<Arc<dyn Any + Send + Sync>>,
 }
@@ -369,8 +374,8 @@ impl AgentState {
     /// struct OrderAgent;
     /// impl Agent for OrderAgent { const NAME: &'static str = "order"; type Schema = Order; }
     ///
-    /// let state = serde_json::json!({"total": 5}).as_object().unwrap().clone();
-    /// let agent = AgentState::new(OrderAgent, AgentOptions::new().state(state));
+    /// let state = serde_json::json!({"total": 5});
+    /// let agent = AgentState::new(OrderAgent, AgentOptions::new().state(state.as_object().unwrap()));
     /// assert_eq!(agent.id().len(), 36);
     /// assert_eq!(agent.state()["total"], 5);
     /// assert_eq!(agent.state()["status"], "");
@@ -378,14 +383,18 @@ impl AgentState {
     pub fn new<A: Agent>(agent: A, opts: AgentOptions) -> Self {
         let def = Definition::new(agent);
         let mut state = def.schema_defaults().clone();
-        state.extend(opts.state);
+        if state.is_empty() {
+            state = opts.state;
+        } else {
+            state.extend(opts.state.iter().map(|(k, v)| (k, v.clone())));
+        }
         let id = match opts.id {
             Some(id) if !id.is_empty() => id,
             _ => uuid::Uuid::now_v7().to_string(),
         };
         let mut agent = Self {
             id,
-            state: Arc::new(state),
+            state,
             def: Arc::new(def),
             ext: None,
         };
@@ -427,25 +436,45 @@ impl AgentState {
         self.def.definition().downcast_ref::<A>()
     }
 
-    /// The state.
-    pub fn state(&self) -> &Map<String, Value> {
+    /// The state. Reads look like serde_json's: `state()["key"]`,
+    /// `state().get("key")`, `.as_i64()`, comparisons with `json!` values.
+    /// `state().clone()` is an O(1) snapshot.
+    pub fn state(&self) -> &StateMap {
         &self.state
     }
 
-    /// The state as a shared pointer (what actions see through
-    /// [`Context::state`](crate::Context::state)).
-    pub fn shared_state(&self) -> &Arc<Map<String, Value>> {
-        &self.state
+    /// The state, mutably. Writes through it copy only what they change
+    /// when the state is shared with a clone (see [`StateMap`]).
+    pub fn state_mut(&mut self) -> &mut StateMap {
+        &mut self.state
     }
 
-    /// The state, mutably (copied first if shared with a clone).
-    pub fn state_mut(&mut self) -> &mut Map<String, Value> {
-        Arc::make_mut(&mut self.state)
+    /// Replaces the whole state (a [`StateMap`] or a `serde_json` map).
+    pub fn replace_state(&mut self, state: impl Into<StateMap>) {
+        self.state = state.into();
     }
 
-    /// Replaces the whole state.
-    pub fn replace_state(&mut self, state: Map<String, Value>) {
-        self.state = Arc::new(state);
+    /// Appends `value` to the array at `path` (see [`StateOp::Append`]):
+    /// O(log n) on a long array, nothing else copied.
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
+    /// use serde_json::json;
+    ///
+    /// let mut agent = AgentState::new(A, AgentOptions::new());
+    /// agent.append(["messages"], json!({"role": "user", "content": "hi"}));
+    /// let snapshot = agent.clone();
+    /// agent.append(["messages"], json!({"role": "assistant", "content": "hello"}));
+    /// assert_eq!(snapshot.state()["messages"].as_array().unwrap().len(), 1);
+    /// assert_eq!(agent.state()["messages"][1]["content"], "hello");
+    /// ```
+    pub fn append<I, K>(&mut self, path: I, value: impl Into<StateValue>)
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        apply_state_op(&mut self.state, StateOp::append(path, value));
     }
 
     /// Deep-merges `attrs` into the state (see [`deep_merge`]): nested
@@ -457,17 +486,17 @@ impl AgentState {
     /// use serde_json::json;
     ///
     /// let mut agent = AgentState::new(A, AgentOptions::new());
-    /// agent.set(json!({"cfg": {"a": 1, "b": [1]}}).as_object().unwrap().clone());
-    /// agent.set(json!({"cfg": {"b": [2]}}).as_object().unwrap().clone());
+    /// agent.set(json!({"cfg": {"a": 1, "b": [1]}}).as_object().unwrap());
+    /// agent.set(json!({"cfg": {"b": [2]}}).as_object().unwrap());
     /// assert_eq!(agent.state()["cfg"], json!({"a": 1, "b": [2]}));
     /// ```
-    pub fn set(&mut self, attrs: Map<String, Value>) {
-        deep_merge(self.state_mut(), attrs);
+    pub fn set(&mut self, attrs: impl Into<StateMap>) {
+        deep_merge(&mut self.state, attrs);
     }
 
     /// Applies one state operation (see [`apply_state_op`]).
     pub fn apply_state_op(&mut self, op: StateOp) {
-        apply_state_op(self.state_mut(), op);
+        apply_state_op(&mut self.state, op);
     }
 
     /// Applies the state operations among `effects` in order and returns
@@ -476,18 +505,19 @@ impl AgentState {
         if effects.is_empty() {
             return Vec::new();
         }
-        apply_effects(self.state_mut(), effects)
+        apply_effects(&mut self.state, effects)
     }
 
     /// Applies a successful action result: deep-merges `output` into the
-    /// state, then applies `effects` (see [`AgentState::apply_effects`]).
+    /// state (converting only what it writes), then applies `effects` (see
+    /// [`AgentState::apply_effects`]).
     pub fn apply_output(
         &mut self,
         output: Map<String, Value>,
         effects: Vec<Effect>,
     ) -> Vec<Directive> {
         if !output.is_empty() {
-            deep_merge(self.state_mut(), output);
+            self.state.deep_merge_json(output);
         }
         self.apply_effects(effects)
     }
@@ -518,16 +548,22 @@ impl AgentState {
         let Some(known) = self.def.validate(&self.state)? else {
             return Ok(());
         };
-        let state = self.state_mut();
+        let state = &mut self.state;
         if strict {
-            let reserved: Vec<(String, Value)> = RESERVED_KEYS
+            let reserved: Vec<(&str, StateValue)> = RESERVED_KEYS
                 .iter()
-                .filter_map(|k| state.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+                .filter_map(|k| state.get(k).map(|v| (*k, v.clone())))
                 .collect();
-            *state = known;
-            state.extend(reserved);
+            let mut fresh = StateMap::from(known);
+            fresh.extend(reserved);
+            *state = fresh;
         } else {
-            state.extend(known);
+            for (key, value) in known {
+                // Unchanged values keep their shared representation.
+                if state.get(&key).is_none_or(|old| *old != value) {
+                    state.insert(&key, value);
+                }
+            }
         }
         Ok(())
     }
@@ -538,7 +574,7 @@ impl AgentState {
     ///
     /// A validation error naming the failing field in its `path` detail.
     pub fn state_as<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_path_to_error::deserialize(&*self.state).map_err(|err| {
+        serde_path_to_error::deserialize(&self.state).map_err(|err| {
             let (path, reason) = field_error(err);
             Error::validation(format!("invalid state: {path}: {reason}"))
                 .with_detail("path", path)
@@ -566,7 +602,7 @@ impl AgentState {
             "version": meta.version,
             "agent": meta.name,
             "id": self.id,
-            "state": &*self.state,
+            "state": &self.state,
         })
     }
 
@@ -580,7 +616,7 @@ impl AgentState {
     /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
     /// # struct B; impl Agent for B { const NAME: &'static str = "b"; type Schema = (); }
     /// let mut agent = AgentState::new(A, AgentOptions::new().id("a1"));
-    /// agent.state_mut().insert("n".into(), 1.into());
+    /// agent.state_mut().insert("n", 1);
     /// let saved = agent.checkpoint();
     ///
     /// let back = AgentState::restore(A, &saved).unwrap();
@@ -629,8 +665,8 @@ impl AgentState {
             .ok_or_else(|| invalid("missing state object"))?;
         let mut restored = Self::new(agent, AgentOptions::new().id(id));
         restored
-            .state_mut()
-            .extend(state.iter().map(|(k, v)| (k.clone(), v.clone())));
+            .state
+            .extend(state.iter().map(|(k, v)| (k, StateValue::from(v))));
         Ok(restored)
     }
 
@@ -702,24 +738,14 @@ impl AgentState {
     }
 
     /// The strategy's state (`__strategy__`), if it is an object.
-    pub fn strategy_state(&self) -> Option<&Map<String, Value>> {
+    pub fn strategy_state(&self) -> Option<&StateMap> {
         self.state.get(STRATEGY_KEY)?.as_object()
     }
 
     /// The strategy's state, mutably, created (or replaced, if it was not
-    /// an object) as an empty object.
-    pub fn strategy_state_mut(&mut self) -> &mut Map<String, Value> {
-        let slot = self
-            .state_mut()
-            .entry(STRATEGY_KEY)
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !slot.is_object() {
-            *slot = Value::Object(Map::new());
-        }
-        match slot {
-            Value::Object(map) => map,
-            _ => unreachable!("the strategy state was just made an object"),
-        }
+    /// an object) as an empty object. Writes copy only what they change.
+    pub fn strategy_state_mut(&mut self) -> &mut StateMap {
+        self.state.object_mut(STRATEGY_KEY)
     }
 
     /// Strategy data that cannot live in the JSON state (pending

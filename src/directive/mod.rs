@@ -250,7 +250,7 @@ impl Directive {
     /// let mut agent = AgentState::new(Child, AgentOptions::new());
     /// assert!(Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).is_none());
     ///
-    /// agent.state_mut().insert("__parent__".into(), json!({"id": "boss", "tag": "worker"}));
+    /// agent.state_mut().insert("__parent__", json!({"id": "boss", "tag": "worker"}));
     /// let d = Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).unwrap();
     /// assert!(matches!(d, Directive::EmitToParent { ref parent_id, .. } if parent_id == "boss"));
     /// ```
@@ -274,7 +274,7 @@ impl Directive {
     /// }
     /// # }
     /// ```
-    pub fn emit_to_parent_of(state: &Map<String, Value>, signal: Signal) -> Option<Self> {
+    pub fn emit_to_parent_of(state: &crate::state::StateMap, signal: Signal) -> Option<Self> {
         let parent_id = crate::agent::parent_id_of(state)?;
         Some(Directive::EmitToParent {
             signal,

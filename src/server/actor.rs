@@ -33,6 +33,7 @@ use crate::exec::Exec;
 use crate::instruction::Instruction;
 use crate::signal::dispatch::DispatchConfig;
 use crate::signal::{Route, Router, Signal};
+use crate::state::{StateMap, StateValue};
 use crate::strategy::Command;
 
 /// The actor running one agent. It runs agents of every type: the agent
@@ -456,12 +457,14 @@ impl AgentServerState {
         self.jido.as_ref().map_or("", |j| j.name())
     }
 
-    pub(crate) fn record(&mut self, kind: &'static str, data: Value) {
+    /// Records a debug event when debug is on; `data` is built only then
+    /// (no JSON on the signal path of an agent without debug).
+    pub(crate) fn record(&mut self, kind: &'static str, data: impl FnOnce() -> Value) {
         if let Some(buf) = self.extras.as_mut().and_then(|e| e.debug.as_mut()) {
             buf.push_front(DebugEvent {
                 at: chrono::Utc::now(),
                 kind,
-                data,
+                data: data(),
             });
             buf.truncate(DEBUG_BUFFER_SIZE);
         }
@@ -476,26 +479,29 @@ impl AgentServerState {
             .and_then(|e| e.orphaned_from.as_ref())
             .map(ParentRef::to_json);
         let st = self.agent.state();
-        if st.get(PARENT_KEY) == want_parent.as_ref()
-            && st.get(ORPHANED_FROM_KEY) == want_orphan.as_ref()
-        {
+        let same = |key: &str, want: &Option<Value>| match (st.get(key), want) {
+            (None, None) => true,
+            (Some(have), Some(want)) => have == want,
+            _ => false,
+        };
+        if same(PARENT_KEY, &want_parent) && same(ORPHANED_FROM_KEY, &want_orphan) {
             return;
         }
         let st = self.agent.state_mut();
         match want_parent {
             Some(v) => {
-                st.insert(PARENT_KEY.into(), v);
+                st.insert(PARENT_KEY, v);
             }
             None => {
-                st.shift_remove(PARENT_KEY);
+                st.remove(PARENT_KEY);
             }
         }
         match want_orphan {
             Some(v) => {
-                st.insert(ORPHANED_FROM_KEY.into(), v);
+                st.insert(ORPHANED_FROM_KEY, v);
             }
             None => {
-                st.shift_remove(ORPHANED_FROM_KEY);
+                st.remove(ORPHANED_FROM_KEY);
             }
         }
     }
@@ -593,7 +599,7 @@ impl AgentServerState {
         }
         self.record(
             "signal_received",
-            json!({"type": signal.ty(), "id": signal.id()}),
+            || json!({"type": signal.ty(), "id": signal.id()}),
         );
         let work = Work { signal, reply };
         if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
@@ -1341,11 +1347,11 @@ fn completion(agent: &AgentState, opts: &AwaitOptions) -> Option<Completion> {
         "failed" => (CompletionStatus::Failed, &opts.error_path),
         _ => return None,
     };
-    let result = lookup(agent.state(), path).cloned().unwrap_or(Value::Null);
+    let result = lookup(agent.state(), path).map_or(Value::Null, StateValue::to_json);
     Some(Completion { status, result })
 }
 
-fn lookup<'a>(state: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
     let (first, rest) = path.split_first()?;
     let mut current = state.get(first)?;
     for key in rest {

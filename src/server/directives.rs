@@ -181,7 +181,7 @@ impl AgentServerState {
         let kind = directive.kind();
         self.record(
             "directive_started",
-            json!({"type": kind, "signal_type": input.ty()}),
+            || json!({"type": kind, "signal_type": input.ty()}),
         );
         let span = tracing::debug_span!(
             target: "jido::agent_server",

@@ -319,7 +319,7 @@ impl AgentServerState {
         };
         self.record(
             "child_exit",
-            json!({"tag": tag, "id": child.id, "reason": reason}),
+            || json!({"tag": tag, "id": child.id, "reason": reason}),
         );
         let signal = self.runtime_signal(
             signal_types::CHILD_EXIT,
@@ -363,7 +363,7 @@ impl AgentServerState {
         myself.get_cell().unmonitor(parent.actor.get_cell());
         self.record(
             "parent_down",
-            json!({"parent_id": parent.id, "tag": parent.tag, "reason": reason}),
+            || json!({"parent_id": parent.id, "tag": parent.tag, "reason": reason}),
         );
         let policy = self.settings.on_parent_death;
         match policy {
@@ -380,7 +380,7 @@ impl AgentServerState {
                 });
                 self.extras_mut().orphaned_from = Some(*parent);
                 self.sync_reserved();
-                self.record("orphaned", data.clone());
+                self.record("orphaned", || data.clone());
                 self.send_lineage_to_children(myself);
                 if policy == OnParentDeath::EmitOrphan {
                     let signal = self.runtime_signal(signal_types::ORPHANED, data);
@@ -446,7 +446,7 @@ impl AgentServerState {
     fn report_started(&mut self, myself: &ActorRef<AgentMsg>, started: &ChildStarted) {
         self.record(
             "child_started",
-            json!({"tag": started.tag, "id": started.child_id, "type": started.child_type}),
+            || json!({"tag": started.tag, "id": started.child_id, "type": started.child_type}),
         );
         let signal = self.runtime_signal(
             signal_types::CHILD_STARTED,
@@ -727,7 +727,7 @@ impl AgentServerState {
                         actor,
                     },
                 );
-                self.record("child_adopted", json!({"tag": tag, "id": child_id}));
+                self.record("child_adopted", || json!({"tag": tag, "id": child_id}));
             }
             Err(reason) => {
                 drop(watch);
@@ -790,7 +790,7 @@ impl AgentServerState {
             None => {
                 self.record(
                     "parent_adopted",
-                    json!({"parent_id": parent.id, "tag": parent.tag}),
+                    || json!({"parent_id": parent.id, "tag": parent.tag}),
                 );
                 if let Some(jido) = &self.jido {
                     jido.set_restart_parent(myself.get_id(), Some(parent.clone()));
@@ -833,7 +833,7 @@ impl AgentServerState {
         }
         self.record(
             "parent_dropped",
-            json!({"parent_id": old.id, "tag": old.tag}),
+            || json!({"parent_id": old.id, "tag": old.tag}),
         );
         self.sync_reserved();
         self.send_lineage_to_children(myself);

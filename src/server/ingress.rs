@@ -30,7 +30,7 @@ impl AgentServerState {
         }
         self.record(
             "signal_refused",
-            json!({"type": signal.ty(), "id": signal.id(), "reason": "untrusted"}),
+            || json!({"type": signal.ty(), "id": signal.id(), "reason": "untrusted"}),
         );
         Some(
             Error::validation(format!(

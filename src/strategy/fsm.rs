@@ -3,8 +3,7 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{
     Command, InstructionResult, Snapshot, SnapshotStatus, Strategy, StrategyContext,
@@ -14,6 +13,7 @@ use crate::agent::{AgentState, external_directives};
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
 use crate::instruction::Instruction;
+use crate::state::{StateMap, StateValue};
 
 /// The strategy command an FSM instruction result comes back as (the
 /// `result_action` of the FSM's [`Directive::RunInstruction`]s).
@@ -180,12 +180,15 @@ impl Fsm {
         Machine {
             status: self.initial_state.clone(),
             processed_count: 0,
-            last_result: Value::Null,
-            error: Value::Null,
+            last_result: StateValue::Null,
+            error: StateValue::Null,
             transitions: self
                 .transitions
                 .iter()
-                .map(|(from, to)| (from.clone(), Value::from(to.clone())))
+                .map(|(from, to)| {
+                    let targets: Vec<StateValue> = to.iter().map(|t| t.as_str().into()).collect();
+                    (from, StateValue::from(targets))
+                })
                 .collect(),
         }
     }
@@ -205,7 +208,7 @@ impl Fsm {
         if let Err(e) = machine.transition(PROCESSING) {
             return vec![Directive::error(e, error_context::FSM_TRANSITION)];
         }
-        machine.error = Value::Null;
+        machine.error = StateValue::Null;
         write_machine(agent, &machine);
         agent.set_strategy_ext(FsmRun {
             pending: batch.into(),
@@ -223,7 +226,7 @@ impl Fsm {
             return vec![Directive::RunInstruction {
                 instruction: Box::new(instruction),
                 result_action: FSM_RESULT_ACTION.to_owned(),
-                meta: Map::new(),
+                meta: serde_json::Map::new(),
             }];
         }
         let mut directives = agent
@@ -263,11 +266,11 @@ impl Fsm {
         let deferred = match result {
             InstructionResult::Ok(output) => {
                 machine.processed_count += 1;
-                machine.last_result = Value::Object(output.clone());
+                machine.last_result = StateValue::Object(StateMap::from(&output));
                 agent.apply_output(output, effects)
             }
             InstructionResult::Failed(reason) => {
-                machine.error = reason.clone();
+                machine.error = StateValue::from(&reason);
                 let mut d = vec![instruction_error_from_reason(reason)];
                 d.extend(external_directives(effects));
                 d
@@ -343,7 +346,7 @@ impl Strategy for Fsm {
             _ => SnapshotStatus::Running,
         };
         let mut snapshot = Snapshot::new(status);
-        snapshot.result = (!machine.last_result.is_null()).then(|| machine.last_result.clone());
+        snapshot.result = (!machine.last_result.is_null()).then(|| machine.last_result.to_json());
         snapshot
             .details
             .insert("state".into(), Value::String(machine.status));
@@ -351,30 +354,64 @@ impl Strategy for Fsm {
             "processed_count".into(),
             Value::from(machine.processed_count),
         );
-        snapshot.details.insert("error".into(), machine.error);
+        snapshot
+            .details
+            .insert("error".into(), machine.error.to_json());
         snapshot
     }
 }
 
-/// The JSON part of the machine, at `__strategy__.machine`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The JSON part of the machine, at `__strategy__.machine`. Read and
+/// written field by field: the values stay shared with the state, so a
+/// `cmd` costs O(1) here whatever `last_result` holds.
+#[derive(Debug, Clone)]
 struct Machine {
     status: String,
-    #[serde(default)]
     processed_count: u64,
-    #[serde(default)]
-    last_result: Value,
-    #[serde(default)]
-    error: Value,
-    #[serde(default)]
-    transitions: Map<String, Value>,
+    last_result: StateValue,
+    error: StateValue,
+    transitions: StateMap,
+}
+
+impl Machine {
+    /// The machine stored at `value`: `status` a string, the other fields
+    /// optional (`processed_count` a non-negative integer, `transitions` an
+    /// object); `None` when it is not of that shape.
+    fn from_state(value: &StateValue) -> Option<Self> {
+        let m = value.as_object()?;
+        let processed_count = match m.get("processed_count") {
+            None | Some(StateValue::Null) => 0,
+            Some(v) => v.as_u64()?,
+        };
+        let transitions = match m.get("transitions") {
+            None | Some(StateValue::Null) => StateMap::new(),
+            Some(v) => v.as_object()?.clone(),
+        };
+        Some(Self {
+            status: m.get("status")?.as_str()?.to_owned(),
+            processed_count,
+            last_result: m.get("last_result").cloned().unwrap_or_default(),
+            error: m.get("error").cloned().unwrap_or_default(),
+            transitions,
+        })
+    }
+
+    fn to_state(&self) -> StateMap {
+        let mut m = StateMap::with_capacity(5);
+        m.insert("status", self.status.as_str());
+        m.insert("processed_count", self.processed_count);
+        m.insert("last_result", self.last_result.clone());
+        m.insert("error", self.error.clone());
+        m.insert("transitions", self.transitions.clone());
+        m
+    }
 }
 
 impl Machine {
     fn allows(&self, to: &str) -> bool {
         self.transitions
             .get(&self.status)
-            .and_then(Value::as_array)
+            .and_then(StateValue::as_array)
             .is_some_and(|targets| targets.iter().any(|t| t.as_str() == Some(to)))
     }
 
@@ -400,15 +437,17 @@ struct FsmRun {
 
 fn read_machine(agent: &AgentState) -> Option<Machine> {
     let st = agent.strategy_state()?;
-    if st.get("module").and_then(Value::as_str) != Some(MODULE) {
+    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
         return None;
     }
-    Machine::deserialize(st.get("machine")?).ok()
+    Machine::from_state(st.get("machine")?)
 }
 
 fn write_machine(agent: &mut AgentState, machine: &Machine) {
-    let value = serde_json::to_value(machine).unwrap_or(Value::Null);
+    let value = machine.to_state();
     let st = agent.strategy_state_mut();
-    st.insert("module".into(), Value::from(MODULE));
-    st.insert("machine".into(), value);
+    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
+        st.insert("module", MODULE);
+    }
+    st.insert("machine", value);
 }

@@ -387,7 +387,7 @@ impl StrategyContext {
     /// signal being handled (if any) and the executor.
     pub fn action_context(&self, agent: &AgentState) -> Context {
         Context::for_agent(
-            Arc::clone(agent.shared_state()),
+            agent.state().clone(),
             self.exec.clone(),
             self.signal.clone(),
         )
@@ -505,23 +505,26 @@ impl Snapshot {
     /// use serde_json::json;
     ///
     /// let st = json!({"module": "x", "status": "success", "result": 42, "config": {}, "step": 3});
-    /// let snap = Snapshot::from_strategy_state(st.as_object().unwrap());
+    /// let snap = Snapshot::from_strategy_state(&jido::state::StateMap::from(st.as_object().unwrap()));
     /// assert_eq!(snap.status, SnapshotStatus::Success);
     /// assert!(snap.done);
     /// assert_eq!(snap.result, Some(json!(42)));
     /// assert_eq!(serde_json::Value::Object(snap.details), json!({"step": 3}));
     /// ```
-    pub fn from_strategy_state(state: &Map<String, Value>) -> Self {
+    pub fn from_strategy_state(state: &crate::state::StateMap) -> Self {
         let status = state
             .get("status")
-            .and_then(Value::as_str)
+            .and_then(crate::state::StateValue::as_str)
             .and_then(SnapshotStatus::parse)
             .unwrap_or_default();
-        let result = state.get("result").filter(|v| !v.is_null()).cloned();
+        let result = state
+            .get("result")
+            .filter(|v| !v.is_null())
+            .map(crate::state::StateValue::to_json);
         let details = state
             .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "module" | "status" | "result" | "config"))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter(|(k, _)| !matches!(*k, "module" | "status" | "result" | "config"))
+            .map(|(k, v)| (k.to_owned(), v.to_json()))
             .collect();
         Self {
             status,
@@ -859,7 +862,7 @@ pub async fn instruction_feedback(
         "action": instruction.action.name(),
     });
     let ctx = Context::new()
-        .with_state(Arc::clone(agent.shared_state()))
+        .with_state(agent.state().clone())
         .with_exec(exec.clone());
     let outcome = exec.execute(instruction, ctx).await;
     let mut params = Map::with_capacity(4);

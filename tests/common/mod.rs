@@ -71,7 +71,7 @@ pub fn append() -> DynAction {
         let mut log = ctx
             .state()
             .and_then(|s| s.get("log").cloned())
-            .unwrap_or_else(|| json!([]));
+            .unwrap_or_else(|| json!([]).into());
         if let Some(list) = log.as_array_mut() {
             list.push(p["item"].clone());
         }
@@ -92,7 +92,7 @@ pub fn gated(gate: Arc<tokio::sync::Semaphore>) -> DynAction {
             let mut log = ctx
                 .state()
                 .and_then(|s| s.get("log").cloned())
-                .unwrap_or_else(|| json!([]));
+                .unwrap_or_else(|| json!([]).into());
             if let Some(list) = log.as_array_mut() {
                 list.push(p["item"].clone());
             }

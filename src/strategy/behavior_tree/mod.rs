@@ -170,7 +170,6 @@ pub use node::{
 };
 pub use tree::Tree;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -181,6 +180,7 @@ use crate::agent::{AgentState, RouteTarget, SignalRoute};
 use crate::directive::{Directive, error_context};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
+use crate::state::{StateMap, StateValue};
 use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 
 /// The signal type of a forced tick (routed to a strategy tick).
@@ -285,12 +285,11 @@ impl BehaviorTree {
     /// Adds entries to the initial blackboard (what `init` and `bt_reset`
     /// start from).
     #[must_use]
-    pub fn with_blackboard<K: Into<String>>(
+    pub fn with_blackboard<K: AsRef<str>>(
         mut self,
         entries: impl IntoIterator<Item = (K, Value)>,
     ) -> Self {
-        self.blackboard
-            .extend(entries.into_iter().map(|(k, v)| (k.into(), v)));
+        self.blackboard.extend(entries);
         self
     }
 
@@ -330,47 +329,52 @@ impl BehaviorTree {
         BtState {
             status: "idle".into(),
             tick_count: 0,
-            last_result: Value::Null,
-            error: Value::Null,
+            last_result: StateValue::Null,
+            error: StateValue::Null,
             blackboard: self.blackboard.clone(),
-            tree: Value::Null,
+            tree: StateValue::Null,
         }
     }
 
-    fn load(&self, state: &Map<String, Value>) -> BtState {
-        let Some(Value::Object(s)) = state.get(STRATEGY_KEY) else {
+    /// Reads the strategy state: O(1) (every value is shared, not copied).
+    fn load(&self, state: &StateMap) -> BtState {
+        let Some(StateValue::Object(s)) = state.get(STRATEGY_KEY) else {
             return self.fresh();
         };
-        if s.get("module").and_then(Value::as_str) != Some(MARKER) {
+        if s.get("module").and_then(StateValue::as_str) != Some(MARKER) {
             return self.fresh();
         }
         BtState {
             status: s
                 .get("status")
-                .and_then(Value::as_str)
+                .and_then(StateValue::as_str)
                 .unwrap_or("idle")
                 .to_owned(),
-            tick_count: s.get("tick_count").and_then(Value::as_u64).unwrap_or(0),
-            last_result: s.get("last_result").cloned().unwrap_or(Value::Null),
-            error: s.get("error").cloned().unwrap_or(Value::Null),
+            tick_count: s
+                .get("tick_count")
+                .and_then(StateValue::as_u64)
+                .unwrap_or(0),
+            last_result: s.get("last_result").cloned().unwrap_or_default(),
+            error: s.get("error").cloned().unwrap_or_default(),
             blackboard: match s.get("blackboard") {
-                Some(Value::Object(bb)) => bb.clone(),
+                Some(StateValue::Object(bb)) => bb.clone(),
                 _ => self.blackboard.clone(),
             },
-            tree: s.get("tree").cloned().unwrap_or(Value::Null),
+            tree: s.get("tree").cloned().unwrap_or_default(),
         }
     }
 
-    fn store(state: &mut Map<String, Value>, bt: BtState) {
-        let mut s = Map::with_capacity(7);
-        s.insert("module".into(), Value::String(MARKER.into()));
-        s.insert("status".into(), Value::String(bt.status));
-        s.insert("tick_count".into(), Value::from(bt.tick_count));
-        s.insert("last_result".into(), bt.last_result);
-        s.insert("error".into(), bt.error);
-        s.insert("blackboard".into(), Value::Object(bt.blackboard));
-        s.insert("tree".into(), bt.tree);
-        state.insert(STRATEGY_KEY.into(), Value::Object(s));
+    /// Writes the strategy state: O(keys) (the values are moved in, shared).
+    fn store(state: &mut StateMap, bt: BtState) {
+        let mut s = StateMap::with_capacity(7);
+        s.insert("module", MARKER);
+        s.insert("status", bt.status);
+        s.insert("tick_count", bt.tick_count);
+        s.insert("last_result", bt.last_result);
+        s.insert("error", bt.error);
+        s.insert("blackboard", bt.blackboard);
+        s.insert("tree", bt.tree);
+        state.insert(STRATEGY_KEY, s);
     }
 
     /// Applies the commands, then ticks when asked to.
@@ -446,7 +450,7 @@ impl BehaviorTree {
                     return Err(bad("key must be a string"));
                 };
                 let value = params.get("value").cloned().unwrap_or(Value::Null);
-                bt.blackboard.insert(key.to_owned(), value);
+                bt.blackboard.insert(key, value);
                 Ok(false)
             }
             CMD_BLACKBOARD_MERGE => {
@@ -454,7 +458,7 @@ impl BehaviorTree {
                     return Err(bad("data must be an object"));
                 };
                 bt.blackboard
-                    .extend(data.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    .extend(data.iter().map(|(k, v)| (k, StateValue::from(v))));
                 Ok(false)
             }
             CMD_HALT => {
@@ -464,7 +468,7 @@ impl BehaviorTree {
             CMD_RESET => {
                 self.halt(bt);
                 bt.blackboard = self.blackboard.clone();
-                bt.last_result = Value::Null;
+                bt.last_result = StateValue::Null;
                 Ok(false)
             }
             other => Err(
@@ -475,11 +479,11 @@ impl BehaviorTree {
     }
 
     fn halt(&self, bt: &mut BtState) {
-        let mut ts = self.tree.state_from_json(Some(&bt.tree));
+        let mut ts = self.tree.state_from_json(Some(&bt.tree.to_json()));
         self.tree.halt(&mut ts);
-        bt.tree = self.tree.state_to_json(&ts);
+        bt.tree = self.tree.state_to_json(&ts).into();
         bt.status = "idle".into();
-        bt.error = Value::Null;
+        bt.error = StateValue::Null;
     }
 
     async fn tick_once(
@@ -490,20 +494,14 @@ impl BehaviorTree {
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
         // The base context of every action run; each run sets the state as
-        // it is then (an Arc clone), so the agent state is copied only when
-        // an action keeps its context alive.
-        let base = ctx.action_context(agent).with_state(Arc::default());
-        let visible: Map<String, Value> = agent
-            .state()
-            .iter()
-            .filter(|(k, _)| k.as_str() != STRATEGY_KEY)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        bt.blackboard
-            .insert("instructions".into(), Value::Array(pending));
-        bt.blackboard
-            .insert("agent_state".into(), Value::Object(visible));
-        let mut ts = self.tree.state_from_json(Some(&bt.tree));
+        // it is then (an O(1) snapshot).
+        let base = ctx.action_context(agent).with_state(StateMap::new());
+        // O(top-level keys): the values are shared, not copied.
+        let mut visible = agent.state().clone();
+        visible.remove(STRATEGY_KEY);
+        bt.blackboard.insert("instructions", Value::Array(pending));
+        bt.blackboard.insert("agent_state", visible);
+        let mut ts = self.tree.state_from_json(Some(&bt.tree.to_json()));
         let runner = ExecRunner {
             exec: ctx.exec(),
             opts: *ctx.exec_options(),
@@ -526,13 +524,13 @@ impl BehaviorTree {
         bt.blackboard.remove("instructions");
         bt.blackboard.remove("agent_state");
 
-        bt.error = Value::Null;
+        bt.error = StateValue::Null;
         bt.status = match &status {
             Status::Success => "success",
             Status::Running => "running",
             Status::Failure => "failure",
             Status::Error(e) => {
-                bt.error = e.to_envelope();
+                bt.error = e.to_envelope().into();
                 "failure"
             }
         }
@@ -540,13 +538,13 @@ impl BehaviorTree {
         if self.reset_on_completion && status.is_done() {
             self.tree.halt(&mut ts);
         }
-        bt.tree = self.tree.state_to_json(&ts);
+        bt.tree = self.tree.state_to_json(&ts).into();
         bt.tick_count += 1;
         bt.last_result = bt
             .blackboard
             .get("last_result")
             .cloned()
-            .unwrap_or(Value::Null);
+            .unwrap_or_default();
         if status == Status::Running {
             directives.push(schedule_tick(
                 wake.unwrap_or(self.tick_interval),
@@ -560,10 +558,10 @@ impl BehaviorTree {
 struct BtState {
     status: String,
     tick_count: u64,
-    last_result: Value,
-    error: Value,
+    last_result: StateValue,
+    error: StateValue,
     blackboard: Blackboard,
-    tree: Value,
+    tree: StateValue,
 }
 
 /// The Schedule directive of the next tick: a `jido.bt.scheduled_tick`
@@ -586,11 +584,11 @@ impl Strategy for BehaviorTree {
     fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
         let ours = matches!(
             agent.state().get(STRATEGY_KEY),
-            Some(Value::Object(s)) if s.get("module").and_then(Value::as_str) == Some(MARKER)
+            Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
         );
         if !ours {
             let mut bt = self.fresh();
-            bt.tree = self.tree.state_to_json(&self.tree.new_state());
+            bt.tree = self.tree.state_to_json(&self.tree.new_state()).into();
             Self::store(agent.state_mut(), bt);
             return Vec::new();
         }
@@ -619,7 +617,7 @@ impl Strategy for BehaviorTree {
     fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
         let has_state = matches!(
             agent.state().get(STRATEGY_KEY),
-            Some(Value::Object(s)) if s.get("module").and_then(Value::as_str) == Some(MARKER)
+            Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
         );
         let bt = self.load(agent.state());
         let status = if has_state {
@@ -629,10 +627,10 @@ impl Strategy for BehaviorTree {
         };
         let mut details = Map::with_capacity(3);
         details.insert("tick_count".into(), Value::from(bt.tick_count));
-        details.insert("error".into(), bt.error);
+        details.insert("error".into(), bt.error.to_json());
         details.insert("tree_depth".into(), Value::from(self.tree.depth()));
         let mut snapshot = Snapshot::new(status);
-        snapshot.result = (!bt.last_result.is_null()).then_some(bt.last_result);
+        snapshot.result = (!bt.last_result.is_null()).then(|| bt.last_result.to_json());
         snapshot.details = details;
         snapshot
     }

@@ -11,10 +11,12 @@ use crate::action::DynAction;
 use crate::directive::Directive;
 use crate::error::Error;
 use crate::exec::ExecOptions;
+use crate::state::StateMap;
 
 /// The blackboard: a JSON object shared by every node of a tree, persisted
-/// under `__strategy__.blackboard`.
-pub type Blackboard = Map<String, Value>;
+/// under `__strategy__.blackboard`. A [`StateMap`]: loading and storing it
+/// on every tick costs O(1), a write copies only what it changes.
+pub type Blackboard = StateMap;
 
 /// The key of a blackboard reference inside action params:
 /// `{"$bb": "key"}` is replaced by the blackboard value under `key`.
@@ -114,7 +116,7 @@ impl<T: Into<Value>> From<T> for Param {
 /// What a [`Leaf`] sees while it is ticked.
 pub struct LeafContext<'a> {
     pub(crate) blackboard: &'a mut Blackboard,
-    pub(crate) agent_state: &'a Map<String, Value>,
+    pub(crate) agent_state: &'a StateMap,
     pub(crate) sequence: u64,
     pub(crate) directives: &'a mut Vec<Directive>,
     pub(crate) wake: &'a mut Option<Duration>,
@@ -132,7 +134,7 @@ impl LeafContext<'_> {
     }
 
     /// The agent state as it is at this point of the tick.
-    pub fn agent_state(&self) -> &Map<String, Value> {
+    pub fn agent_state(&self) -> &StateMap {
         self.agent_state
     }
 
@@ -213,7 +215,7 @@ pub trait Leaf: Send + Sync + 'static {
 }
 
 /// A predicate of a [`condition`] node.
-pub(crate) type Predicate = Arc<dyn Fn(&Blackboard, &Map<String, Value>) -> bool + Send + Sync>;
+pub(crate) type Predicate = Arc<dyn Fn(&Blackboard, &StateMap) -> bool + Send + Sync>;
 
 /// A tree node as written by the user; turn the root into a
 /// [`Tree`](super::Tree) to use it.
@@ -492,7 +494,7 @@ pub fn wait(duration: Duration) -> Node {
 /// ```
 pub fn condition(
     name: impl Into<String>,
-    predicate: impl Fn(&Blackboard, &Map<String, Value>) -> bool + Send + Sync + 'static,
+    predicate: impl Fn(&Blackboard, &StateMap) -> bool + Send + Sync + 'static,
 ) -> Node {
     Node::new(Kind::Condition(Arc::new(predicate))).named(name)
 }

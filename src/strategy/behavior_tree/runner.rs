@@ -1,8 +1,6 @@
 //! How an action node runs its action, and how the result lands in the
 //! agent state.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
@@ -14,6 +12,7 @@ use crate::effect::Effect;
 use crate::error::Result;
 use crate::exec::{Exec, ExecOptions, Outcome};
 use crate::instruction::Instruction;
+use crate::state::StateMap;
 
 /// Runs the action of an action node. The strategy uses [`ExecRunner`];
 /// unit tests fake it.
@@ -25,7 +24,7 @@ pub(crate) trait ActionRunner: Send + Sync {
         action: &'a DynAction,
         params: Value,
         opts: ExecOptions,
-        state: Arc<Map<String, Value>>,
+        state: StateMap,
     ) -> BoxFuture<'a, Outcome>;
 }
 
@@ -44,7 +43,7 @@ impl ActionRunner for ExecRunner<'_> {
         action: &'a DynAction,
         params: Value,
         opts: ExecOptions,
-        state: Arc<Map<String, Value>>,
+        state: StateMap,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let instruction = Instruction::new(action.clone())

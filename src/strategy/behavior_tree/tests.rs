@@ -1,10 +1,10 @@
 //! Engine tests with a fake action runner.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::runner::{ActionRunner, apply_outcome};
 use super::tree::{TickCx, TreeState, resolve_params};
@@ -61,7 +61,7 @@ impl ActionRunner for FakeRunner {
         action: &'a DynAction,
         params: Value,
         _opts: ExecOptions,
-        state: Arc<Map<String, Value>>,
+        state: crate::state::StateMap,
     ) -> BoxFuture<'a, Outcome> {
         self.calls.lock().unwrap().push((
             action.name().to_owned(),
@@ -124,7 +124,7 @@ async fn action_output_merges_and_effects_apply() {
         vec![
             StateOp::SetPath {
                 path: vec!["pos".into(), "y".into()],
-                value: json!(2),
+                value: json!(2).into(),
             }
             .into(),
             Directive::Error {
@@ -136,13 +136,13 @@ async fn action_output_merges_and_effects_apply() {
     );
     let mut ts = tree.new_state();
     let mut bb = Blackboard::new();
-    bb.insert("who".into(), json!("ann"));
+    bb.insert("who", json!("ann"));
     let mut state = agent_with(json!({"pos": {"z": 0}, "seen": true}));
     let (status, directives, wake) = tick(&tree, &mut ts, &mut bb, &mut state, &runner).await;
     assert_eq!(status, Status::Success);
     assert_eq!(wake, None);
     assert_eq!(
-        Value::Object(state.state().clone()),
+        Value::Object(state.state().to_json()),
         json!({"pos": {"z": 0, "x": 1, "y": 2}, "seen": true})
     );
     assert_eq!(bb["last_result"], json!({"pos": {"x": 1}}));
@@ -178,7 +178,7 @@ async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
     assert_eq!(bb["error"], err.to_envelope());
     assert!(!bb.contains_key("last_result"));
     assert_eq!(
-        Value::Object(state.state().clone()),
+        Value::Object(state.state().to_json()),
         json!({"a": 1, "b": 2})
     );
     assert_eq!(directives.len(), 1);
@@ -187,7 +187,7 @@ async fn action_error_sets_blackboard_error_and_keeps_only_directives() {
 #[test]
 fn params_resolve_at_any_depth_and_missing_keys_are_null() {
     let mut bb = Blackboard::new();
-    bb.insert("a".into(), json!([1, 2]));
+    bb.insert("a", json!([1, 2]));
     let params = json!({"x": {"$bb": "a"}, "nested": {"list": [{"$bb": "missing"}, 3]}, "lit": {"$bb": "a", "other": 1}});
     assert_eq!(
         resolve_params(&params, &bb),
@@ -202,7 +202,7 @@ fn failed_outcome_applies_no_state_op() {
         &mut s,
         Outcome {
             result: Err(Error::execution("x")),
-            effects: vec![StateOp::SetState(json!({"k": 1}).as_object().cloned().unwrap()).into()],
+            effects: vec![StateOp::set_state(json!({"k": 1}).as_object().unwrap()).into()],
             attempts: 1,
         },
     );

@@ -16,6 +16,7 @@ use crate::agent::AgentState;
 use crate::directive::Directive;
 use crate::error::{Error, Result};
 use crate::exec::ExecOptions;
+use crate::state::StateValue;
 
 /// A validated behaviour tree: the nodes of a [`Node`] root numbered in
 /// pre-order (the root is node 0). Cheap to clone.
@@ -532,7 +533,7 @@ impl Tree {
                 }
                 FlatKind::SetBlackboard(entries) => {
                     cx.blackboard
-                        .extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        .extend(entries.iter().map(|(k, v)| (k, StateValue::from(v))));
                     Status::Success
                 }
                 FlatKind::Action {
@@ -541,18 +542,17 @@ impl Tree {
                     opts,
                 } => {
                     let params = resolve_params(params, cx.blackboard);
-                    let snapshot = Arc::clone(cx.agent.shared_state());
+                    let snapshot = cx.agent.state().clone();
                     let outcome = cx.runner.run(action, params, *opts, snapshot).await;
                     let (result, directives) = apply_outcome(cx.agent, outcome);
                     cx.directives.extend(directives);
                     match result {
                         Ok(output) => {
-                            cx.blackboard
-                                .insert("last_result".into(), Value::Object(output));
+                            cx.blackboard.insert("last_result", Value::Object(output));
                             Status::Success
                         }
                         Err(error) => {
-                            cx.blackboard.insert("error".into(), error.to_envelope());
+                            cx.blackboard.insert("error", error.to_envelope());
                             Status::Error(error)
                         }
                     }
@@ -733,7 +733,7 @@ pub(crate) fn resolve_params(params: &Value, bb: &Blackboard) -> Value {
         Value::Object(map) => {
             if map.len() == 1 {
                 if let Some(Value::String(key)) = map.get(BLACKBOARD_REF) {
-                    return bb.get(key).cloned().unwrap_or(Value::Null);
+                    return bb.get(key).map_or(Value::Null, StateValue::to_json);
                 }
             }
             Value::Object(
