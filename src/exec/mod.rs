@@ -31,7 +31,7 @@
 //! all the same, the blocked task keeps its worker thread until it
 //! returns and its result is discarded, and shutdown waits for it at most
 //! [`DEFAULT_SHUTDOWN_GRACE`]; see
-//! [`Action::run`](crate::Action::run#cancellation-and-blocking).
+//! [`Action::run`](crate::Action::run) ("Cancellation and blocking").
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
