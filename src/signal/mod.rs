@@ -65,10 +65,14 @@
 //! ```
 
 pub mod dispatch;
+#[cfg(feature = "http")]
+mod http;
 mod json;
 pub mod router;
 mod typed;
 
+#[cfg(feature = "http")]
+pub use http::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};
 pub use json::CloudEvent;
 pub use router::{Route, Router};
 pub use typed::TypedSignal;
