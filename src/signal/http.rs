@@ -75,13 +75,8 @@ fn ce_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue)> {
         )
     })?;
     let encoded = utf8_percent_encode(value, HEADER_ESCAPES).to_string();
-    let v = HeaderValue::from_str(&encoded).map_err(|_| {
-        invalid(
-            name,
-            "invalid",
-            format!("{name} cannot be a header value"),
-        )
-    })?;
+    let v = HeaderValue::from_str(&encoded)
+        .map_err(|_| invalid(name, "invalid", format!("{name} cannot be a header value")))?;
     Ok((n, v))
 }
 
@@ -161,12 +156,10 @@ fn data_from_bytes(bytes: &[u8], media: Option<&str>, field: &str) -> Result<Opt
                 return Err(super::too_deep(field));
             }
             Err(e) => {
-                return Err(invalid(
-                    field,
-                    "malformed_json",
-                    "data is not valid json".into(),
-                )
-                .with_detail("error", e.to_string()));
+                return Err(
+                    invalid(field, "malformed_json", "data is not valid json".into())
+                        .with_detail("error", e.to_string()),
+                );
             }
         }
     }
@@ -221,13 +214,7 @@ fn from_structured(body: &[u8]) -> Result<Signal> {
         };
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(encoded.as_bytes())
-            .map_err(|_| {
-                invalid(
-                    "data_base64",
-                    "invalid",
-                    "data_base64 is not base64".into(),
-                )
-            })?;
+            .map_err(|_| invalid("data_base64", "invalid", "data_base64 is not base64".into()))?;
         let media = match &raw.datacontenttype {
             Some(Attr::Str(s)) => Some(s.as_str()),
             _ => None,
@@ -349,7 +336,9 @@ impl Signal {
                     return Err(invalid(
                         "content-type",
                         "not_a_cloudevent",
-                        format!("not a cloudevent: no ce-specversion header and content type {other}"),
+                        format!(
+                            "not a cloudevent: no ce-specversion header and content type {other}"
+                        ),
                     ));
                 }
             }

@@ -15,8 +15,8 @@ use super::{Dispatch, invalid_options, invalid_target, status_error, timeout};
 use crate::error::{Error, Result};
 pub use crate::exec::RetryPolicy;
 use crate::signal::Signal;
-pub use crate::signal::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};
 use crate::signal::http::{Encoded, encode_binary, encode_structured};
+pub use crate::signal::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};
 
 /// The default timeout of one HTTP request.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -821,8 +821,11 @@ impl WebhookVerifier {
         let timestamp_text = self.header(headers, &self.timestamp_header)?;
         let signature_text = self.header(headers, &self.signature_header)?;
         let malformed = |name: &str| {
-            rejected(format!("malformed webhook header {name}"), "malformed_header")
-                .with_detail("header", name)
+            rejected(
+                format!("malformed webhook header {name}"),
+                "malformed_header",
+            )
+            .with_detail("header", name)
         };
         let timestamp: u64 = if timestamp_text.bytes().all(|b| b.is_ascii_digit()) {
             timestamp_text
@@ -860,8 +863,11 @@ impl WebhookVerifier {
     /// The single value of header `name`, as visible ASCII.
     fn header<'h>(&self, headers: &'h HeaderMap, name: &str) -> Result<&'h str> {
         let malformed = || {
-            rejected(format!("malformed webhook header {name}"), "malformed_header")
-                .with_detail("header", name)
+            rejected(
+                format!("malformed webhook header {name}"),
+                "malformed_header",
+            )
+            .with_detail("header", name)
         };
         let mut values = headers.get_all(name).iter();
         let Some(value) = values.next() else {
