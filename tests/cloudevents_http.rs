@@ -791,3 +791,37 @@ async fn what_the_python_sdk_sends_parses_into_signals() {
         assert!(s.time().is_some());
     }
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever arrives, `from_http` answers with a value or a
+        /// validation error; it never panics.
+        #[test]
+        fn from_http_never_panics(
+            pairs in proptest::collection::vec(
+                ("ce-(specversion|id|source|type|time|data|x)|content-type", "[ -~]{0,16}"),
+                0..8,
+            ),
+            body in prop_oneof![
+                proptest::collection::vec(any::<u8>(), 0..48),
+                "\\{\"specversion\":\"1\\.0\",\"type\":\"[a-z]{0,3}\",\"source\":\"[ -~]{0,4}\"(,\"data_base64\":\"[ -~]{0,8}\")?\\}"
+                    .prop_map(String::into_bytes),
+            ],
+        ) {
+            let mut map = HeaderMap::new();
+            for (n, v) in &pairs {
+                map.append(
+                    axum::http::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            match Signal::from_http(&map, &body) {
+                Ok(s) => prop_assert!(!s.is_trusted()),
+                Err(e) => prop_assert_eq!(e.kind(), ErrorKind::Validation),
+            }
+        }
+    }
+}
