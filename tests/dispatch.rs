@@ -799,7 +799,9 @@ mod http {
     use axum::extract::State;
     use axum::http::{HeaderMap, Method, StatusCode, Uri};
     use hmac::{Hmac, Mac};
-    use jido::signal::dispatch::{HttpMethod, HttpTarget, RetryPolicy, WebhookTarget};
+    use jido::signal::dispatch::{
+        HttpMethod, HttpTarget, RetryPolicy, WebhookTarget, WebhookVerifier,
+    };
     use sha2::Sha256;
 
     use super::*;
@@ -919,8 +921,12 @@ mod http {
         assert_eq!(hit.uri.path(), "/events");
         assert_eq!(hit.uri.query(), Some("token=abc"));
         assert_eq!(header(hit, "x-custom"), vec!["yes"]);
-        assert_eq!(header(hit, "content-type"), vec!["application/json"]);
-        assert_eq!(hit.body, signal.to_json_vec());
+        // The CloudEvents HTTP binding's structured mode by default.
+        assert_eq!(
+            header(hit, "content-type"),
+            vec!["application/cloudevents+json; charset=utf-8"]
+        );
+        assert_eq!(hit.body, signal.to_cloudevents_json_string().as_bytes());
         assert_eq!(Signal::from_json_slice(&hit.body).unwrap(), signal);
     }
 
@@ -929,15 +935,11 @@ mod http {
         let server = Server::start(&[]).await;
         let signal = sig("http.methods");
         for method in [HttpMethod::Put, HttpMethod::Patch] {
-            DispatchConfig::new(
-                HttpTarget::new(server.url("/m"))
-                    .method(method)
-                    .cloudevents_specversion(true),
-            )
-            .unwrap()
-            .dispatch(&signal)
-            .await
-            .unwrap();
+            DispatchConfig::new(HttpTarget::new(server.url("/m")).method(method))
+                .unwrap()
+                .dispatch(&signal)
+                .await
+                .unwrap();
         }
         let hits = server.hits();
         assert_eq!(
@@ -1319,7 +1321,7 @@ mod http {
         assert_eq!(hits.len(), 1);
         let hit = &hits[0];
         assert_eq!(hit.method, Method::POST);
-        assert_eq!(hit.body, signal.to_json_vec());
+        assert_eq!(hit.body, signal.to_cloudevents_json_string().as_bytes());
         let ts = header(hit, "x-webhook-timestamp");
         assert_eq!(ts.len(), 1);
         let ts_num: u64 = ts[0].parse().unwrap();
@@ -1335,7 +1337,18 @@ mod http {
         assert_eq!(expected, expected.to_lowercase());
         assert_eq!(header(hit, "x-webhook-event"), vec!["order_created"]);
         assert_eq!(header(hit, "x-tenant"), vec!["acme"]);
-        assert_eq!(header(hit, "content-type"), vec!["application/json"]);
+        assert_eq!(
+            header(hit, "content-type"),
+            vec!["application/cloudevents+json; charset=utf-8"]
+        );
+        // The receiver's side of the signature.
+        WebhookVerifier::new("s3cret")
+            .verify(&hit.headers, &hit.body)
+            .unwrap();
+        let err = WebhookVerifier::new("other")
+            .verify(&hit.headers, &hit.body)
+            .unwrap_err();
+        assert_eq!(err.message(), "webhook signature mismatch");
     }
 
     #[tokio::test]

@@ -181,7 +181,7 @@ impl RawSignal {
         *slot = attr_from_value(value);
     }
 
-    fn from_map(map: Map<String, Value>) -> Self {
+    pub(crate) fn from_map(map: Map<String, Value>) -> Self {
         let mut raw = RawSignal::default();
         for (key, value) in map {
             raw.set(&key, value);
@@ -211,8 +211,7 @@ impl Signal {
     ///
     /// As [`from_json_str`](Signal::from_json_str).
     pub fn from_json_slice(json: &[u8]) -> Result<Signal> {
-        let raw: RawSignal = serde_json::from_slice(json).map_err(json_error)?;
-        validate(raw, true)
+        validate(parse_raw(json)?, true)
     }
 
     /// Makes a signal from a JSON value holding a CloudEvents JSON object.
@@ -382,6 +381,11 @@ impl TryFrom<Value> for Signal {
 /// Marks a serde error raised for nesting that is too deep; followed by the
 /// field name.
 const DEPTH_MARKER: &str = "jido-signal-too-deep:";
+
+/// Reads a CloudEvents JSON object without validating it.
+pub(crate) fn parse_raw(json: &[u8]) -> Result<RawSignal> {
+    serde_json::from_slice(json).map_err(json_error)
+}
 
 fn not_an_object(kind: &str) -> Error {
     Error::validation("invalid signal: expected a json object")

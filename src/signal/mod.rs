@@ -34,11 +34,23 @@
 //! so hostile input can neither overflow the stack nor panic.
 //!
 //! **Spec version on the wire.** Jido writes and demands `"1.0.2"`, while
-//! the CloudEvents specification (and SDKs such as `cloudevents-sdk`) write
-//! and demand `"1.0"` for every 1.0.x revision. This crate writes `"1.0.2"`
-//! by default, so Elixir Jido nodes accept our events, writes `"1.0"` through
-//! [`Signal::to_cloudevents_json_string`] / [`Signal::as_cloudevent`], and
-//! reads both.
+//! the CloudEvents specification (and SDKs such as `cloudevents-sdk` or
+//! Python's `cloudevents`) write and demand `"1.0"` for every 1.0.x
+//! revision. The JSON methods above write Jido's `"1.0.2"`;
+//! [`Signal::to_cloudevents_json_string`] / [`Signal::as_cloudevent`] write
+//! `"1.0"`; parsing reads both.
+//!
+//! # HTTP (feature `http`)
+//!
+//! HTTP and webhook dispatch ([`dispatch::HttpTarget`],
+//! [`dispatch::WebhookTarget`]) speak the CloudEvents HTTP binding: by
+//! default structured mode (`content-type: application/cloudevents+json;
+//! charset=utf-8`, `specversion` `"1.0"`), binary mode (`ce-*` headers) with
+//! [`ContentMode::Binary`], and Jido's own wire (`"1.0.2"` under
+//! `application/json`) with `jido_specversion(true)`. A receiver turns a
+//! request in any of these forms into an untrusted signal with
+//! [`Signal::from_http`], after checking a webhook's signature with
+//! [`dispatch::WebhookVerifier`].
 //!
 //! ```
 //! use jido::signal::Signal;
@@ -65,10 +77,14 @@
 //! ```
 
 pub mod dispatch;
+#[cfg(feature = "http")]
+mod http;
 mod json;
 pub mod router;
 mod typed;
 
+#[cfg(feature = "http")]
+pub use http::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};
 pub use json::CloudEvent;
 pub use router::{Route, Router};
 pub use typed::TypedSignal;

@@ -15,6 +15,8 @@ use super::{Dispatch, invalid_options, invalid_target, status_error, timeout};
 use crate::error::{Error, Result};
 pub use crate::exec::RetryPolicy;
 use crate::signal::Signal;
+use crate::signal::http::{Encoded, encode_binary, encode_structured};
+pub use crate::signal::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};
 
 /// The default timeout of one HTTP request.
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -130,20 +132,32 @@ fn header_pair(name: &str, value: &str, target: &str) -> Result<(HeaderName, Hea
     Ok((n, v))
 }
 
-/// POSTs (or PUTs, PATCHes) each signal as CloudEvents JSON to a URL
-/// (Jido's `:http` adapter).
+/// POSTs (or PUTs, PATCHes) each signal to a URL as a CloudEvent, in the
+/// CloudEvents HTTP binding (Jido's `:http` adapter).
+///
+/// **Wire format.** By default a request is a *structured* CloudEvent:
+/// `content-type: application/cloudevents+json; charset=utf-8`, the body
+/// the event's JSON with `specversion` `"1.0"`, which every CloudEvents SDK
+/// accepts. [`content_mode(ContentMode::Binary)`](HttpTarget::content_mode)
+/// sends *binary* mode instead: `ce-*` headers for the attributes and
+/// extensions, `content-type` = the event's `datacontenttype`, the data as
+/// the body. [`jido_specversion(true)`](HttpTarget::jido_specversion)
+/// writes Jido's `"1.0.2"` for Elixir Jido peers (in structured mode with
+/// Jido's `content-type: application/json`, byte for byte what Jido
+/// sends). Receivers read every one of these with [`Signal::from_http`].
 ///
 /// Options and defaults: method POST, no extra headers, timeout 5 s (at
 /// most 60 s), [`DEFAULT_HTTP_RETRY`] (3 attempts, 1 s doubling to 5 s).
 /// A 2xx answer is a success; anything else fails with `status_error`
 /// (`status`, first 4 KiB of `body`). Redirects are not followed.
-/// Generated headers (`content-type: application/json`) override the
-/// caller's. The URL must be http or https with a host and no userinfo or
-/// whitespace. A circuit breaker guards each URL (key `http:<url>`).
+/// Generated headers (`content-type` and, in binary mode, `ce-*`) override
+/// the caller's; a caller's `content-type` is never sent. The URL must be
+/// http or https with a host and no userinfo or whitespace. A circuit
+/// breaker guards each URL (key `http:<url>`).
 ///
 /// ```
 /// use std::time::Duration;
-/// use jido::signal::dispatch::{DispatchConfig, HttpMethod, HttpTarget, RetryPolicy};
+/// use jido::signal::dispatch::{ContentMode, DispatchConfig, HttpMethod, HttpTarget, RetryPolicy};
 ///
 /// let config = DispatchConfig::new(
 ///     HttpTarget::new("https://example.com/events")
@@ -152,6 +166,10 @@ fn header_pair(name: &str, value: &str, target: &str) -> Result<(HeaderName, Hea
 ///         .timeout(Duration::from_secs(2))
 ///         .retry(RetryPolicy::new(5, Duration::from_millis(200), Duration::from_secs(2))),
 /// )?;
+///
+/// // Binary mode, and Jido's "1.0.2" for an Elixir Jido peer:
+/// let binary = HttpTarget::new("https://example.com/events").content_mode(ContentMode::Binary);
+/// let jido_peer = HttpTarget::new("https://jido.example.com/signals").jido_specversion(true);
 ///
 /// let err = DispatchConfig::new(HttpTarget::new("ftp://example.com")).unwrap_err();
 /// assert_eq!(err.message(), "invalid url: scheme must be http or https");
@@ -164,7 +182,8 @@ pub struct HttpTarget {
     headers: Vec<(String, String)>,
     timeout: Duration,
     retry: RetryPolicy,
-    cloudevents: bool,
+    mode: ContentMode,
+    jido: bool,
     client: Arc<OnceLock<Client>>,
 }
 
@@ -177,7 +196,8 @@ impl fmt::Debug for HttpTarget {
             .field("headers", &headers)
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
-            .field("cloudevents", &self.cloudevents)
+            .field("mode", &self.mode)
+            .field("jido_specversion", &self.jido)
             .finish_non_exhaustive()
     }
 }
@@ -191,7 +211,8 @@ impl HttpTarget {
             headers: Vec::new(),
             timeout: DEFAULT_HTTP_TIMEOUT,
             retry: DEFAULT_HTTP_RETRY,
-            cloudevents: false,
+            mode: ContentMode::Structured,
+            jido: false,
             client: Arc::new(OnceLock::new()),
         }
     }
@@ -226,11 +247,21 @@ impl HttpTarget {
         self
     }
 
-    /// Sends `specversion` `"1.0"` (the CloudEvents specification's value)
-    /// instead of Jido's `"1.0.2"`.
+    /// Sets the CloudEvents content mode (default
+    /// [`ContentMode::Structured`]).
     #[must_use]
-    pub fn cloudevents_specversion(mut self, yes: bool) -> Self {
-        self.cloudevents = yes;
+    pub fn content_mode(mut self, mode: ContentMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// With `true`, writes Jido's `specversion` `"1.0.2"` instead of the
+    /// CloudEvents specification's `"1.0"` (default `false`), for Elixir
+    /// Jido peers; in structured mode the `content-type` is then Jido's
+    /// `application/json`. CloudEvents SDKs refuse such requests.
+    #[must_use]
+    pub fn jido_specversion(mut self, yes: bool) -> Self {
+        self.jido = yes;
         self
     }
 
@@ -249,11 +280,13 @@ impl HttpTarget {
         &self.url
     }
 
-    fn body(&self, signal: &Signal) -> Vec<u8> {
-        if self.cloudevents {
-            serde_json::to_vec(&signal.as_cloudevent()).unwrap_or_default()
-        } else {
-            signal.to_json_vec()
+    /// The generated headers and the body of `signal`'s request.
+    fn encode(&self, signal: &Signal) -> Result<Encoded> {
+        match self.mode {
+            ContentMode::Structured => Ok(encode_structured(signal, self.jido)),
+            ContentMode::Binary => encode_binary(signal, self.jido).map_err(|e| {
+                invalid_target(e.message().to_owned(), &strip_url(&self.url)).with_source(e)
+            }),
         }
     }
 
@@ -303,7 +336,7 @@ impl HttpTarget {
                 .map_err(|e| invalid_target(e.message().to_owned(), &target))?;
             headers.append(n, v);
         }
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.remove(CONTENT_TYPE);
         for (n, v) in generated {
             headers.insert(n, v);
         }
@@ -417,7 +450,10 @@ impl Dispatch for HttpTarget {
     }
 
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.send(self.body(signal), Vec::new()))
+        Box::pin(async move {
+            let (generated, body) = self.encode(signal)?;
+            self.send(body, generated).await
+        })
     }
 }
 
@@ -427,8 +463,16 @@ impl Dispatch for HttpTarget {
 /// `x-webhook-event` (the signal type, or its entry in the event type
 /// map) and, with a secret, `x-webhook-signature`: the lowercase hex
 /// HMAC-SHA256 of `"<timestamp>.<body>"` keyed by the secret. These
-/// generated headers override the caller's. HTTP options and validation
-/// are those of [`HttpTarget`]; the circuit key is `webhook:<url>`.
+/// generated headers override the caller's. HTTP options, the wire format
+/// (structured CloudEvents by default) and validation are those of
+/// [`HttpTarget`]; the circuit key is `webhook:<url>`. Receivers check
+/// requests with [`WebhookVerifier`] and read them with
+/// [`Signal::from_http`].
+///
+/// The signature covers the body only. In structured mode (the default)
+/// that is the whole event; in [`ContentMode::Binary`] the `ce-*` headers
+/// (type, source, extensions…) are **not** signed, so prefer structured
+/// mode when the receiver relies on them.
 ///
 /// ```
 /// use jido::signal::dispatch::{DispatchConfig, WebhookTarget};
@@ -495,6 +539,13 @@ impl WebhookTarget {
         self
     }
 
+    /// Names the timestamp header (default `x-webhook-timestamp`).
+    #[must_use]
+    pub fn timestamp_header(mut self, name: impl Into<String>) -> Self {
+        self.timestamp_header = name.into();
+        self
+    }
+
     /// Names the event type header (default `x-webhook-event`).
     #[must_use]
     pub fn event_type_header(mut self, name: impl Into<String>) -> Self {
@@ -541,6 +592,20 @@ impl WebhookTarget {
     #[must_use]
     pub fn client(mut self, client: Client) -> Self {
         self.http = self.http.client(client);
+        self
+    }
+
+    /// Sets the CloudEvents content mode; see [`HttpTarget::content_mode`].
+    #[must_use]
+    pub fn content_mode(mut self, mode: ContentMode) -> Self {
+        self.http = self.http.content_mode(mode);
+        self
+    }
+
+    /// Writes Jido's `"1.0.2"`; see [`HttpTarget::jido_specversion`].
+    #[must_use]
+    pub fn jido_specversion(mut self, yes: bool) -> Self {
+        self.http = self.http.jido_specversion(yes);
         self
     }
 
@@ -606,7 +671,7 @@ impl Dispatch for WebhookTarget {
     fn deliver<'a>(&'a self, signal: &'a Signal) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let target = strip_url(&self.http.url);
-            let body = self.http.body(signal);
+            let (mut generated, body) = self.http.encode(signal)?;
             let timestamp = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
@@ -614,16 +679,206 @@ impl Dispatch for WebhookTarget {
                 .event_type_map
                 .get(signal.ty())
                 .map_or(signal.ty(), String::as_str);
-            let mut generated = vec![
-                header_pair(&self.timestamp_header, &timestamp.to_string(), &target)?,
+            generated.push(header_pair(
+                &self.timestamp_header,
+                &timestamp.to_string(),
+                &target,
+            )?);
+            generated.push(
                 header_pair(&self.event_type_header, event, &target)
                     .map_err(|e| invalid_target(e.message().to_owned(), &target))?,
-            ];
+            );
             if let Some(secret) = &self.secret {
                 let signature = Self::signature(secret, timestamp, &body);
                 generated.push(header_pair(&self.signature_header, &signature, &target)?);
             }
             self.http.send(body, generated).await
         })
+    }
+}
+
+/// How far a webhook's timestamp may be from the receiver's clock unless
+/// a [`WebhookVerifier`] sets otherwise: 5 minutes.
+pub const DEFAULT_WEBHOOK_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// Checks the signature a [`WebhookTarget`] writes, on the receiving end.
+///
+/// [`verify`](WebhookVerifier::verify) reads the timestamp and signature
+/// headers (by default `x-webhook-timestamp` and `x-webhook-signature`),
+/// recomputes the HMAC-SHA256 of `"<timestamp>.<body>"` with the shared
+/// secret and compares it in constant time, then refuses timestamps more
+/// than the tolerance ([`DEFAULT_WEBHOOK_TOLERANCE`]) away from now, so a
+/// captured request cannot be replayed later. Pass the body exactly as
+/// received, before any parsing.
+///
+/// ```
+/// use jido::signal::dispatch::{WebhookTarget, WebhookVerifier};
+/// use reqwest::header::{HeaderMap, HeaderValue};
+///
+/// let body = br#"{"specversion":"1.0"}"#;
+/// let now = 1_700_000_000;
+/// let mut headers = HeaderMap::new();
+/// headers.insert("x-webhook-timestamp", HeaderValue::from(now));
+/// let sig = WebhookTarget::signature("s3cret", now, body);
+/// headers.insert("x-webhook-signature", HeaderValue::from_str(&sig).unwrap());
+///
+/// let verifier = WebhookVerifier::new("s3cret");
+/// verifier.verify_at(&headers, body, now + 10)?;
+///
+/// let err = verifier.verify_at(&headers, b"{}", now).unwrap_err();
+/// assert_eq!(err.message(), "webhook signature mismatch");
+/// let err = verifier.verify_at(&headers, body, now + 301).unwrap_err();
+/// assert_eq!(err.message(), "webhook timestamp outside tolerance");
+/// # Ok::<(), jido::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct WebhookVerifier {
+    secret: String,
+    tolerance: Duration,
+    signature_header: String,
+    timestamp_header: String,
+}
+
+impl fmt::Debug for WebhookVerifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookVerifier")
+            .field("secret", &"[REDACTED]")
+            .field("tolerance", &self.tolerance)
+            .field("signature_header", &self.signature_header)
+            .field("timestamp_header", &self.timestamp_header)
+            .finish()
+    }
+}
+
+fn rejected(message: impl Into<String>, reason: &'static str) -> Error {
+    Error::validation(message.into()).with_detail("reason", reason)
+}
+
+impl WebhookVerifier {
+    /// A verifier for requests signed with `secret`, with the default
+    /// header names and tolerance.
+    pub fn new(secret: impl Into<String>) -> Self {
+        Self {
+            secret: secret.into(),
+            tolerance: DEFAULT_WEBHOOK_TOLERANCE,
+            signature_header: "x-webhook-signature".into(),
+            timestamp_header: "x-webhook-timestamp".into(),
+        }
+    }
+
+    /// Sets how far (either way) the timestamp may be from now.
+    #[must_use]
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// Names the signature header (as in [`WebhookTarget::signature_header`]).
+    #[must_use]
+    pub fn signature_header(mut self, name: impl Into<String>) -> Self {
+        self.signature_header = name.into();
+        self
+    }
+
+    /// Names the timestamp header (as in [`WebhookTarget::timestamp_header`]).
+    #[must_use]
+    pub fn timestamp_header(mut self, name: impl Into<String>) -> Self {
+        self.timestamp_header = name.into();
+        self
+    }
+
+    /// Verifies a request received now (the system clock).
+    ///
+    /// # Errors
+    ///
+    /// As [`verify_at`](WebhookVerifier::verify_at).
+    pub fn verify(&self, headers: &HeaderMap, body: &[u8]) -> Result<()> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.verify_at(headers, body, now)
+    }
+
+    /// Verifies a request as if received at `now` (unix seconds).
+    ///
+    /// # Errors
+    ///
+    /// An [`ErrorKind::Validation`](crate::ErrorKind::Validation) error
+    /// whose `reason` detail says why: `missing_header` ("missing webhook
+    /// header NAME", detail `header`), `malformed_header` ("malformed
+    /// webhook header NAME": more than one value, a timestamp that is not
+    /// unix seconds, a signature that is not 64 hex digits),
+    /// `bad_signature` ("webhook signature mismatch"), `stale_timestamp`
+    /// ("webhook timestamp outside tolerance", details `timestamp`, `now`,
+    /// `tolerance_secs`; checked after the signature, so it means an
+    /// authentic but old or future-dated request). An empty secret is a
+    /// [`ErrorKind::Configuration`](crate::ErrorKind::Configuration) error
+    /// "webhook secret is empty".
+    pub fn verify_at(&self, headers: &HeaderMap, body: &[u8], now: u64) -> Result<()> {
+        if self.secret.is_empty() {
+            return Err(Error::configuration("webhook secret is empty"));
+        }
+        let timestamp_text = self.header(headers, &self.timestamp_header)?;
+        let signature_text = self.header(headers, &self.signature_header)?;
+        let malformed = |name: &str| {
+            rejected(
+                format!("malformed webhook header {name}"),
+                "malformed_header",
+            )
+            .with_detail("header", name)
+        };
+        let timestamp: u64 = if timestamp_text.bytes().all(|b| b.is_ascii_digit()) {
+            timestamp_text
+                .parse()
+                .map_err(|_| malformed(&self.timestamp_header))?
+        } else {
+            return Err(malformed(&self.timestamp_header));
+        };
+        if signature_text.len() != 64 {
+            return Err(malformed(&self.signature_header));
+        }
+        let signature =
+            hex::decode(signature_text).map_err(|_| malformed(&self.signature_header))?;
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.secret.as_bytes()) else {
+            return Err(Error::internal("could not key the webhook hmac"));
+        };
+        mac.update(timestamp_text.as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        // `verify_slice` compares in constant time.
+        if mac.verify_slice(&signature).is_err() {
+            return Err(rejected("webhook signature mismatch", "bad_signature"));
+        }
+        if now.abs_diff(timestamp) > self.tolerance.as_secs() {
+            return Err(
+                rejected("webhook timestamp outside tolerance", "stale_timestamp")
+                    .with_detail("timestamp", timestamp)
+                    .with_detail("now", now)
+                    .with_detail("tolerance_secs", self.tolerance.as_secs()),
+            );
+        }
+        Ok(())
+    }
+
+    /// The single value of header `name`, as visible ASCII.
+    fn header<'h>(&self, headers: &'h HeaderMap, name: &str) -> Result<&'h str> {
+        let malformed = || {
+            rejected(
+                format!("malformed webhook header {name}"),
+                "malformed_header",
+            )
+            .with_detail("header", name)
+        };
+        let mut values = headers.get_all(name).iter();
+        let Some(value) = values.next() else {
+            return Err(
+                rejected(format!("missing webhook header {name}"), "missing_header")
+                    .with_detail("header", name),
+            );
+        };
+        if values.next().is_some() {
+            return Err(malformed());
+        }
+        value.to_str().map_err(|_| malformed())
     }
 }

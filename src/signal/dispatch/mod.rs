@@ -97,8 +97,9 @@ pub use circuit::{
 };
 #[cfg(feature = "http")]
 pub use http::{
-    DEFAULT_HTTP_RETRY, DEFAULT_HTTP_TIMEOUT, HttpMethod, HttpTarget, MAX_ATTEMPTS,
-    MAX_HTTP_TIMEOUT, MAX_RETRY_DELAY, RetryPolicy, WebhookTarget,
+    CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode, DEFAULT_HTTP_RETRY, DEFAULT_HTTP_TIMEOUT,
+    DEFAULT_WEBHOOK_TOLERANCE, HttpMethod, HttpTarget, MAX_ATTEMPTS, MAX_HTTP_TIMEOUT,
+    MAX_RETRY_DELAY, RetryPolicy, WebhookTarget, WebhookVerifier,
 };
 
 use std::fmt;
