@@ -58,6 +58,11 @@ pub mod strategy;
 
 pub use action::{Action, DynAction, action_fn};
 
+pub use agent::{Agent, AgentState};
+pub use context::Context;
+pub use directive::Directive;
+pub use error::{Error, ErrorKind, Result};
+pub use instruction::Instruction;
 /// Turns an async function into an [`Action`] (feature `macros`, on by
 /// default). The attribute lives beside the [`action`](mod@action) module:
 /// write it `#[jido::action]`.
@@ -129,14 +134,35 @@ pub use action::{Action, DynAction, action_fn};
 /// assert_eq!(PingAction::DESCRIPTION, "");
 /// ```
 ///
+/// These do not compile:
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: an action fn must be `async`
+/// fn not_async(_p: P, _ctx: &jido::Context) -> jido::Result<()> { Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: too many arguments
+/// async fn three(_p: P, _ctx: &jido::Context, _n: u32) -> jido::Result<()> { Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: an action fn must return `jido::Result<Output>`
+/// async fn no_result(_p: P) {}
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action(name = "2fast")] // error: invalid action name
+/// async fn fast(_p: P) -> jido::Result<()> { Ok(()) }
+/// ```
+///
 /// For an action built at run time (tests, a closure), see [`action_fn`].
 #[cfg(feature = "macros")]
 pub use jido_macros::action;
-pub use agent::{Agent, AgentState};
-pub use context::Context;
-pub use directive::Directive;
-pub use error::{Error, ErrorKind, Result};
-pub use instruction::Instruction;
 pub use signal::Signal;
 
 /// The items most programs need.

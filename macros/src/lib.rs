@@ -145,7 +145,7 @@ fn doc_text(func: &ItemFn) -> String {
         if let Meta::NameValue(nv) = &attr.meta {
             if let Ok(s) = lit_str(&nv.value) {
                 let value = s.value();
-                for line in value.lines() {
+                for line in value.split('\n') {
                     lines.push(line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned());
                 }
             }
@@ -162,7 +162,12 @@ fn output_type(ret: &ReturnType, sig_span: Span) -> syn::Result<Type> {
             "an action fn must return `jido::Result<Output>`",
         ));
     };
-    let err = || Error::new(ty.span(), "expected `jido::Result<Output>` as the return type");
+    let err = || {
+        Error::new(
+            ty.span(),
+            "expected `jido::Result<Output>` as the return type",
+        )
+    };
     let Type::Path(path) = &**ty else {
         return Err(err());
     };
@@ -275,8 +280,14 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
     } else {
         quote_spanned!(sig.span()=> { let _ = ctx; #fn_ident(params).await })
     };
-    let category = args.category.as_ref().map(|c| quote!(const CATEGORY: &'static str = #c;));
-    let version = args.version.as_ref().map(|v| quote!(const VERSION: &'static str = #v;));
+    let category = args
+        .category
+        .as_ref()
+        .map(|c| quote!(const CATEGORY: &'static str = #c;));
+    let version = args
+        .version
+        .as_ref()
+        .map(|v| quote!(const VERSION: &'static str = #v;));
     let tags = args
         .tags
         .as_ref()

@@ -123,7 +123,10 @@ impl<A: Action> Erased for Typed<A> {
 
 /// Decodes the params of action `action`: a failure is a validation error
 /// with `action`, `path` and `reason` details.
-pub(crate) fn decode_params<P: serde::de::DeserializeOwned>(action: &str, params: Value) -> Result<P> {
+pub(crate) fn decode_params<P: serde::de::DeserializeOwned>(
+    action: &str,
+    params: Value,
+) -> Result<P> {
     serde_path_to_error::deserialize(params).map_err(|err| {
         let path = field_path(err.path());
         let reason = err.into_inner().to_string();
@@ -157,7 +160,10 @@ fn named_field(reason: &str) -> Option<&str> {
     rest.split_once('`').map(|(field, _)| field)
 }
 
-pub(crate) fn output_to_map<T: serde::Serialize>(action: &str, output: &T) -> Result<Map<String, Value>> {
+pub(crate) fn output_to_map<T: serde::Serialize>(
+    action: &str,
+    output: &T,
+) -> Result<Map<String, Value>> {
     match serde_json::to_value(output) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(Value::Null) => Ok(Map::new()),

@@ -59,8 +59,8 @@ mod function;
 mod metadata;
 
 pub use dynamic::DynAction;
-pub use function::action_fn;
 pub(crate) use dynamic::{Prepared, json_type_name};
+pub use function::action_fn;
 pub use metadata::{ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name};
 
 use std::future::Future;
