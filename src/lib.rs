@@ -112,6 +112,8 @@ pub use instruction::Instruction;
 ///   [`Output`](Action::Output) is `O`;
 /// * `category = "..."`, `version = "..."` and `tags = ["...", ...]` set
 ///   the other metadata.
+/// * `crate = path` names the `jido` crate when it is not `::jido` (a
+///   renamed dependency, a re-export).
 ///
 /// A wrong signature (not `async`, no params, more than two arguments, a
 /// context that is not `&Context`, `self`, generics, no `Result` return

@@ -30,7 +30,7 @@ pub fn action(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// `name = "..."`, `struct_name = Ident`, `category = "..."`,
-/// `version = "..."`, `tags = ["...", ...]`.
+/// `version = "..."`, `tags = ["...", ...]`, `crate = path`.
 #[derive(Default)]
 struct Args {
     name: Option<LitStr>,
@@ -38,6 +38,7 @@ struct Args {
     category: Option<LitStr>,
     version: Option<LitStr>,
     tags: Option<Vec<LitStr>>,
+    krate: Option<syn::Path>,
 }
 
 impl Parse for Args {
@@ -48,7 +49,7 @@ impl Parse for Args {
             let Meta::NameValue(nv) = &meta else {
                 return Err(Error::new(
                     meta.span(),
-                    "expected `key = value` (keys: name, struct_name, category, version, tags)",
+                    "expected `key = value` (keys: name, struct_name, category, version, tags, crate)",
                 ));
             };
             let key = nv
@@ -70,6 +71,15 @@ impl Parse for Args {
                     })?;
                     set(&mut args.struct_name, ident, nv)?;
                 }
+                "crate" => {
+                    let Expr::Path(p) = &nv.value else {
+                        return Err(Error::new(
+                            nv.value.span(),
+                            "expected the path of the jido crate, e.g. `::my_jido`",
+                        ));
+                    };
+                    set(&mut args.krate, p.path.clone(), nv)?;
+                }
                 "tags" => {
                     let Expr::Array(arr) = &nv.value else {
                         return Err(Error::new(
@@ -83,7 +93,7 @@ impl Parse for Args {
                 _ => {
                     return Err(Error::new(
                         nv.path.span(),
-                        "unknown key (expected one of: name, struct_name, category, version, tags)",
+                        "unknown key (expected one of: name, struct_name, category, version, tags, crate)",
                     ));
                 }
             }
@@ -275,10 +285,14 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
     let description = doc_text(&func);
     let vis = &func.vis;
 
-    let call = if inputs.len() == 2 {
-        quote_spanned!(sig.span()=> #fn_ident(params, ctx).await)
-    } else {
-        quote_spanned!(sig.span()=> { let _ = ctx; #fn_ident(params).await })
+    // Type errors of the call point at the user's argument types.
+    let params_arg = quote_spanned!(params_ty.span()=> params);
+    let call = match inputs.as_slice() {
+        [_, ctx_arg] => {
+            let ctx_arg = quote_spanned!(ctx_arg.ty.span()=> ctx);
+            quote!(#fn_ident(#params_arg, #ctx_arg).await)
+        }
+        _ => quote!({ let _ = ctx; #fn_ident(#params_arg).await }),
     };
     let category = args
         .category
@@ -294,6 +308,12 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         .map(|t| quote!(const TAGS: &'static [&'static str] = &[#(#t),*];));
     let struct_doc = format!("The action `{name}`, made from [`{fn_name}`] by `#[jido::action]`.");
 
+    // "not Send" and similar errors point at the user's `async fn`.
+    let jido = args
+        .krate
+        .as_ref()
+        .map_or_else(|| quote!(::jido), |p| quote!(#p));
+    let run_sig = quote_spanned!(sig.fn_token.span()=> async fn run);
     Ok(quote! {
         #func
 
@@ -301,7 +321,7 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
         #vis struct #struct_ident;
 
-        impl ::jido::Action for #struct_ident {
+        impl #jido::Action for #struct_ident {
             type Params = #params_ty;
             type Output = #output_ty;
             const NAME: &'static str = #name;
@@ -310,11 +330,11 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<TokenStream2> {
             #version
             #tags
 
-            async fn run(
+            #run_sig(
                 &self,
                 params: #params_ty,
-                ctx: &::jido::Context,
-            ) -> ::jido::Result<#output_ty> {
+                ctx: &#jido::Context,
+            ) -> #jido::Result<#output_ty> {
                 #call
             }
         }
