@@ -1,4 +1,5 @@
 //! Actions from functions: `#[jido::action]` and `action_fn`.
+#![cfg(feature = "macros")]
 
 use jido::action::action_fn;
 use jido::agent::SignalRoute;
