@@ -105,7 +105,12 @@ pub fn parent_id_of(state: &StateMap) -> Option<&str> {
 ///
 /// Implemented for every `Default + Serialize + DeserializeOwned +
 /// JsonSchema` type. The schema's `Default` value, serialised, gives the
-/// state's defaults; it should serialise to a JSON object.
+/// state's defaults, and is their only source: a new agent starts with
+/// them, and a top-level field missing from the state later reads and
+/// validates as its default ([`AgentState::validate`]), with or without
+/// `#[serde(default)]`. It must serialise to a JSON object that decodes
+/// back into the schema; otherwise the runtime refuses to start the agent
+/// with a configuration error ([`AgentState::check_definition`]).
 pub trait StateSchema:
     Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
 {
