@@ -2,7 +2,7 @@
 //!
 //! Jido's agent model on the [`ractor`] actor framework.
 //!
-//! * [`Action`]s are typed, validated units of work ([`action`]).
+//! * [`Action`]s are typed, validated units of work ([`action`](mod@action)).
 //! * [`exec`] runs them with deadlines, retries and compensation.
 //! * [Agents](agent) are plain data ([`AgentState`]) whose `cmd` returns
 //!   new state plus [directives](directive): effects described as data.
