@@ -2,7 +2,7 @@
 //!
 //! Jido's agent model on the [`ractor`] actor framework.
 //!
-//! * [`Action`]s are typed, validated units of work ([`action`]).
+//! * [`Action`]s are typed, validated units of work ([`action`](mod@action)).
 //! * [`exec`] runs them with deadlines, retries and compensation.
 //! * [Agents](agent) are plain data ([`AgentState`]) whose `cmd` returns
 //!   new state plus [directives](directive): effects described as data.
@@ -56,12 +56,115 @@ pub mod signal;
 pub mod state;
 pub mod strategy;
 
-pub use action::{Action, DynAction};
+pub use action::{Action, DynAction, action_fn};
+
 pub use agent::{Agent, AgentState};
 pub use context::Context;
 pub use directive::Directive;
 pub use error::{Error, ErrorKind, Result};
 pub use instruction::Instruction;
+/// Turns an async function into an [`Action`] (feature `macros`, on by
+/// default). The attribute lives beside the [`action`](mod@action) module:
+/// write it `#[jido::action]`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use serde::{Deserialize, Serialize};
+/// use serde_json::json;
+///
+/// #[derive(Clone, Deserialize, schemars::JsonSchema)]
+/// struct AddParams { value: i64, amount: i64 }
+///
+/// #[derive(Serialize)]
+/// struct Sum { value: i64 }
+///
+/// /// Adds `amount` to `value`.
+/// #[jido::action]
+/// async fn add(p: AddParams, _ctx: &Context) -> jido::Result<Sum> {
+///     Ok(Sum { value: p.value + p.amount })
+/// }
+///
+/// assert_eq!(Add::NAME, "add");
+/// assert_eq!(Add::DESCRIPTION, "Adds `amount` to `value`.");
+/// let out = jido::exec::run(Add, json!({"value": 1, "amount": 2}), Context::new(), ExecOptions::new()).await?;
+/// assert_eq!(out.output["value"], 3);
+/// // The function stays a plain function.
+/// assert_eq!(add(AddParams { value: 1, amount: 1 }, &Context::new()).await?.value, 2);
+/// # Ok(()) }
+/// ```
+///
+/// The function is `async fn name(params: P, ctx: &Context) -> jido::Result<O>`
+/// or, without the context, `async fn name(params: P) -> jido::Result<O>`.
+/// The attribute keeps it unchanged and adds, with the function's
+/// visibility, a unit struct (`Debug, Clone, Copy, Default, PartialEq, Eq,
+/// Hash`) implementing [`Action`]:
+///
+/// * the struct is named after the function in CamelCase (`add_item` →
+///   `AddItem`), or `struct_name = AddItemAction`;
+/// * [`NAME`](Action::NAME) is the function's name, or `name = "..."`; a
+///   name not matching `^[a-zA-Z][a-zA-Z0-9_]*$` is a compile error;
+/// * [`DESCRIPTION`](Action::DESCRIPTION) is the doc comment (lines joined
+///   with `\n`, trimmed; empty without one);
+/// * [`Params`](Action::Params) is `P` (so the schema is `P`'s
+///   `JsonSchema` and params are decoded and validated as for any action:
+///   a bad field is a validation error with its `path`) and
+///   [`Output`](Action::Output) is `O`;
+/// * `category = "..."`, `version = "..."` and `tags = ["...", ...]` set
+///   the other metadata.
+/// * `crate = path` names the `jido` crate when it is not `::jido` (a
+///   renamed dependency, a re-export).
+///
+/// A wrong signature (not `async`, no params, more than two arguments, a
+/// context that is not `&Context`, `self`, generics, no `Result` return
+/// type) is a compile error pointing at the offending part.
+///
+/// ```
+/// use jido::prelude::*;
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct Ping {}
+///
+/// #[jido::action(name = "ping_v2", struct_name = PingAction, category = "net", tags = ["net"])]
+/// async fn ping(_p: Ping) -> jido::Result<()> {
+///     Ok(())
+/// }
+///
+/// assert_eq!(PingAction::NAME, "ping_v2");
+/// assert_eq!(PingAction::CATEGORY, "net");
+/// assert_eq!(PingAction::TAGS, &["net"]);
+/// assert_eq!(PingAction::DESCRIPTION, "");
+/// ```
+///
+/// These do not compile:
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: an action fn must be `async`
+/// fn not_async(_p: P, _ctx: &jido::Context) -> jido::Result<()> { Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: too many arguments
+/// async fn three(_p: P, _ctx: &jido::Context, _n: u32) -> jido::Result<()> { Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action] // error: an action fn must return `jido::Result<Output>`
+/// async fn no_result(_p: P) {}
+/// ```
+///
+/// ```compile_fail
+/// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+/// #[jido::action(name = "2fast")] // error: invalid action name
+/// async fn fast(_p: P) -> jido::Result<()> { Ok(()) }
+/// ```
+///
+/// For an action built at run time (tests, a closure), see [`action_fn`].
+#[cfg(feature = "macros")]
+pub use jido_macros::action;
 pub use signal::Signal;
 
 /// The items most programs need.

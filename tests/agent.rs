@@ -382,12 +382,17 @@ fn validate_keeps_extra_keys_and_fills_defaults() {
     let mut agent = AgentState::new(Counter, AgentOptions::new());
     agent.state_mut().remove("label");
     agent.state_mut().insert("extra", json!(1));
-    // `label` is missing and has no serde default: validation fails.
+    // `label` is missing: it takes the schema's `Default` value (with or
+    // without `#[serde(default)]`), which is written back.
+    agent.validate().unwrap();
+    assert_eq!(agent.state()["label"], "");
+    // A wrong value still fails, naming the field.
+    agent.state_mut().insert("label", json!(5));
     let err = agent.validate().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
     assert_eq!(
         err.message(),
-        "state validation failed: label: missing field `label`"
+        "state validation failed: label: invalid type: integer `5`, expected a string"
     );
     assert_eq!(err.detail("path"), Some(&json!("label")));
     assert_eq!(err.detail("agent"), Some(&json!("counter")));

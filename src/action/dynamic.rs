@@ -33,7 +33,7 @@ pub struct DynAction(Arc<dyn Erased>);
 /// Params decoded and checked for one particular action; cheap to clone
 /// (attempts and compensations share them).
 #[derive(Clone)]
-pub(crate) struct Prepared(Arc<dyn Any + Send + Sync>);
+pub(crate) struct Prepared(pub(super) Arc<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: Send + Sync + 'static {
     fn metadata(&self) -> &ActionMetadata;
@@ -79,27 +79,7 @@ impl<A: Action> Erased for Typed<A> {
     }
 
     fn prepare(&self, params: Value) -> Result<Prepared> {
-        let params: A::Params = serde_path_to_error::deserialize(params).map_err(|err| {
-            let path = field_path(err.path());
-            let reason = err.into_inner().to_string();
-            let path = match named_field(&reason) {
-                Some(field) if path.is_empty() => field.to_owned(),
-                Some(field) => format!("{path}.{field}"),
-                None => path,
-            };
-            let message = if path.is_empty() {
-                format!("invalid parameters for action {}: {reason}", A::NAME)
-            } else {
-                format!(
-                    "invalid parameters for action {}: {path}: {reason}",
-                    A::NAME
-                )
-            };
-            Error::validation(message)
-                .with_detail("action", A::NAME)
-                .with_detail("path", path)
-                .with_detail("reason", reason)
-        })?;
+        let params: A::Params = decode_params(A::NAME, params)?;
         self.action.validate_params(&params).map_err(|err| {
             if err.detail("action").is_some() {
                 err
@@ -141,6 +121,32 @@ impl<A: Action> Erased for Typed<A> {
     }
 }
 
+/// Decodes the params of action `action`: a failure is a validation error
+/// with `action`, `path` and `reason` details.
+pub(crate) fn decode_params<P: serde::de::DeserializeOwned>(
+    action: &str,
+    params: Value,
+) -> Result<P> {
+    serde_path_to_error::deserialize(params).map_err(|err| {
+        let path = field_path(err.path());
+        let reason = err.into_inner().to_string();
+        let path = match named_field(&reason) {
+            Some(field) if path.is_empty() => field.to_owned(),
+            Some(field) => format!("{path}.{field}"),
+            None => path,
+        };
+        let message = if path.is_empty() {
+            format!("invalid parameters for action {action}: {reason}")
+        } else {
+            format!("invalid parameters for action {action}: {path}: {reason}")
+        };
+        Error::validation(message)
+            .with_detail("action", action.to_owned())
+            .with_detail("path", path)
+            .with_detail("reason", reason)
+    })
+}
+
 /// The path of a decode error, `""` at the root (as `garde` writes it).
 fn field_path(path: &serde_path_to_error::Path) -> String {
     let path = path.to_string();
@@ -154,7 +160,10 @@ fn named_field(reason: &str) -> Option<&str> {
     rest.split_once('`').map(|(field, _)| field)
 }
 
-fn output_to_map<T: serde::Serialize>(action: &str, output: &T) -> Result<Map<String, Value>> {
+pub(crate) fn output_to_map<T: serde::Serialize>(
+    action: &str,
+    output: &T,
+) -> Result<Map<String, Value>> {
     match serde_json::to_value(output) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(Value::Null) => Ok(Map::new()),
@@ -186,6 +195,10 @@ pub(crate) fn json_type_name(v: &Value) -> &'static str {
 }
 
 impl DynAction {
+    pub(crate) fn from_erased(erased: Arc<dyn Erased>) -> Self {
+        Self(erased)
+    }
+
     /// Erases `action`.
     pub fn new<A: Action>(action: A) -> Self {
         Self(Arc::new(Typed {

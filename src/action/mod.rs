@@ -34,12 +34,33 @@
 //!     }
 //! }
 //! ```
+//!
+//! The same action from a function, with the `#[jido::action]` attribute
+//! (feature `macros`, on by default; see [`macro@crate::action`]):
+//!
+//! ```
+//! # use jido::prelude::*;
+//! # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+//! # struct AddParams { value: i64, #[serde(default = "one")] amount: i64 }
+//! # fn one() -> i64 { 1 }
+//! # #[derive(serde::Serialize)] struct AddOutput { value: i64 }
+//! /// Adds `amount` to `value`.
+//! #[jido::action]
+//! async fn add(p: AddParams, _ctx: &Context) -> jido::Result<AddOutput> {
+//!     Ok(AddOutput { value: p.value + p.amount })
+//! }
+//! assert_eq!(Add::NAME, "add");
+//! ```
+//!
+//! and, for tests, from a closure with [`action_fn`].
 
 mod dynamic;
+mod function;
 mod metadata;
 
 pub use dynamic::DynAction;
 pub(crate) use dynamic::{Prepared, json_type_name};
+pub use function::action_fn;
 pub use metadata::{ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name};
 
 use std::future::Future;

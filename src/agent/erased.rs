@@ -24,6 +24,11 @@ pub(crate) trait ErasedAgent: Send + Sync + 'static {
     /// without a schema.
     fn validate(&self, state: &StateMap) -> Result<Option<Map<String, Value>>>;
     fn state_schema(&self) -> Option<Value>;
+    /// Why the schema's `Default` cannot serve as the state's defaults, if
+    /// it cannot.
+    fn schema_error(&self) -> Option<&Error>;
+    /// The schema's defaults (empty without a schema).
+    fn defaults(&self) -> &StateMap;
 }
 
 /// An agent definition with its strategy and schema defaults, computed once.
@@ -32,21 +37,19 @@ pub(crate) struct Definition<A: Agent> {
     strategy: DynStrategy,
     has_schema: bool,
     defaults: StateMap,
+    schema_error: Option<Error>,
 }
 
 impl<A: Agent> Definition<A> {
     pub(crate) fn new(agent: A) -> Self {
         let strategy = agent.strategy();
-        let (has_schema, defaults) = match serde_json::to_value(A::Schema::default()) {
-            Ok(Value::Null) => (false, StateMap::new()),
-            Ok(Value::Object(map)) => (true, StateMap::from(map)),
-            Ok(_) | Err(_) => (true, StateMap::new()),
-        };
+        let (has_schema, defaults, schema_error) = compute_defaults::<A>();
         Self {
             agent,
             strategy,
             has_schema,
             defaults,
+            schema_error,
         }
     }
 
@@ -88,7 +91,11 @@ impl<A: Agent> ErasedAgent for Definition<A> {
         if !self.has_schema {
             return Ok(None);
         }
-        let typed: A::Schema = serde_path_to_error::deserialize(state).map_err(|err| {
+        if let Some(err) = &self.schema_error {
+            return Err(err.clone());
+        }
+        let filled = with_defaults(state, &self.defaults);
+        let typed: A::Schema = serde_path_to_error::deserialize(&*filled).map_err(|err| {
             let (path, reason) = super::field_error(err);
             Error::validation(format!("state validation failed: {path}: {reason}"))
                 .with_detail("agent", A::NAME)
@@ -104,8 +111,82 @@ impl<A: Agent> ErasedAgent for Definition<A> {
         }
     }
 
+    fn schema_error(&self) -> Option<&Error> {
+        self.schema_error.as_ref()
+    }
+
+    fn defaults(&self) -> &StateMap {
+        &self.defaults
+    }
+
     fn state_schema(&self) -> Option<Value> {
         self.has_schema
             .then(|| schemars::schema_for!(A::Schema).to_value())
     }
+}
+
+/// The schema's defaults: `A::Schema::default()` serialised, which must be a
+/// JSON object (or `null`: no schema) and must decode back into the schema
+/// (a field the schema skips when serialising but requires when decoding,
+/// a `Default` its own deserialiser rejects); otherwise a configuration
+/// error the runtime reports when the agent starts.
+fn compute_defaults<A: Agent>() -> (bool, StateMap, Option<Error>) {
+    let error = |reason: String| {
+        Some(
+            Error::configuration(format!(
+                "invalid state schema of agent {}: {reason}",
+                A::NAME
+            ))
+            .with_detail("agent", A::NAME),
+        )
+    };
+    match serde_json::to_value(A::Schema::default()) {
+        Ok(Value::Null) => (false, StateMap::new(), None),
+        Ok(Value::Object(map)) => {
+            let decoded =
+                serde_path_to_error::deserialize::<_, A::Schema>(Value::Object(map.clone()));
+            let err = decoded.err().and_then(|err| {
+                let (path, reason) = super::field_error(err);
+                error(format!(
+                    "its Default value does not decode back: {path}: {reason}"
+                ))
+                .map(|e| e.with_detail("path", path).with_detail("reason", reason))
+            });
+            (true, StateMap::from(map), err)
+        }
+        Ok(other) => (
+            true,
+            StateMap::new(),
+            error(format!(
+                "its Default value must serialise to a JSON object, got {}",
+                crate::action::json_type_name(&other)
+            )),
+        ),
+        Err(err) => (
+            true,
+            StateMap::new(),
+            error(format!("its Default value could not be serialised: {err}")),
+        ),
+    }
+}
+
+/// `state` with the top-level keys it lacks taken from `defaults`: a field
+/// removed from the state decodes to its `Default` value, the same value a
+/// new agent starts with, whether or not the schema says `#[serde(default)]`.
+/// Borrowed when nothing is missing.
+pub(super) fn with_defaults<'a>(
+    state: &'a StateMap,
+    defaults: &StateMap,
+) -> std::borrow::Cow<'a, StateMap> {
+    let missing = defaults.iter().any(|(k, _)| state.get(k).is_none());
+    if !missing {
+        return std::borrow::Cow::Borrowed(state);
+    }
+    let mut filled = state.clone();
+    for (k, v) in defaults.iter() {
+        if filled.get(k).is_none() {
+            filled.insert(k, v.clone());
+        }
+    }
+    std::borrow::Cow::Owned(filled)
 }

@@ -105,7 +105,12 @@ pub fn parent_id_of(state: &StateMap) -> Option<&str> {
 ///
 /// Implemented for every `Default + Serialize + DeserializeOwned +
 /// JsonSchema` type. The schema's `Default` value, serialised, gives the
-/// state's defaults; it should serialise to a JSON object.
+/// state's defaults, and is their only source: a new agent starts with
+/// them, and a top-level field missing from the state later reads and
+/// validates as its default ([`AgentState::validate`]), with or without
+/// `#[serde(default)]`. It must serialise to a JSON object that decodes
+/// back into the schema; otherwise the runtime refuses to start the agent
+/// with a configuration error ([`AgentState::check_definition`]).
 pub trait StateSchema:
     Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
 {
@@ -523,15 +528,77 @@ impl AgentState {
     }
 
     /// Checks the state against the schema, keeping keys the schema does
-    /// not know. Values the schema normalises (defaults of missing fields)
-    /// are written back. An agent without a schema always passes.
+    /// not know. Values the schema normalises are written back. An agent
+    /// without a schema always passes.
+    ///
+    /// The schema's defaults come from one place, its [`Default`] value:
+    /// a top-level field missing from the state (a deleted key, a replaced
+    /// state) takes the value a new agent starts with, whether or not the
+    /// field says `#[serde(default)]` (which would otherwise give the
+    /// field type's `Default`, not the schema's, or fail with "missing
+    /// field").
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    /// struct Retry { attempts: u32 }
+    /// impl Default for Retry { fn default() -> Self { Retry { attempts: 3 } } }
+    ///
+    /// struct A;
+    /// impl Agent for A { const NAME: &'static str = "a"; type Schema = Retry; }
+    ///
+    /// let mut agent = AgentState::new(A, AgentOptions::new());
+    /// agent.state_mut().remove("attempts");
+    /// agent.validate()?;
+    /// assert_eq!(agent.state()["attempts"], 3);
+    /// # Ok::<(), jido::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// A validation error `"state validation failed: <path>: <reason>"` with
-    /// `path` and `reason` details; the state is left unchanged.
+    /// `path` and `reason` details; the state is left unchanged. The
+    /// configuration error of [`check_definition`](AgentState::check_definition)
+    /// when the schema's `Default` is unusable.
     pub fn validate(&mut self) -> Result<()> {
         self.validate_with(false)
+    }
+
+    /// Checks that the definition can be used: the schema's [`Default`]
+    /// value serialises to a JSON object and decodes back into the schema
+    /// (it does not when, say, a field is skipped when serialising but
+    /// required when decoding). The runtime calls it when it starts the
+    /// agent and refuses to start it otherwise.
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// #[derive(Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    /// struct Secret {
+    ///     #[serde(skip_serializing)]
+    ///     token: String,
+    /// }
+    /// struct A;
+    /// impl Agent for A { const NAME: &'static str = "vault"; type Schema = Secret; }
+    ///
+    /// let agent = AgentState::new(A, AgentOptions::new());
+    /// let err = agent.check_definition().unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::Configuration);
+    /// assert_eq!(
+    ///     err.message(),
+    ///     "invalid state schema of agent vault: its Default value does not decode back: \
+    ///      token: missing field `token`"
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A configuration error `"invalid state schema of agent <name>: ..."`
+    /// with an `agent` detail (and `path`/`reason` when decoding fails).
+    pub fn check_definition(&self) -> Result<()> {
+        match self.def.schema_error() {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Like [`AgentState::validate`], but drops every key the schema does
@@ -568,13 +635,17 @@ impl AgentState {
         Ok(())
     }
 
-    /// Reads the state as a `T` (usually the agent's schema).
+    /// Reads the state as a `T` (usually the agent's schema). A top-level
+    /// key of the schema's defaults missing from the state (deleted, or
+    /// replaced away) reads as its default, as in
+    /// [`validate`](AgentState::validate).
     ///
     /// # Errors
     ///
     /// A validation error naming the failing field in its `path` detail.
     pub fn state_as<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_path_to_error::deserialize(&self.state).map_err(|err| {
+        let state = erased::with_defaults(&self.state, self.def.defaults());
+        serde_path_to_error::deserialize(&*state).map_err(|err| {
             let (path, reason) = field_error(err);
             Error::validation(format!("invalid state: {path}: {reason}"))
                 .with_detail("path", path)

@@ -355,6 +355,7 @@ impl AgentServerState {
                 .state_mut()
                 .extend(initial.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
+        agent.check_definition()?;
         let router = build_router(&agent)?;
         let exec = options
             .jido

@@ -306,8 +306,10 @@ impl Jido {
     ///
     /// # Errors
     ///
-    /// A configuration error for invalid options or an invalid route
-    /// (naming it), "agent id already registered" when the id is taken in
+    /// A configuration error for invalid options, an invalid route
+    /// (naming it) or an unusable state schema (see
+    /// [`AgentState::check_definition`](crate::agent::AgentState::check_definition)),
+    /// "agent id already registered" when the id is taken in
     /// this instance, a cancelled error after shutdown.
     pub async fn start_agent(&self, agent: AgentState, options: ServerOptions) -> Result<AgentRef> {
         if self.is_shut_down() {

@@ -1,0 +1,166 @@
+//! Actions from closures: [`action_fn`].
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::dynamic::{Erased, Prepared, decode_params, output_to_map};
+use super::{ActionMetadata, Compensation, DynAction};
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// An action made of a closure, with its own name.
+///
+/// `f` receives the decoded params and (a clone of) the run's [`Context`]
+/// (owned, so that `async move` blocks can keep it); effects pushed on it go
+/// to the run as usual. Params are decoded exactly as for an [`Action`]
+/// (a bad field is a validation error naming it in its `path` detail) and
+/// their JSON Schema is `P`'s; the output must serialise to a JSON object
+/// (or `null`).
+///
+/// Each call makes a distinct action keeping its own `name`, so two
+/// closures in one agent have two names. Names are interned: each distinct
+/// name is allocated once for the life of the process (names are meant to
+/// be a fixed set, as the `&'static str` names of typed actions).
+///
+/// The name is checked like every action name
+/// (`^[a-zA-Z][a-zA-Z0-9_]*$`, [`validate_name`](super::validate_name)) by
+/// Exec when the action runs: an invalid name never panics; running the
+/// action fails with a configuration error (`invalid action name ...`),
+/// as for a typed action with a bad [`NAME`](super::Action::NAME).
+///
+/// Meant for tests and small glue; an action with a description, retries
+/// rules or compensation is an [`Action`] (or `#[jido::action]`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use jido::action::action_fn;
+/// use serde_json::{Value, json};
+///
+/// #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+/// struct N { n: i64 }
+///
+/// let double = action_fn("double", |p: N, _ctx: Context| async move {
+///     Ok(json!({"n": p.n * 2}))
+/// });
+/// let negate = action_fn("negate", |p: N, _ctx: Context| async move {
+///     Ok(json!({"n": -p.n}))
+/// });
+/// assert_eq!(double.name(), "double");
+/// assert_eq!(negate.name(), "negate");
+///
+/// let out = jido::exec::run(double, json!({"n": 4}), Context::new(), ExecOptions::new()).await?;
+/// assert_eq!(out.output["n"], 8);
+///
+/// let err = jido::exec::run(negate, json!({"n": "x"}), Context::new(), ExecOptions::new())
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Validation);
+/// assert_eq!(err.detail("path").unwrap(), "n");
+///
+/// let bad = action_fn("2bad", |_: N, _: Context| async { Ok(Value::Null) });
+/// let err = jido::exec::run(bad, json!({"n": 1}), Context::new(), ExecOptions::new())
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Configuration);
+/// # Ok(()) }
+/// ```
+///
+/// [`Action`]: super::Action
+pub fn action_fn<P, O, F, Fut>(name: impl Into<String>, f: F) -> DynAction
+where
+    P: DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static,
+    O: Serialize + Send + 'static,
+    F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O>> + Send + 'static,
+{
+    let name = intern(name.into());
+    DynAction::from_erased(Arc::new(FnAction {
+        f,
+        meta: ActionMetadata {
+            name,
+            description: "",
+            category: "",
+            tags: &[],
+            version: "0.1.0",
+            compensation: Compensation::DISABLED,
+        },
+        _types: PhantomData,
+    }))
+}
+
+/// The one `&'static str` of each distinct name.
+fn intern(name: String) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = names.get(name.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+struct FnAction<P, O, F> {
+    f: F,
+    meta: ActionMetadata,
+    _types: PhantomData<fn(P) -> O>,
+}
+
+impl<P, O, F, Fut> Erased for FnAction<P, O, F>
+where
+    P: DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static,
+    O: Serialize + Send + 'static,
+    F: Fn(P, Context) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O>> + Send + 'static,
+{
+    fn metadata(&self) -> &ActionMetadata {
+        &self.meta
+    }
+
+    fn params_schema(&self) -> Value {
+        schemars::schema_for!(P).to_value()
+    }
+
+    fn prepare(&self, params: Value) -> Result<Prepared> {
+        let params: P = decode_params(self.meta.name, params)?;
+        Ok(Prepared(Arc::new(params)))
+    }
+
+    fn run<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
+        Box::pin(async move {
+            let params = prepared.0.downcast_ref::<P>().cloned().ok_or_else(|| {
+                Error::internal(format!(
+                    "params prepared for another action were given to {}",
+                    self.meta.name
+                ))
+            })?;
+            let output = (self.f)(params, ctx.clone()).await?;
+            output_to_map(self.meta.name, &output)
+        })
+    }
+
+    fn compensate<'a>(
+        &'a self,
+        _prepared: &'a Prepared,
+        _error: &'a Error,
+        _ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async { Ok(Value::Null) })
+    }
+}
