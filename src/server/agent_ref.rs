@@ -9,7 +9,7 @@ use ractor::{ActorRef, ActorStatus, RpcReplyPort};
 use serde_json::Value;
 
 use super::instance::Shared;
-use super::msg::{AgentMsg, CallRequest, Internal};
+use super::msg::{AgentMsg, Internal};
 use super::{DEFAULT_AWAIT_TIMEOUT, DEFAULT_CALL_TIMEOUT, DEFAULT_STOP_TIMEOUT};
 use crate::agent::AgentState;
 use crate::directive::StopReason;
@@ -243,11 +243,8 @@ impl AgentRef {
     ///
     /// As [`call`](AgentRef::call).
     pub async fn call_timeout(&self, signal: Signal, timeout: Duration) -> Result<AgentState> {
-        self.request(
-            |reply| AgentMsg::Call(CallRequest { signal, reply }),
-            timeout,
-        )
-        .await?
+        self.request(|reply| AgentMsg::call(signal, reply), timeout)
+            .await?
     }
 
     /// Sends `signal` without waiting.

@@ -43,6 +43,40 @@ impl From<Signal> for AgentMsg {
     }
 }
 
+impl AgentMsg {
+    /// A call request: process `signal` and answer on `reply` with what
+    /// [`AgentRef::call`](super::AgentRef::call) returns. Its shape fits
+    /// ractor's own `call!` / `call_t!` macros, so a raw
+    /// `ActorRef<AgentMsg>` (one you spawned and supervise yourself) can be
+    /// called without wrapping it in an `AgentRef`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::prelude::*;
+    /// use jido::agent::SignalRoute;
+    /// use jido::server::{AgentMsg, AgentServer, AgentServerArgs, ServerOptions};
+    /// use jido::signal::Signal;
+    ///
+    /// struct Quiet;
+    /// impl Agent for Quiet {
+    ///     const NAME: &'static str = "quiet";
+    ///     type Schema = ();
+    /// }
+    ///
+    /// let args = AgentServerArgs::new(AgentState::new(Quiet, AgentOptions::new().id("q")), ServerOptions::new());
+    /// let (actor, _) = ractor::Actor::spawn(None, AgentServer, args).await.expect("spawn");
+    /// // No route for it: the agent answers with a routing error, through ractor's macro.
+    /// let answer = ractor::call!(actor, AgentMsg::call, Signal::new("ping", serde_json::json!({})))
+    ///     .expect("the agent answered");
+    /// assert_eq!(answer.unwrap_err().kind(), ErrorKind::Routing);
+    /// actor.stop(None);
+    /// # Ok(()) }
+    /// ```
+    pub fn call(signal: Signal, reply: RpcReplyPort<Result<AgentState>>) -> Self {
+        AgentMsg::Call(CallRequest { signal, reply })
+    }
+}
+
 impl fmt::Debug for AgentMsg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
