@@ -32,28 +32,23 @@ struct Placed {
 }
 
 /// Records an order, spawns its worker, schedules a deadline check.
-struct PlaceOrder;
-impl Action for PlaceOrder {
-    type Params = Placed;
-    type Output = Value;
-    const NAME: &'static str = "place_order";
-    async fn run(&self, p: Placed, ctx: &Context) -> jido::Result<Value> {
-        println!(
-            "desk     order {} placed ({} cents)",
-            p.order_id, p.amount_cents
-        );
-        let order = json!({"order_id": p.order_id, "amount_cents": p.amount_cents});
-        let worker = AgentState::new(
-            Worker,
-            AgentOptions::new().state(order.as_object().cloned().unwrap_or_default()),
-        );
-        ctx.push_effect(Directive::spawn_agent(worker, p.order_id.clone()));
-        ctx.push_effect(Directive::schedule(
-            Duration::from_secs(2),
-            Signal::new("order.deadline", json!({"order_id": p.order_id})),
-        ));
-        Ok(json!({"orders": {p.order_id: {"status": "processing"}}}))
-    }
+#[jido::action]
+async fn place_order(p: Placed, ctx: &Context) -> jido::Result<Value> {
+    println!(
+        "desk     order {} placed ({} cents)",
+        p.order_id, p.amount_cents
+    );
+    let order = json!({"order_id": p.order_id, "amount_cents": p.amount_cents});
+    let worker = AgentState::new(
+        Worker,
+        AgentOptions::new().state(order.as_object().cloned().unwrap_or_default()),
+    );
+    ctx.push_effect(Directive::spawn_agent(worker, p.order_id.clone()));
+    ctx.push_effect(Directive::schedule(
+        Duration::from_secs(2),
+        Signal::new("order.deadline", json!({"order_id": p.order_id})),
+    ));
+    Ok(json!({"orders": {p.order_id: {"status": "processing"}}}))
 }
 
 #[derive(Clone, Deserialize, JsonSchema)]
@@ -64,40 +59,35 @@ struct Settled {
 }
 
 /// A worker reported: record it, stop the worker, complete when all are in.
-struct OrderSettled;
-impl Action for OrderSettled {
-    type Params = Settled;
-    type Output = Value;
-    const NAME: &'static str = "order_settled";
-    async fn run(&self, p: Settled, ctx: &Context) -> jido::Result<Value> {
-        let state = ctx.state().cloned().unwrap_or_default();
-        let expected = state
-            .get("expected")
-            .and_then(jido::state::StateValue::as_u64)
-            .unwrap_or(0);
-        let settled = state
-            .get("settled")
-            .and_then(jido::state::StateValue::as_u64)
-            .unwrap_or(0)
-            + 1;
-        let revenue = state
-            .get("revenue_cents")
-            .and_then(jido::state::StateValue::as_u64)
-            .unwrap_or(0)
-            + p.charged_cents;
-        println!("desk     order {} {}", p.order_id, p.outcome);
-        ctx.push_effect(Directive::stop_child(p.order_id.clone()));
-        let mut out = json!({
-            "orders": {p.order_id: {"status": p.outcome}},
-            "settled": settled,
-            "revenue_cents": revenue,
-        });
-        if settled == expected {
-            out["status"] = json!("completed");
-            out["last_answer"] = json!({"orders": settled, "revenue_cents": revenue});
-        }
-        Ok(out)
+#[jido::action]
+async fn order_settled(p: Settled, ctx: &Context) -> jido::Result<Value> {
+    let state = ctx.state().cloned().unwrap_or_default();
+    let expected = state
+        .get("expected")
+        .and_then(jido::state::StateValue::as_u64)
+        .unwrap_or(0);
+    let settled = state
+        .get("settled")
+        .and_then(jido::state::StateValue::as_u64)
+        .unwrap_or(0)
+        + 1;
+    let revenue = state
+        .get("revenue_cents")
+        .and_then(jido::state::StateValue::as_u64)
+        .unwrap_or(0)
+        + p.charged_cents;
+    println!("desk     order {} {}", p.order_id, p.outcome);
+    ctx.push_effect(Directive::stop_child(p.order_id.clone()));
+    let mut out = json!({
+        "orders": {p.order_id: {"status": p.outcome}},
+        "settled": settled,
+        "revenue_cents": revenue,
+    });
+    if settled == expected {
+        out["status"] = json!("completed");
+        out["last_answer"] = json!({"orders": settled, "revenue_cents": revenue});
     }
+    Ok(out)
 }
 
 #[derive(Clone, Deserialize, JsonSchema)]
@@ -106,28 +96,23 @@ struct Deadline {
 }
 
 /// The scheduled deadline check.
-struct CheckDeadline;
-impl Action for CheckDeadline {
-    type Params = Deadline;
-    type Output = Value;
-    const NAME: &'static str = "check_deadline";
-    async fn run(&self, p: Deadline, ctx: &Context) -> jido::Result<Value> {
-        let status = ctx
-            .state()
-            .and_then(|s| {
-                s.get("orders")?
-                    .get(&p.order_id)?
-                    .get("status")?
-                    .as_str()
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default();
-        if status == "processing" {
-            println!("desk     order {} missed its deadline", p.order_id);
-            return Ok(json!({"orders": {p.order_id: {"status": "late"}}}));
-        }
-        Ok(json!({}))
+#[jido::action]
+async fn check_deadline(p: Deadline, ctx: &Context) -> jido::Result<Value> {
+    let status = ctx
+        .state()
+        .and_then(|s| {
+            s.get("orders")?
+                .get(&p.order_id)?
+                .get("status")?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    if status == "processing" {
+        println!("desk     order {} missed its deadline", p.order_id);
+        return Ok(json!({"orders": {p.order_id: {"status": "late"}}}));
     }
+    Ok(json!({}))
 }
 
 #[derive(Clone, Deserialize, JsonSchema)]
@@ -137,15 +122,10 @@ struct ChildExit {
 }
 
 /// `jido.agent.child.exit`.
-struct WorkerExited;
-impl Action for WorkerExited {
-    type Params = ChildExit;
-    type Output = ();
-    const NAME: &'static str = "worker_exited";
-    async fn run(&self, p: ChildExit, _: &Context) -> jido::Result<()> {
-        println!("desk     worker {} exited ({})", p.tag, p.reason);
-        Ok(())
-    }
+#[jido::action]
+async fn worker_exited(p: ChildExit, _ctx: &Context) -> jido::Result<()> {
+    println!("desk     worker {} exited ({})", p.tag, p.reason);
+    Ok(())
 }
 
 struct Desk;
@@ -169,38 +149,33 @@ struct Start {}
 
 /// Charges the order (orders above 500.00 are rejected) and reports to the
 /// desk.
-struct ProcessOrder;
-impl Action for ProcessOrder {
-    type Params = Start;
-    type Output = Value;
-    const NAME: &'static str = "process_order";
-    async fn run(&self, _: Start, ctx: &Context) -> jido::Result<Value> {
-        let state = ctx.state().cloned().unwrap_or_default();
-        let order_id = state
-            .get("order_id")
-            .and_then(jido::state::StateValue::as_str)
-            .unwrap_or("?")
-            .to_owned();
-        let amount = state
-            .get("amount_cents")
-            .and_then(jido::state::StateValue::as_u64)
-            .unwrap_or(0);
-        println!("worker   {order_id}: charging {amount} cents");
-        tokio::time::sleep(Duration::from_millis(100 + amount % 300)).await;
-        let (outcome, charged) = if amount > 50_000 {
-            ("rejected", 0)
-        } else {
-            ("paid", amount)
-        };
-        let report = Signal::new(
-            "order.settled",
-            json!({"order_id": order_id, "outcome": outcome, "charged_cents": charged}),
-        );
-        if let Some(emit) = Directive::emit_to_parent_of(&state, report) {
-            ctx.push_effect(emit);
-        }
-        Ok(json!({"outcome": outcome}))
+#[jido::action]
+async fn process_order(_: Start, ctx: &Context) -> jido::Result<Value> {
+    let state = ctx.state().cloned().unwrap_or_default();
+    let order_id = state
+        .get("order_id")
+        .and_then(jido::state::StateValue::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    let amount = state
+        .get("amount_cents")
+        .and_then(jido::state::StateValue::as_u64)
+        .unwrap_or(0);
+    println!("worker   {order_id}: charging {amount} cents");
+    tokio::time::sleep(Duration::from_millis(100 + amount % 300)).await;
+    let (outcome, charged) = if amount > 50_000 {
+        ("rejected", 0)
+    } else {
+        ("paid", amount)
+    };
+    let report = Signal::new(
+        "order.settled",
+        json!({"order_id": order_id, "outcome": outcome, "charged_cents": charged}),
+    );
+    if let Some(emit) = Directive::emit_to_parent_of(&state, report) {
+        ctx.push_effect(emit);
     }
+    Ok(json!({"outcome": outcome}))
 }
 
 /// Direct, plus a first `work.start` right after the worker starts.
