@@ -131,13 +131,16 @@ impl Context {
         self.action.as_ref().map(DynAction::meta)
     }
 
-    /// The absolute deadline of the current run, if any.
+    /// The absolute deadline of the current run, if any, on tokio's clock
+    /// ([`tokio::time::Instant`], which `tokio::time::pause` and
+    /// `#[tokio::test(start_paused = true)]` control; convert with
+    /// `into_std()` to compare with a `std::time::Instant`).
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
 
     /// Time left before [`deadline`](Context::deadline) (zero once passed),
-    /// or `None` without a deadline.
+    /// or `None` without a deadline, measured on tokio's clock.
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
@@ -167,8 +170,27 @@ impl Context {
 
     /// Sets an absolute deadline: runs with this context finish by then
     /// (nested runs inherit it as is, with no margin).
+    ///
+    /// Deadlines live on tokio's clock ([`tokio::time::Instant`]); a
+    /// `std::time::Instant` is accepted too and converted (both read the
+    /// same monotonic clock unless tokio's is paused, as in tests with
+    /// `start_paused = true`, where only tokio's instants follow the paused
+    /// time).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use jido::Context;
+    ///
+    /// let tokio_clock = tokio::time::Instant::now() + Duration::from_secs(1);
+    /// assert_eq!(Context::new().with_deadline(tokio_clock).deadline(), Some(tokio_clock));
+    ///
+    /// let std_clock = std::time::Instant::now() + Duration::from_secs(1);
+    /// let ctx = Context::new().with_deadline(std_clock);
+    /// assert_eq!(ctx.deadline().map(tokio::time::Instant::into_std), Some(std_clock));
+    /// ```
     #[must_use]
-    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+    pub fn with_deadline(mut self, deadline: impl Into<Instant>) -> Self {
+        let deadline = deadline.into();
         self.deadline = Some(deadline);
         self.nested_deadline = Some(deadline);
         self
