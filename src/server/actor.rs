@@ -507,9 +507,10 @@ impl AgentServerState {
         }
     }
 
-    /// A signal from outside (a cast or a call): refused with `Cancelled`
-    /// once the instance is gone, with `QueueOverflow` when
-    /// `max_pending_signals` signals already wait; else queued.
+    /// A signal from outside (a cast or a call): refused when untrusted and
+    /// reserved, with `QueueOverflow` when `max_pending_signals` signals
+    /// already wait; else queued (`start_signal` refuses it with
+    /// `Cancelled` once the instance is gone).
     fn accept_signal(&mut self, myself: &ActorRef<AgentMsg>, signal: Signal, reply: Option<Reply>) {
         if self.stopping {
             return self.enqueue_signal(myself, signal, reply);
@@ -517,9 +518,6 @@ impl AgentServerState {
         if let Some(error) = self.untrusted_refusal(&signal) {
             let context = crate::directive::error_context::ROUTING;
             return self.refuse(myself, Work { signal, reply }, error, context);
-        }
-        if self.instance_gone() {
-            return self.refuse_gone(myself, Work { signal, reply });
         }
         if self.pending.len() >= self.settings.max_pending {
             let max = self.settings.max_pending;
