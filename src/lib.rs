@@ -45,6 +45,8 @@
 
 pub mod action;
 pub mod agent;
+#[cfg(feature = "ai")]
+pub mod ai;
 pub mod context;
 pub mod directive;
 pub mod effect;
