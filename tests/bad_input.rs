@@ -207,16 +207,24 @@ async fn an_agent_keeps_its_state_through_bad_input() {
     within(agent.call(sig("add", json!({"n": 5}))))
         .await
         .unwrap();
-    // Invalid params: the call answers with the unchanged agent; the action's
-    // validation error goes to the error policy.
-    for bad in [
-        json!({"n": "five"}),
-        json!({}),
-        json!([1]),
-        json!("x"),
-        json!({"n": 1.5}),
+    // Invalid params: the call answers with the action's validation error
+    // (the field path in its details), the error also goes to the error
+    // policy, and the state is unchanged.
+    for (bad, path, context) in [
+        (json!({"n": "five"}), Some(json!("n")), "instruction"),
+        (json!({}), Some(json!("n")), "instruction"),
+        (json!([1]), None, "normalize"),
+        (json!("x"), None, "normalize"),
+        (json!({"n": 1.5}), Some(json!("n")), "instruction"),
     ] {
-        let after = within(agent.call(sig("add", bad.clone()))).await.unwrap();
+        let err = within(agent.call(sig("add", bad.clone())))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation, "{bad}");
+        assert_eq!(err.details().get("path"), path.as_ref(), "{bad}: {err:?}");
+        assert_eq!(err.details()["agent_id"], "bi");
+        assert_eq!(err.details()["error_context"], context);
+        let after = within(agent.state()).await.unwrap();
         assert_eq!(after.state()["total"], 5, "{bad}");
     }
     assert_eq!(within(agent.status()).await.unwrap().error_count, 5);

@@ -169,10 +169,11 @@ async fn error_policy_log_only_logs_and_continues() {
         .start_agent(failing_agent("lo"), ServerOptions::new())
         .await
         .unwrap();
-    agent
+    let err = agent
         .call(sig("fail", json!({"message": "card declined"})))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.message(), "card declined");
     agent.call(sig("noop", json!({}))).await.unwrap();
     assert!(agent.is_alive());
     assert_eq!(agent.status().await.unwrap().error_count, 1);
@@ -216,7 +217,7 @@ async fn error_policy_emit_signal_dispatches_jido_agent_error() {
         .unwrap();
     let failing = sig("fail", json!({}));
     let failing_id = failing.id().to_owned();
-    agent.call(failing).await.unwrap();
+    agent.call(failing).await.unwrap_err();
     let s = recv_signal(&mut srx).await;
     assert_eq!(s.ty(), "jido.agent.error");
     assert_eq!(s.source(), "/agent/es");
@@ -249,7 +250,7 @@ async fn error_policy_emit_signal_dispatches_jido_agent_error() {
         )
         .await
         .unwrap();
-    agent.call(sig("fail", json!({}))).await.unwrap();
+    agent.call(sig("fail", json!({}))).await.unwrap_err();
     agent.call(sig("noop", json!({}))).await.unwrap();
     agent.call(sig("noop", json!({}))).await.unwrap();
     assert_eq!(agent.status().await.unwrap().error_count, 1);
@@ -263,7 +264,7 @@ async fn error_policy_max_errors_stops_at_the_limit() {
         ServerOptions::new().error_policy(ErrorPolicy::max_errors(2)),
     );
     let (agent, _probe, mut rx) = under_probe(args).await;
-    agent.call(sig("fail", json!({}))).await.unwrap();
+    agent.call(sig("fail", json!({}))).await.unwrap_err();
     agent.call(sig("noop", json!({}))).await.unwrap();
     assert_eq!(agent.status().await.unwrap().error_count, 1);
     assert!(agent.is_alive());
@@ -294,7 +295,7 @@ async fn error_policy_custom_function_decides_and_its_failures_are_ignored() {
     );
     let (agent, _probe, mut rx) = under_probe(args).await;
     for _ in 0..3 {
-        agent.call(sig("fail", json!({}))).await.unwrap();
+        agent.call(sig("fail", json!({}))).await.unwrap_err();
     }
     agent.call(sig("noop", json!({}))).await.unwrap();
     assert!(agent.is_alive());

@@ -92,11 +92,14 @@ async fn custom_policy_sees_the_cause_of_invalid_params_and_the_failed_signal() 
         )
         .await
         .unwrap();
-    // A failed action is not a call error: the state is unchanged.
-    agent
+    // The call answers with the action's validation error; the policy
+    // gets it too.
+    let err = agent
         .call(with_id("calc.add", "sig-bad-params", json!({"n": "x"})))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+    assert_eq!(err.details()["path"], "n");
     let seen = recv(&mut rx).await;
     assert_eq!(
         seen,
@@ -136,10 +139,11 @@ async fn custom_policy_sees_the_panic_message_of_a_panicking_action() {
         )
         .await
         .unwrap();
-    agent
+    let err = agent
         .call(with_id("work.run", "sig-panic", json!({})))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.message(), "action do panicked: kaboom");
     let seen = recv(&mut rx).await;
     assert_eq!(seen["kind"], "execution_error");
     assert_eq!(seen["message"], "instruction failed");
@@ -172,7 +176,7 @@ async fn emit_signal_policy_emits_the_cause_exactly() {
     agent
         .call(with_id("calc.add", "sig-emit", json!({"n": [1]})))
         .await
-        .unwrap();
+        .unwrap_err();
     let s = within(srx.recv()).await.unwrap();
     assert_eq!(s.ty(), "jido.agent.error");
     assert_eq!(s.source(), "/agent/cause-3");

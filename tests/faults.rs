@@ -89,8 +89,11 @@ async fn a_panicking_action_is_an_error_and_the_agent_keeps_serving() {
             .unwrap();
         for _ in 0..3 {
             let started = tokio::time::Instant::now();
-            let after = within(agent.call(sig("panic", json!({})))).await.unwrap();
-            assert_eq!(after.state()["total"], 2);
+            let err = within(agent.call(sig("panic", json!({}))))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Execution);
+            assert_eq!(within(agent.state()).await.unwrap().state()["total"], 2);
             // A panic is an execution error, hence retried once (250 ms backoff).
             assert_eq!(started.elapsed(), Duration::from_millis(250));
         }
@@ -138,7 +141,9 @@ async fn a_hanging_action_times_out_at_its_deadline() {
         .await
         .unwrap();
     let started = tokio::time::Instant::now();
-    let after = agent.call(sig("hang", json!({}))).await.unwrap();
+    let err = agent.call(sig("hang", json!({}))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    let after = agent.state().await.unwrap();
     // One retry by default: two attempts of 200 ms and a 250 ms backoff.
     assert_eq!(started.elapsed(), Duration::from_millis(650));
     assert_eq!(after.state().get("total"), None);
@@ -180,7 +185,11 @@ async fn a_failed_action_keeps_its_directives_and_drops_its_state_ops() {
         )
         .await
         .unwrap();
-    let after = within(agent.call(sig("half", json!({})))).await.unwrap();
+    let err = within(agent.call(sig("half", json!({}))))
+        .await
+        .unwrap_err();
+    assert_eq!(err.message(), "half done");
+    let after = within(agent.state()).await.unwrap();
     assert_eq!(after.state().get("written"), None);
     assert_eq!(recv(&mut errors).await["reason"], json!("half done"));
     // The emitted signal comes back to the agent and is routed.
@@ -227,7 +236,10 @@ async fn a_compensation_that_panics_is_reported_and_the_agent_keeps_serving() {
         )
         .await
         .unwrap();
-    within(agent.call(sig("charge", json!({})))).await.unwrap();
+    let err = within(agent.call(sig("charge", json!({}))))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Compensation);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     let reason = recv(&mut errors).await["reason"].clone();
     assert_eq!(reason, json!("compensation crashed for: charge failed"),);

@@ -142,6 +142,7 @@ struct Sent {
     call_ok: usize,
     call_overflow: usize,
     call_routing: usize,
+    call_failed: usize,
     call_other: usize,
     /// Sequence numbers of every burst sent, with its size.
     bursts: HashMap<u64, (usize, Kind)>,
@@ -225,6 +226,15 @@ async fn run_load(agents: usize, per_agent: usize, timeout_ms: u64, paused: bool
                                 assert_eq!(kind, Kind::Unrouted);
                                 sent.call_routing += 1
                             }
+                            // A failed action fails its call.
+                            Err(e) if kind == Kind::Fail => {
+                                assert_eq!(e.message(), "planned failure");
+                                sent.call_failed += 1
+                            }
+                            Err(e) if kind == Kind::Hang => {
+                                assert_eq!(e.kind(), ErrorKind::Timeout);
+                                sent.call_failed += 1
+                            }
                             Err(e) => {
                                 eprintln!("unexpected call error: {e}");
                                 sent.call_other += 1
@@ -253,6 +263,7 @@ async fn run_load(agents: usize, per_agent: usize, timeout_ms: u64, paused: bool
         sent.call_ok += s.call_ok;
         sent.call_overflow += s.call_overflow;
         sent.call_routing += s.call_routing;
+        sent.call_failed += s.call_failed;
         sent.call_other += s.call_other;
         sent.bursts.extend(s.bursts);
     }
@@ -278,7 +289,7 @@ async fn run_load(agents: usize, per_agent: usize, timeout_ms: u64, paused: bool
     assert_eq!(sent.calls, agents * (per_agent / 2));
     assert_eq!(sent.call_other, 0);
     assert_eq!(
-        sent.call_ok + sent.call_overflow + sent.call_routing,
+        sent.call_ok + sent.call_overflow + sent.call_routing + sent.call_failed,
         sent.calls
     );
 

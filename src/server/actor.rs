@@ -177,6 +177,7 @@ pub(crate) struct Settings {
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) executors: Executors,
     pub(crate) allow_untrusted_runtime_signals: bool,
+    pub(crate) fail_calls_on_action_error: bool,
     pub(crate) max_concurrent_dispatches: usize,
 }
 
@@ -376,6 +377,7 @@ impl AgentServerState {
             default_dispatch,
             executors,
             allow_untrusted_runtime_signals,
+            fail_calls_on_action_error,
             max_concurrent_dispatches,
             ..
         } = options;
@@ -405,6 +407,7 @@ impl AgentServerState {
                 default_dispatch,
                 executors,
                 allow_untrusted_runtime_signals: allow_untrusted_runtime_signals.unwrap_or(false),
+                fail_calls_on_action_error: fail_calls_on_action_error.unwrap_or(true),
                 max_concurrent_dispatches: max_concurrent_dispatches
                     .unwrap_or(super::DEFAULT_MAX_CONCURRENT_DISPATCHES),
             },
@@ -983,6 +986,12 @@ impl AgentServerState {
             Ok(directives) => {
                 self.agent = agent;
                 self.sync_reserved();
+                let failure = match &reply {
+                    Some(_) if self.settings.fail_calls_on_action_error => {
+                        call_failure(&directives, &self.id)
+                    }
+                    _ => None,
+                };
                 let n = directives.len();
                 let max = self.settings.max_queue_size;
                 let answer = if self.queue.len() + n > max {
@@ -1018,7 +1027,10 @@ impl AgentServerState {
                     for d in directives {
                         self.queue.push_back((Arc::clone(&signal), d));
                     }
-                    Ok(self.agent.clone())
+                    match failure {
+                        Some(error) => Err(error),
+                        None => Ok(self.agent.clone()),
+                    }
                 };
                 if let Some(reply) = reply {
                     let _ = reply.send(answer);
@@ -1357,4 +1369,39 @@ fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
         current = current.get(key)?;
     }
     Some(current)
+}
+
+/// What a `call` answers when its `cmd` succeeded but reported a failure
+/// as an Error directive (an action failed after its retries, the input
+/// could not be normalised, the strategy refused the command): the first
+/// such error, the failed action's own error
+/// rather than the "instruction failed" wrapper the error policy gets,
+/// with the agent's id. The directives, the Error one included, still
+/// run as in Jido.
+fn call_failure(directives: &[Directive], agent_id: &str) -> Option<Error> {
+    directives.iter().find_map(|d| match d {
+        Directive::Error { error, context } => {
+            use crate::directive::error_context as ctx;
+            let error = match context.as_str() {
+                ctx::INSTRUCTION => std::error::Error::source(error)
+                    .and_then(|cause| cause.downcast_ref::<Error>())
+                    .unwrap_or(error),
+                ctx::NORMALIZE
+                | ctx::INSTRUCTION_RESULT
+                | ctx::FSM_TRANSITION
+                | ctx::STRATEGY_COMMAND
+                | ctx::ON_BEFORE_CMD => error,
+                // An Error directive an action pushed as an effect is its
+                // own report to the error policy, not a failed call.
+                _ => return None,
+            };
+            Some(
+                error
+                    .clone()
+                    .with_detail("agent_id", agent_id.to_owned())
+                    .with_detail("error_context", context.clone()),
+            )
+        }
+        _ => None,
+    })
 }

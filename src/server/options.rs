@@ -309,6 +309,7 @@ impl Executors {
 /// | `debug` | false |
 /// | `restart` | [`Restart::Temporary`] (children from SpawnAgent: the directive's) |
 /// | `allow_untrusted_runtime_signals` | false: untrusted signals may not use `jido.agent.*` |
+/// | `fail_calls_on_action_error` | true: a `call` whose actions failed answers with the error |
 ///
 /// ```
 /// use jido::server::{ErrorPolicy, ServerOptions};
@@ -332,6 +333,7 @@ pub struct ServerOptions {
     pub(crate) jido: Option<Jido>,
     pub(crate) executors: Executors,
     pub(crate) allow_untrusted_runtime_signals: Option<bool>,
+    pub(crate) fail_calls_on_action_error: Option<bool>,
 }
 
 impl fmt::Debug for ServerOptions {
@@ -351,6 +353,10 @@ impl fmt::Debug for ServerOptions {
             .field(
                 "allow_untrusted_runtime_signals",
                 &self.allow_untrusted_runtime_signals,
+            )
+            .field(
+                "fail_calls_on_action_error",
+                &self.fail_calls_on_action_error,
             )
             .field("jido", &self.jido.as_ref().map(Jido::name))
             .finish_non_exhaustive()
@@ -481,6 +487,60 @@ impl ServerOptions {
         self
     }
 
+    /// Whether a [`call`](super::AgentRef::call) whose `cmd` produced an
+    /// error answers with it (default `true`).
+    ///
+    /// An action that fails after its retries does not fail the `cmd`: as
+    /// in Jido, the agent keeps the state change of the instructions that
+    /// succeeded and hands an Error directive (context `"instruction"`) to
+    /// its error policy. With this option on (the default) the caller of
+    /// `call` also gets `Err` with the failed action's own error (its kind,
+    /// message and details such as the field `path` of a bad param), plus
+    /// the details `agent_id` and `error_context`; the first failure when
+    /// several instructions failed, and likewise for the other errors a
+    /// `cmd` reports as Error directives (a refused FSM transition, a
+    /// failed `on_before_cmd`). The error policy still runs and the state
+    /// change is kept either way: read it with
+    /// [`state`](super::AgentRef::state). Turn it off for Jido's exact
+    /// behaviour, where such a `call` answers `Ok(agent)`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::agent::SignalRoute;
+    /// use jido::prelude::*;
+    /// use jido::server::{Jido, JidoConfig, ServerOptions};
+    /// use serde_json::json;
+    ///
+    /// struct Shop;
+    /// impl Agent for Shop {
+    ///     const NAME: &'static str = "shop";
+    ///     type Schema = ();
+    ///     fn signal_routes(&self) -> Vec<SignalRoute> {
+    ///         let failing = jido::action_fn("failing", |_: serde_json::Value, _| async {
+    ///             Err::<serde_json::Value, _>(jido::Error::execution("no stock").with_retry(false))
+    ///         });
+    ///         vec![SignalRoute::action("order", failing)]
+    ///     }
+    /// }
+    /// let jido = Jido::start(JidoConfig::new()).await?;
+    /// let opts = AgentOptions::new;
+    ///
+    /// let strict = jido.start_agent(AgentState::new(Shop, opts()), ServerOptions::new()).await?;
+    /// let err = strict.call(Signal::new("order", json!({}))).await.unwrap_err();
+    /// assert_eq!((err.kind(), err.message()), (jido::ErrorKind::Execution, "no stock"));
+    ///
+    /// let like_jido = ServerOptions::new().fail_calls_on_action_error(false);
+    /// let lenient = jido.start_agent(AgentState::new(Shop, opts()), like_jido).await?;
+    /// assert!(lenient.call(Signal::new("order", json!({}))).await.is_ok());
+    /// # jido.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn fail_calls_on_action_error(mut self, on: bool) -> Self {
+        self.fail_calls_on_action_error = Some(on);
+        self
+    }
+
     /// The instance the agent belongs to: its registry, task supervisor,
     /// defaults and supervisor for children. Set by
     /// [`Jido::start_agent`]; set it yourself when embedding an
@@ -518,7 +578,8 @@ impl ServerOptions {
     /// `initial_state` (object), `on_parent_death` (`"stop"`,
     /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`,
     /// `max_concurrent_dispatches`, `debug`, `error_policy` (see
-    /// [`ErrorPolicy::from_json`]), `allow_untrusted_runtime_signals`.
+    /// [`ErrorPolicy::from_json`]), `allow_untrusted_runtime_signals`,
+    /// `fail_calls_on_action_error`.
     ///
     /// # Errors
     ///
@@ -566,6 +627,10 @@ impl ServerOptions {
                     out.allow_untrusted_runtime_signals =
                         Some(value.as_bool().ok_or_else(|| bad(key, value))?);
                 }
+                "fail_calls_on_action_error" => {
+                    out.fail_calls_on_action_error =
+                        Some(value.as_bool().ok_or_else(|| bad(key, value))?);
+                }
                 "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
                 _ => {
                     return Err(
@@ -601,6 +666,9 @@ impl ServerOptions {
         self.allow_untrusted_runtime_signals = self
             .allow_untrusted_runtime_signals
             .or(defaults.allow_untrusted_runtime_signals);
+        self.fail_calls_on_action_error = self
+            .fail_calls_on_action_error
+            .or(defaults.fail_calls_on_action_error);
         self.jido = self.jido.or_else(|| defaults.jido.clone());
         self.executors = self.executors.merged_over(&defaults.executors);
         self
