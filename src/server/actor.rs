@@ -422,7 +422,12 @@ impl AgentServerState {
         // Every fallible step before the parent is bound: a child that
         // fails to start leaves no monitor on its parent.
         if let Some(jido) = &state.jido {
-            jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
+            jido.register(
+                &id,
+                AgentRef::new(myself.clone(), Arc::clone(&id)),
+                supervised,
+                parent.as_ref().map(|p| p.id.as_str()),
+            )?;
             state.registered = true;
             if supervised && restart != crate::directive::Restart::Temporary {
                 jido.register_restart(myself.get_id(), restart_args);

@@ -8,6 +8,7 @@ use ractor::rpc::CallResult;
 use ractor::{ActorRef, ActorStatus, RpcReplyPort};
 use serde_json::Value;
 
+use super::exit::{ExitReason, Recorded};
 use super::instance::Shared;
 use super::msg::{AgentMsg, Internal};
 use super::{DEFAULT_AWAIT_TIMEOUT, DEFAULT_CALL_TIMEOUT, DEFAULT_STOP_TIMEOUT};
@@ -158,6 +159,54 @@ impl AgentRef {
             .send_message(AgentMsg::internal(Internal::Stop(reason)))
         {
             self.actor.stop(Some(reason));
+        }
+    }
+
+    /// Waits until the agent has ended and says why.
+    ///
+    /// For an agent of a [`Jido`](super::Jido) instance the reason is the
+    /// one its supervisor saw ([`ExitReason::Failed`] with the panic
+    /// message, [`ExitReason::Killed`], the stop reason, …), also when the
+    /// agent ended before this call (the instance remembers its last 1 024
+    /// exits). A restarted agent is a new actor: this handle's agent has
+    /// ended, [`Jido::whereis`](super::Jido::whereis) finds the new one.
+    /// For an agent spawned without an instance only its own supervisor
+    /// learns the reason: this resolves when it has stopped, with
+    /// [`ExitReason::Unknown`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::prelude::*;
+    /// use jido::server::{ExitReason, Jido, JidoConfig, ServerOptions};
+    ///
+    /// struct Idle;
+    /// impl Agent for Idle { const NAME: &'static str = "idle"; type Schema = (); }
+    ///
+    /// let jido = Jido::start(JidoConfig::new()).await?;
+    /// let agent = jido.start_agent(AgentState::new(Idle, AgentOptions::new()), ServerOptions::new()).await?;
+    /// let watcher = tokio::spawn({
+    ///     let agent = agent.clone();
+    ///     async move { agent.wait_exit().await }
+    /// });
+    /// agent.actor_ref().kill();
+    /// assert_eq!(watcher.await.unwrap(), ExitReason::Killed);
+    /// # jido.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_exit(&self) -> ExitReason {
+        let Some(shared) = self.instance.upgrade() else {
+            let _ = self.actor.wait(None).await;
+            return ExitReason::Unknown;
+        };
+        let recorded = shared.exits().wait(self.actor.get_id());
+        drop(shared);
+        match recorded {
+            Some(Recorded::Done(reason)) => reason,
+            Some(Recorded::Pending(rx)) => rx.await.unwrap_or(ExitReason::Unknown),
+            None => {
+                let _ = self.actor.wait(None).await;
+                ExitReason::Unknown
+            }
         }
     }
 

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::actor::{AgentServer, spawn_error};
 use super::agent_ref::{AgentRef, not_alive};
 use super::directives::DirectiveExec;
+use super::exit::{AgentEvent, AgentEvents, ExitBook, ExitReason};
 use super::msg::{AgentMsg, HierarchyMsg, Internal};
 use super::options::{AgentServerArgs, ErrorPolicy, ParentRef, ServerOptions};
 use super::{DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW, DEFAULT_STOP_TIMEOUT, signal_types};
@@ -138,6 +139,7 @@ struct Registry {
 
 pub(crate) struct Shared {
     registry: RwLock<Registry>,
+    exits: Mutex<ExitBook>,
     specs: Mutex<HashMap<ActorId, AgentServerArgs>>,
     shutting_down: AtomicBool,
     max_restarts: u32,
@@ -152,6 +154,11 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&actor);
+    }
+
+    /// The exit record and event channel.
+    pub(crate) fn exits(&self) -> std::sync::MutexGuard<'_, ExitBook> {
+        self.exits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The registry for reading; a poisoned lock still holds valid data.
@@ -229,6 +236,7 @@ impl Jido {
             .unwrap_or((DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW));
         let shared = Arc::new(Shared {
             registry: RwLock::new(Registry::default()),
+            exits: Mutex::new(ExitBook::default()),
             specs: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             max_restarts,
@@ -336,6 +344,44 @@ impl Jido {
         self.inner.shared.registry().by_id.len()
     }
 
+    /// A receiver of this instance's agent lifecycle events: every agent
+    /// started (restarts and SpawnAgent children included), every exit
+    /// with its [`ExitReason`] and whether a restart follows, every agent
+    /// given up after too many restarts. It sees what happens after this
+    /// call, in order.
+    ///
+    /// This is how a service embedding Jido learns why its agents end (and
+    /// sees the children its agents spawn) without a ractor supervisor of
+    /// its own.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::prelude::*;
+    /// use jido::server::{AgentEvent, ExitReason, Jido, JidoConfig, ServerOptions};
+    ///
+    /// struct Idle;
+    /// impl Agent for Idle { const NAME: &'static str = "idle"; type Schema = (); }
+    ///
+    /// let jido = Jido::start(JidoConfig::new()).await?;
+    /// let mut events = jido.events();
+    /// let agent = jido.start_agent(AgentState::new(Idle, AgentOptions::new().id("a1")), ServerOptions::new()).await?;
+    /// assert!(matches!(events.recv().await?, AgentEvent::Started { id, .. } if id == "a1"));
+    ///
+    /// agent.stop("done").await?;
+    /// match events.recv().await? {
+    ///     AgentEvent::Exited { id, reason, restarting, .. } => {
+    ///         assert_eq!((id.as_str(), restarting), ("a1", false));
+    ///         assert_eq!(reason, ExitReason::Stopped("done".into()));
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # jido.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> AgentEvents {
+        self.inner.shared.exits().subscribe()
+    }
+
     /// Every running agent, sorted by id.
     pub fn agents(&self) -> Vec<AgentRef> {
         let reg = self.inner.shared.registry();
@@ -425,11 +471,21 @@ impl Jido {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        shared.exits().close();
         let mut reg = shared.registry_mut();
         *reg = Registry::default();
     }
 
-    pub(crate) fn register(&self, id: &str, agent: AgentRef) -> Result<()> {
+    /// Registers `agent` under `id`; an agent linked under the instance
+    /// supervisor (`supervised`) is also announced as started and its exit
+    /// will be recorded.
+    pub(crate) fn register(
+        &self,
+        id: &str,
+        agent: AgentRef,
+        supervised: bool,
+        parent: Option<&str>,
+    ) -> Result<()> {
         let mut reg = self.inner.shared.registry_mut();
         if reg
             .by_id
@@ -446,6 +502,10 @@ impl Jido {
             reg.by_actor.remove(&old.actor_ref().get_id());
         }
         reg.by_actor.insert(actor, id.to_owned());
+        drop(reg);
+        if supervised {
+            self.inner.shared.exits().started(actor, id, parent);
+        }
         Ok(())
     }
 
@@ -523,6 +583,13 @@ pub(crate) enum Exit {
 }
 
 impl Exit {
+    fn to_reason(&self) -> ExitReason {
+        match self {
+            Exit::Stopped(reason) => ExitReason::from_ractor(Ok(reason.clone())),
+            Exit::Failed(error) => ExitReason::from_ractor(Err(error.clone())),
+        }
+    }
+
     /// A shutdown, or a drain (ractor's `drain`: the agent finished its
     /// work and stopped normally): never restarted.
     fn is_shutdown(&self) -> bool {
@@ -674,9 +741,40 @@ impl Actor for InstanceSupervisor {
 
 impl RootState {
     async fn on_exit(&mut self, myself: &ActorRef<()>, actor: ActorId, exit: Exit) {
+        let reason = exit.to_reason();
+        let id = self.shared.exits().record(actor, &reason);
+        let next = self.after_exit(actor, &exit);
+        if let Some(id) = id {
+            let exits = self.shared.exits();
+            exits.publish(AgentEvent::Exited {
+                id: id.to_string(),
+                actor,
+                reason,
+                restarting: matches!(next, AfterExit::Restart(_)),
+            });
+            if let AfterExit::GiveUp(restarts) = next {
+                exits.publish(AgentEvent::GivenUp {
+                    id: id.to_string(),
+                    restarts,
+                });
+            }
+        }
+        if let AfterExit::Restart(args) = next {
+            let id = args.id().to_owned();
+            if let Err(err) = Actor::spawn_linked(None, AgentServer, *args, myself.get_cell()).await
+            {
+                let err = spawn_error(err);
+                tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
+            }
+        }
+    }
+
+    /// What follows the exit of the agent that ran as `actor`: a restart
+    /// when its policy says so and the limit allows.
+    fn after_exit(&mut self, actor: ActorId, exit: &Exit) -> AfterExit {
         if self.shared.shutting_down.load(Ordering::SeqCst) {
             // `shutdown` clears the registry and the restart specs itself.
-            return;
+            return AfterExit::Stay;
         }
         self.shared.registry_mut().remove_actor(actor);
         let spec = self
@@ -686,18 +784,18 @@ impl RootState {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&actor);
         let Some(mut args) = spec else {
-            return;
+            return AfterExit::Stay;
         };
         if self.shared.shutting_down.load(Ordering::SeqCst) {
-            return;
+            return AfterExit::Stay;
         }
         let id = args.id().to_owned();
         let now = Instant::now();
         let window = self.shared.restart_window;
         let restart = args.options.restart.unwrap_or(Restart::Temporary);
-        if !should_restart(restart, &exit) {
+        if !should_restart(restart, exit) {
             self.restarts.forget(&id, now, window);
-            return;
+            return AfterExit::Stay;
         }
         // The child is bound to its parent as it is now: the live actor
         // registered under the parent's id (a parent that restarted is a
@@ -740,7 +838,7 @@ impl RootState {
                         ))));
                 }
             }
-            return;
+            return AfterExit::GiveUp(restarts);
         }
         tracing::info!(
             name: "jido.agent_server.restart",
@@ -749,11 +847,18 @@ impl RootState {
             reason = %exit.reason(),
             "restarting agent {id}"
         );
-        if let Err(err) = Actor::spawn_linked(None, AgentServer, args, myself.get_cell()).await {
-            let err = spawn_error(err);
-            tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
-        }
+        AfterExit::Restart(Box::new(args))
     }
+}
+
+/// What the instance supervisor does after an agent's exit.
+enum AfterExit {
+    /// Nothing: the agent stays down.
+    Stay,
+    /// Restart it with these arguments.
+    Restart(Box<AgentServerArgs>),
+    /// It hit the restart limit (this many restarts in the window).
+    GiveUp(usize),
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ mod actor;
 mod agent_ref;
 pub mod cron;
 mod directives;
+mod exit;
 mod hierarchy;
 mod inflight;
 mod ingress;
@@ -81,6 +82,7 @@ pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
+pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};
 pub use options::{

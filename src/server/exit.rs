@@ -1,0 +1,296 @@
+//! Why agents end, and the instance's stream of agent lifecycle events.
+//!
+//! The instance supervisor sees every exit of the agents linked under it
+//! (ractor's `ActorTerminated` / `ActorFailed`). It turns each into an
+//! [`ExitReason`], answers [`AgentRef::wait_exit`](super::AgentRef::wait_exit)
+//! and publishes an [`AgentEvent`] to every [`AgentEvents`] receiver, so
+//! a service learns why its agents end without writing a supervisor.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use ractor::ActorId;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::error::{Error, Result};
+
+/// Why an agent ended.
+///
+/// `Display` gives the reason string the runtime uses everywhere else
+/// (`jido.agent.child.exit`'s `reason`, logs): `"normal"`, `"shutdown"`,
+/// `"killed"`, the stop reason, or `"failed: MESSAGE"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExitReason {
+    /// Stopped without a reason, with `"normal"`, or drained.
+    Normal,
+    /// Stopped with `"shutdown"` ([`Jido::stop_agent`](super::Jido::stop_agent),
+    /// [`Jido::shutdown`](super::Jido::shutdown)).
+    Shutdown,
+    /// Killed (ractor's `kill`, or a stop that did not finish in time).
+    Killed,
+    /// Stopped with another reason: a Stop directive or signal with a
+    /// reason, the error policy (`"agent_error: …"`), a parent's death
+    /// (`"shutdown: parent_down: …"`).
+    Stopped(String),
+    /// The actor failed: a panic or an error in one of its handlers.
+    Failed(String),
+    /// The agent runs without an instance, so only the supervisor it was
+    /// spawned under learned why it ended (or the instance was shut down
+    /// before the exit was recorded).
+    Unknown,
+}
+
+impl ExitReason {
+    /// From a ractor exit: the stop reason of `ActorTerminated`, or the
+    /// error of `ActorFailed`.
+    pub(crate) fn from_ractor(stopped: std::result::Result<Option<String>, String>) -> Self {
+        match stopped {
+            Err(failure) => ExitReason::Failed(failure),
+            Ok(reason) => match super::exit_reason(reason).as_str() {
+                "normal" => ExitReason::Normal,
+                "shutdown" => ExitReason::Shutdown,
+                "killed" => ExitReason::Killed,
+                other => ExitReason::Stopped(other.to_owned()),
+            },
+        }
+    }
+
+    /// Whether the agent ended on purpose and in order (`Normal`,
+    /// `Shutdown`).
+    pub fn is_clean(&self) -> bool {
+        matches!(self, ExitReason::Normal | ExitReason::Shutdown)
+    }
+}
+
+impl fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitReason::Normal => f.write_str("normal"),
+            ExitReason::Shutdown => f.write_str("shutdown"),
+            ExitReason::Killed => f.write_str("killed"),
+            ExitReason::Stopped(reason) => f.write_str(reason),
+            ExitReason::Failed(message) => write!(f, "failed: {message}"),
+            ExitReason::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// Something that happened to an agent of an instance (see
+/// [`Jido::events`](super::Jido::events)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// An agent started and registered (also each restart, and children
+    /// started by SpawnAgent).
+    Started {
+        /// The agent's id.
+        id: String,
+        /// Its actor.
+        actor: ActorId,
+        /// Its parent's id, for a child.
+        parent: Option<String>,
+    },
+    /// An agent ended.
+    Exited {
+        /// The agent's id.
+        id: String,
+        /// Its actor.
+        actor: ActorId,
+        /// Why.
+        reason: ExitReason,
+        /// Whether the instance restarts it (a `Started` follows).
+        restarting: bool,
+    },
+    /// An agent kept failing and hit the restart limit: it stays down.
+    GivenUp {
+        /// The agent's id.
+        id: String,
+        /// Restarts within the window.
+        restarts: usize,
+    },
+}
+
+/// A receiver of an instance's [`AgentEvent`]s, from
+/// [`Jido::events`](super::Jido::events). It sees the events published
+/// after it was created, in order. A receiver that falls more than
+/// [`EVENTS_CAPACITY`] events behind is told so (never silently).
+#[derive(Debug)]
+pub struct AgentEvents {
+    rx: broadcast::Receiver<AgentEvent>,
+}
+
+/// How many events a slow [`AgentEvents`] receiver may fall behind before
+/// it misses some.
+pub const EVENTS_CAPACITY: usize = 1024;
+
+/// How many exits an instance remembers for
+/// [`AgentRef::wait_exit`](super::AgentRef::wait_exit) on an agent that
+/// already ended.
+pub(crate) const RECENT_EXITS: usize = 1024;
+
+impl AgentEvents {
+    /// The next event.
+    ///
+    /// # Errors
+    ///
+    /// * [`QueueOverflow`](crate::ErrorKind::QueueOverflow) "agent events
+    ///   lagged" with the detail `missed` when this receiver fell too far
+    ///   behind; the next call returns the oldest event still kept;
+    /// * [`Cancelled`](crate::ErrorKind::Cancelled) "jido instance is
+    ///   shut down" once the instance is gone and every event was read.
+    pub async fn recv(&mut self) -> Result<AgentEvent> {
+        match self.rx.recv().await {
+            Ok(event) => Ok(event),
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                Err(Error::queue_overflow("agent events lagged").with_detail("missed", missed))
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                Err(Error::cancelled("jido instance is shut down"))
+            }
+        }
+    }
+
+    /// The next event if one is waiting, without blocking (`Ok(None)`
+    /// otherwise).
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](AgentEvents::recv).
+    pub fn try_recv(&mut self) -> Result<Option<AgentEvent>> {
+        match self.rx.try_recv() {
+            Ok(event) => Ok(Some(event)),
+            Err(broadcast::error::TryRecvError::Empty) => Ok(None),
+            Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                Err(Error::queue_overflow("agent events lagged").with_detail("missed", missed))
+            }
+            Err(broadcast::error::TryRecvError::Closed) => {
+                Err(Error::cancelled("jido instance is shut down"))
+            }
+        }
+    }
+}
+
+/// The instance's record of exits: who waits for which actor, and the
+/// last [`RECENT_EXITS`] exits for late askers. Bounded: a million agents
+/// ending keep at most that many entries.
+pub(crate) struct ExitBook {
+    /// `None` once the instance is shut down (receivers then end).
+    events: Option<broadcast::Sender<AgentEvent>>,
+    /// The id of every live agent, by actor (the registry entry may be
+    /// gone before the supervisor hears of the exit).
+    ids: HashMap<ActorId, Arc<str>>,
+    waiters: HashMap<ActorId, Vec<oneshot::Sender<ExitReason>>>,
+    recent: HashMap<ActorId, ExitReason>,
+    order: VecDeque<ActorId>,
+}
+
+impl Default for ExitBook {
+    fn default() -> Self {
+        ExitBook {
+            events: Some(broadcast::channel(EVENTS_CAPACITY).0),
+            ids: HashMap::new(),
+            waiters: HashMap::new(),
+            recent: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl ExitBook {
+    /// A new receiver of events.
+    pub(crate) fn subscribe(&self) -> AgentEvents {
+        let rx = match &self.events {
+            Some(tx) => tx.subscribe(),
+            // Shut down: a receiver that ends at once.
+            None => broadcast::channel(1).1,
+        };
+        AgentEvents { rx }
+    }
+
+    /// Publishes an event (nobody listening is fine).
+    pub(crate) fn publish(&self, event: AgentEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// The instance is shut down: receivers end once they read what was
+    /// published, waiters learn nothing more.
+    pub(crate) fn close(&mut self) {
+        self.events = None;
+        self.waiters.clear();
+        self.ids.clear();
+    }
+
+    /// `actor`, linked under the instance supervisor, started as agent
+    /// `id`.
+    pub(crate) fn started(&mut self, actor: ActorId, id: &str, parent: Option<&str>) {
+        self.ids.insert(actor, Arc::from(id));
+        self.publish(AgentEvent::Started {
+            id: id.to_owned(),
+            actor,
+            parent: parent.map(str::to_owned),
+        });
+    }
+
+    /// Records `actor`'s exit: answers its waiters and remembers it; the
+    /// agent's id, when it was one of the instance's.
+    pub(crate) fn record(&mut self, actor: ActorId, reason: &ExitReason) -> Option<Arc<str>> {
+        for waiter in self.waiters.remove(&actor).unwrap_or_default() {
+            let _ = waiter.send(reason.clone());
+        }
+        if self.recent.insert(actor, reason.clone()).is_none() {
+            self.order.push_back(actor);
+        }
+        while self.order.len() > RECENT_EXITS {
+            if let Some(old) = self.order.pop_front() {
+                self.recent.remove(&old);
+            }
+        }
+        self.ids.remove(&actor)
+    }
+
+    /// The exit of `actor` if it was recorded, a receiver answered when it
+    /// is, or `None` when the instance supervisor does not watch it.
+    pub(crate) fn wait(&mut self, actor: ActorId) -> Option<Recorded> {
+        if let Some(reason) = self.recent.get(&actor) {
+            return Some(Recorded::Done(reason.clone()));
+        }
+        if !self.ids.contains_key(&actor) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        let waiters = self.waiters.entry(actor).or_default();
+        waiters.retain(|w| !w.is_closed());
+        waiters.push(tx);
+        Some(Recorded::Pending(rx))
+    }
+}
+
+/// An exit, recorded or to come.
+pub(crate) enum Recorded {
+    Done(ExitReason),
+    Pending(oneshot::Receiver<ExitReason>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_read_like_the_runtime_writes_them() {
+        let from = |r: Option<&str>| ExitReason::from_ractor(Ok(r.map(str::to_owned)));
+        assert_eq!(from(None), ExitReason::Normal);
+        assert_eq!(from(Some("normal")), ExitReason::Normal);
+        assert_eq!(from(Some("Drained")), ExitReason::Normal);
+        assert_eq!(from(Some("shutdown")), ExitReason::Shutdown);
+        assert_eq!(from(Some("killed")), ExitReason::Killed);
+        let parent = from(Some("shutdown: parent_down: killed"));
+        assert_eq!(parent.to_string(), "shutdown: parent_down: killed");
+        assert!(!parent.is_clean());
+        let failed = ExitReason::from_ractor(Err("boom".into()));
+        assert_eq!(failed.to_string(), "failed: boom");
+    }
+}
