@@ -164,7 +164,7 @@ async fn children_from_spawn_agent_are_in_the_stream_with_their_parent() {
     );
     // The parent's stop takes the child (on_parent_death: stop) with it.
     parent.stop("normal").await.unwrap();
-    let mut ends = vec![
+    let mut ends = [
         exited(next(&mut events).await),
         exited(next(&mut events).await),
     ];
