@@ -17,7 +17,7 @@ use jido::agent::SignalRoute;
 use jido::directive::CustomDirective;
 use jido::prelude::*;
 use jido::server::{
-    AgentMsg, AgentRef, AgentServer, AgentServerArgs, DirectiveContext, DirectiveExec,
+    AgentMsg, AgentRef, AgentServerArgs, AgentSpecs, DirectiveContext, DirectiveExec,
     DirectiveResult, ServerOptions,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -116,6 +116,8 @@ struct DrainAll(ractor::RpcReplyPort<()>);
 
 struct SupState {
     restarts: u32,
+    /// The start arguments of each agent, by actor: the restart recipe.
+    specs: AgentSpecs,
     agent_tx: tokio::sync::mpsc::UnboundedSender<ActorRef<AgentMsg>>,
 }
 
@@ -129,10 +131,12 @@ impl Actor for MySupervisor {
         myself: ActorRef<DrainAll>,
         agent_tx: Self::Arguments,
     ) -> Result<SupState, ActorProcessingErr> {
-        let (agent, _) = Actor::spawn_linked(None, AgentServer, args(), myself.get_cell()).await?;
-        let _ = agent_tx.send(agent);
+        let mut specs = AgentSpecs::new();
+        let agent = specs.spawn_linked(args(), myself.get_cell()).await?;
+        let _ = agent_tx.send(agent.actor_ref().clone());
         Ok(SupState {
             restarts: 0,
+            specs,
             agent_tx,
         })
     }
@@ -158,7 +162,7 @@ impl Actor for MySupervisor {
         event: SupervisionEvent,
         state: &mut SupState,
     ) -> Result<(), ActorProcessingErr> {
-        match event {
+        match &event {
             SupervisionEvent::ActorStarted(cell) => {
                 println!("supervisor: ActorStarted    {}", cell.get_id());
             }
@@ -167,9 +171,11 @@ impl Actor for MySupervisor {
                 if state.restarts == 0 {
                     state.restarts += 1;
                     println!("supervisor: restarting the agent");
-                    let (agent, _) =
-                        Actor::spawn_linked(None, AgentServer, args(), myself.get_cell()).await?;
-                    let _ = state.agent_tx.send(agent);
+                    if let Some(agent) = state.specs.restart(&event, myself.get_cell()).await? {
+                        let _ = state.agent_tx.send(agent.actor_ref().clone());
+                    }
+                } else {
+                    state.specs.take(&event);
                 }
             }
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
@@ -178,6 +184,8 @@ impl Actor for MySupervisor {
                     cell.get_id(),
                     reason.as_deref().unwrap_or("none")
                 );
+                // Ended on purpose (drained): nothing to restart.
+                state.specs.take(&event);
             }
             _ => {}
         }

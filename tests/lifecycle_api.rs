@@ -222,3 +222,85 @@ async fn a_slow_receiver_is_told_it_missed_events() {
         ErrorKind::Cancelled
     );
 }
+
+/// What the user's supervisor reports: an agent it (re)started, or an
+/// end it forgot, with how many specs it then holds.
+type Report = (Option<jido::server::AgentRef>, usize);
+
+/// A supervisor of the user's: restarts failed agents through `AgentSpecs`,
+/// forgets the ones that stop.
+struct SpecSupervisor;
+
+impl ractor::Actor for SpecSupervisor {
+    type Msg = ();
+    type State = (
+        jido::server::AgentSpecs,
+        tokio::sync::mpsc::UnboundedSender<Report>,
+    );
+    type Arguments = tokio::sync::mpsc::UnboundedSender<Report>;
+
+    async fn pre_start(
+        &self,
+        myself: ractor::ActorRef<()>,
+        tx: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        let mut specs = jido::server::AgentSpecs::new();
+        let crash = effects(|_| vec![Directive::custom(Crash)]);
+        let args = AgentServerArgs::new(
+            TestAgent::new()
+                .route("add", add())
+                .route("crash", crash)
+                .build("spec-1"),
+            ServerOptions::new().directive_exec(CrashExec),
+        );
+        let agent = specs.spawn_linked(args, myself.get_cell()).await?;
+        tx.send((Some(agent), specs.len()))?;
+        Ok((specs, tx))
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ractor::ActorRef<()>,
+        event: ractor::SupervisionEvent,
+        (specs, tx): &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        match &event {
+            ractor::SupervisionEvent::ActorFailed(..) => {
+                let agent = specs.restart(&event, myself.get_cell()).await?;
+                tx.send((agent, specs.len()))?;
+            }
+            ractor::SupervisionEvent::ActorTerminated(..) => {
+                let forgotten = specs.take(&event);
+                tx.send((None, specs.len() + usize::from(forgotten.is_none())))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_users_supervisor_restarts_an_agent_from_its_specs() {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (sup, _) = ractor::Actor::spawn(None, SpecSupervisor, tx)
+        .await
+        .unwrap();
+    let (first, held) = recv(&mut rx).await;
+    let first = first.unwrap();
+    assert_eq!((first.id(), held), ("spec-1", 1));
+    let after = first.call(sig("add", json!({"n": 3}))).await.unwrap();
+    assert_eq!(after.state()["total"], 3);
+    // It crashes: the supervisor starts it again from its first arguments.
+    first.cast(sig("crash", json!({}))).unwrap();
+    let (second, held) = recv(&mut rx).await;
+    let second = second.unwrap();
+    assert_eq!((second.id(), held), ("spec-1", 1));
+    assert_ne!(second, first);
+    assert!(!first.is_alive());
+    let fresh = second.state().await.unwrap();
+    assert_eq!(fresh.state().get("total"), None);
+    // A stop on purpose: forgotten, nothing left.
+    second.stop("normal").await.unwrap();
+    assert_eq!(recv(&mut rx).await.1, 0);
+    sup.stop(None);
+}

@@ -48,7 +48,9 @@ use crate::strategy::Command;
 pub struct AgentServer;
 
 impl AgentServer {
-    /// Spawns an unsupervised AgentServer.
+    /// Spawns an unsupervised AgentServer. Returns at the point
+    /// [`Jido::start_agent`](super::Jido::start_agent) describes (start-up
+    /// done, `init` directives not yet executed).
     ///
     /// # Errors
     ///

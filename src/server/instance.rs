@@ -310,7 +310,19 @@ impl Jido {
     }
 
     /// Starts `agent` under the instance supervisor with `options` (unset
-    /// options take the instance's defaults). Returns once the agent runs.
+    /// options take the instance's defaults).
+    ///
+    /// Returns once the agent's start-up (ractor's `pre_start`) is done:
+    /// options and routes checked, `initial_state` merged, the strategy's
+    /// `init` run (its directives queued), the agent registered under its
+    /// id ([`whereis`](Jido::whereis) finds it) and announced on
+    /// [`events`](Jido::events), and for a child its parent bound (it
+    /// monitors the parent). Still to come, in the agent's first turn and
+    /// before any signal you send after this returns: the strategy's
+    /// `init` directives are executed, a parent is told of the child
+    /// (`jido.agent.child.started`), and a parent found already dead
+    /// triggers `on_parent_death`. So a `call` made right after this
+    /// returns sees the agent as its `init` left it.
     ///
     /// # Errors
     ///

@@ -74,6 +74,7 @@ mod ingress;
 mod instance;
 mod msg;
 mod options;
+mod specs;
 
 use std::time::Duration;
 
@@ -89,6 +90,7 @@ pub use options::{
     AgentServerArgs, ErrorDecision, ErrorEvent, ErrorPolicy, OnParentDeath, ParentRef,
     ServerOptions,
 };
+pub use specs::AgentSpecs;
 
 /// Default timeout of [`AgentRef::call`] and the queries (5 s).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
