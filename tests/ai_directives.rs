@@ -110,7 +110,10 @@ fn llm_generate_fields_and_defaults() {
         json!({"id": "c", "model": "a:b", "context": [], "temprature": 1}),
     )
     .unwrap_err();
-    assert!(err.to_string().starts_with("unknown field `temprature`"), "{err}");
+    assert!(
+        err.to_string().starts_with("unknown field `temprature`"),
+        "{err}"
+    );
     assert_eq!(Directive::from(d).kind(), "ai.llm_generate");
 }
 
@@ -122,18 +125,22 @@ async fn llm_generate_sends_usage_then_one_response() {
         .model_aliases([("fast", "local:qwen")]);
     let (jido, agent, mut rx) = start(&ai, "gen-1", |_| {
         vec![
-            LlmGenerate::new("call_1", ModelRef::alias("fast"), vec![Message::user("hello")])
-                .system_prompt("be brief")
-                .tools(vec![jido::ai::ToolSpec {
-                    name: "noop".into(),
-                    description: "does nothing".into(),
-                    parameters: json!({"type": "object"}),
-                    strict: false,
-                }])
-                .meta("request_id", "req_1")
-                .meta("iteration", 1)
-                .meta("observability", json!({"log": true}))
-                .into(),
+            LlmGenerate::new(
+                "call_1",
+                ModelRef::alias("fast"),
+                vec![Message::user("hello")],
+            )
+            .system_prompt("be brief")
+            .tools(vec![jido::ai::ToolSpec {
+                name: "noop".into(),
+                description: "does nothing".into(),
+                parameters: json!({"type": "object"}),
+                strict: false,
+            }])
+            .meta("request_id", "req_1")
+            .meta("iteration", 1)
+            .meta("observability", json!({"log": true}))
+            .into(),
         ]
     })
     .await;
@@ -220,11 +227,7 @@ async fn llm_generate_with_tool_calls_and_no_counted_tokens_sends_no_usage() {
 async fn llm_generate_failures_end_in_one_error_response() {
     let provider = LlmError::new(LlmErrorKind::Status(503), "overloaded")
         .with_details(json!({"api_key": "sk-1", "body": "busy"}));
-    let fake = Fake::new(vec![
-        Reply::Fail(provider),
-        Reply::Panic,
-        Reply::Stall,
-    ]);
+    let fake = Fake::new(vec![Reply::Fail(provider), Reply::Panic, Reply::Stall]);
     let ai = AiRuntime::new()
         .client(fake)
         .llm_timeout(Duration::from_secs(5))
@@ -310,7 +313,8 @@ async fn llm_generate_failures_end_in_one_error_response() {
 
 #[test]
 fn llm_stream_fields_and_defaults_match_llm_generate() {
-    let d = LlmStream::new("call_1", ModelRef::alias("fast"), vec![]).timeout(Duration::from_secs(2));
+    let d =
+        LlmStream::new("call_1", ModelRef::alias("fast"), vec![]).timeout(Duration::from_secs(2));
     assert_eq!(
         serde_json::to_value(&d).unwrap(),
         json!({
@@ -394,7 +398,10 @@ async fn llm_stream_sends_deltas_then_usage_then_one_response() {
 #[tokio::test(start_paused = true)]
 async fn llm_stream_that_stalls_fails_or_ends_early_sends_one_error_response() {
     let fake = Fake::new(vec![
-        Reply::Stream(vec![Step::Event(LlmEvent::Content("a".into())), Step::Stall]),
+        Reply::Stream(vec![
+            Step::Event(LlmEvent::Content("a".into())),
+            Step::Stall,
+        ]),
         Reply::Stall,
         Reply::Stream(vec![Step::Event(LlmEvent::Content("b".into()))]),
         Reply::Stream(vec![Step::Fail(LlmError::new(
@@ -419,23 +426,33 @@ async fn llm_stream_that_stalls_fails_or_ends_early_sends_one_error_response() {
             json!({"call_id": "call_1", "delta": t, "chunk_type": "content", "seq": 1, "metadata": meta("stream_text")}),
         )
     };
-    let timeout = |message: &str| {
-        json!({"type": "timeout", "message": message, "details": {"timeout_ms": 2000}, "retryable": true})
-    };
+    let timeout = |message: &str| json!({"type": "timeout", "message": message, "details": {"timeout_ms": 2000}, "retryable": true});
     // Stalls after a delta: the idle timeout.
     agent.cast(go()).unwrap();
     assert_eq!(
         until(&mut rx, "ai.llm.response").await,
         vec![
             delta("a"),
-            err_response("call_1", "local:m", 2000, timeout("llm stream stalled"), "stream_text")
+            err_response(
+                "call_1",
+                "local:m",
+                2000,
+                timeout("llm stream stalled"),
+                "stream_text"
+            )
         ]
     );
     // Never opens.
     agent.cast(go()).unwrap();
     assert_eq!(
         next(&mut rx).await,
-        err_response("call_1", "local:m", 2000, timeout("llm request timed out"), "stream_text")
+        err_response(
+            "call_1",
+            "local:m",
+            2000,
+            timeout("llm request timed out"),
+            "stream_text"
+        )
     );
     // Ends without its response.
     agent.cast(go()).unwrap();
@@ -476,7 +493,11 @@ async fn llm_stream_that_stalls_fails_or_ends_early_sends_one_error_response() {
 
 #[tokio::test(start_paused = true)]
 async fn llm_embed_fields_and_its_one_result() {
-    let d = LlmEmbed::new("emb_1", "openai:text-embedding-3-small", vec!["a".into(), "b".into()]);
+    let d = LlmEmbed::new(
+        "emb_1",
+        "openai:text-embedding-3-small",
+        vec!["a".into(), "b".into()],
+    );
     assert_eq!(
         serde_json::to_value(&d).unwrap(),
         json!({"id": "emb_1", "model": "openai:text-embedding-3-small", "texts": ["a", "b"], "metadata": {}})
@@ -584,7 +605,10 @@ fn tool_exec_fields_and_defaults() {
         (Some("req_m"), Some(4), Some("run_c"))
     );
     let c = from.clone().request_id("req_f").iteration(7).correlation();
-    assert_eq!((c.request_id.as_deref(), c.iteration), (Some("req_f"), Some(7)));
+    assert_eq!(
+        (c.request_id.as_deref(), c.iteration),
+        (Some("req_f"), Some(7))
+    );
     assert_eq!(Directive::from(d).kind(), "ai.tool_exec");
 }
 
@@ -593,10 +617,14 @@ async fn tool_exec_sends_started_then_one_result_with_allowed_effects() {
     let ai = AiRuntime::new().tools(ToolSet::new().with(multiply()).unwrap());
     let (jido, agent, mut rx) = start(&ai, "tool-1", |_| {
         vec![
-            ToolExec::new("tc_1", "multiply", json!({"a": "2", "b": 3, "api_key": "sk"}))
-                .request_id("req_9")
-                .iteration(2)
-                .into(),
+            ToolExec::new(
+                "tc_1",
+                "multiply",
+                json!({"a": "2", "b": 3, "api_key": "sk"}),
+            )
+            .request_id("req_9")
+            .iteration(2)
+            .into(),
         ]
     })
     .await;
@@ -628,7 +656,10 @@ async fn tool_exec_sends_started_then_one_result_with_allowed_effects() {
     assert!(agent.is_alive());
     // The tool ran beside the mailbox: the state op is for the strategy to
     // apply, the runtime did not.
-    assert_eq!(agent.state().await.unwrap().state().get("last_product"), None);
+    assert_eq!(
+        agent.state().await.unwrap().state().get("last_product"),
+        None
+    );
     jido.shutdown().await;
 }
 
@@ -888,7 +919,11 @@ async fn cancel_request_ends_running_calls_with_a_cancelled_result() {
                 .iteration(1)
                 .into(),
         ],
-        Some("cancel") => vec![CancelRequest::new(p["id"].as_str().unwrap()).reason("stop_now").into()],
+        Some("cancel") => vec![
+            CancelRequest::new(p["id"].as_str().unwrap())
+                .reason("stop_now")
+                .into(),
+        ],
         _ => vec![],
     })
     .await;
@@ -899,7 +934,10 @@ async fn cancel_request_ends_running_calls_with_a_cancelled_result() {
     assert_eq!(ai.running(&agent), 2);
     // Another id: nothing happens.
     agent
-        .cast(Signal::new("go", json!({"do": "cancel", "id": "req_other"})))
+        .cast(Signal::new(
+            "go",
+            json!({"do": "cancel", "id": "req_other"}),
+        ))
         .unwrap();
     nothing_more(&mut rx).await;
     assert_eq!(ai.running(&agent), 2);
@@ -969,12 +1007,14 @@ fn every_directive_reads_from_tagged_data() {
     ];
     for (data, kind) in cases {
         let d: AiDirective = serde_json::from_value(data.clone()).unwrap();
-        let again: AiDirective =
-            serde_json::from_value(serde_json::to_value(&d).unwrap()).unwrap();
+        let again: AiDirective = serde_json::from_value(serde_json::to_value(&d).unwrap()).unwrap();
         assert_eq!(again, d);
         assert_eq!(Directive::from(d).kind(), kind);
     }
     let err = serde_json::from_value::<AiDirective>(json!({"directive": "llm_dream", "id": "c"}))
         .unwrap_err();
-    assert!(err.to_string().starts_with("unknown variant `llm_dream`"), "{err}");
+    assert!(
+        err.to_string().starts_with("unknown variant `llm_dream`"),
+        "{err}"
+    );
 }

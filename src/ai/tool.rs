@@ -228,8 +228,8 @@ pub fn tool_schema(schema: Value, strict: bool) -> Value {
         // `true` / anything else: an object taking no arguments.
         _ => Map::new(),
     };
-    schema.remove("$schema");
-    schema.remove("title");
+    schema.shift_remove("$schema");
+    schema.shift_remove("title");
     if !schema.contains_key("type") {
         schema.insert("type".into(), json!("object"));
     }
@@ -253,25 +253,41 @@ fn is_object_node(map: &Map<String, Value>) -> bool {
     typed_object || map.contains_key("properties")
 }
 
-fn close_objects(value: &mut Value, strict: bool) {
-    match value {
-        Value::Object(map) => {
-            if is_object_node(map) && (strict || !map.contains_key("additionalProperties")) {
-                map.insert("additionalProperties".into(), Value::Bool(false));
-            }
-            for (key, child) in map.iter_mut() {
-                // Values under these keys are names or data, not schemas.
-                if matches!(
-                    key.as_str(),
-                    "enum" | "const" | "required" | "default" | "examples"
-                ) {
-                    continue;
+fn close_objects(schema: &mut Value, strict: bool) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    if is_object_node(map) && (strict || !map.contains_key("additionalProperties")) {
+        map.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for (key, child) in map.iter_mut() {
+        match key.as_str() {
+            // Maps of name → schema.
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(schemas) = child {
+                    schemas.values_mut().for_each(|s| close_objects(s, strict));
                 }
-                close_objects(child, strict);
             }
+            // One schema.
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames"
+            | "unevaluatedProperties" => close_objects(child, strict),
+            // Lists of schemas.
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                if let Value::Array(schemas) = child {
+                    schemas.iter_mut().for_each(|s| close_objects(s, strict));
+                }
+            }
+            // Data and names (enum, const, default, required, examples,
+            // description, …).
+            _ => {}
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| close_objects(v, strict)),
-        _ => {}
     }
 }
 
