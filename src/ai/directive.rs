@@ -43,6 +43,7 @@ use super::envelope::ErrorEnvelope;
 use super::signals::Correlation;
 use crate::action::DynAction;
 use crate::directive::{CustomDirective, Directive};
+use crate::effect::Effect;
 use crate::error::{Error, Result};
 
 /// Default `max_tokens` of the LLM directives (1024).
@@ -368,6 +369,12 @@ macro_rules! llm_directive {
         impl From<$name> for Directive {
             fn from(d: $name) -> Directive {
                 Directive::custom(d)
+            }
+        }
+
+        impl From<$name> for Effect {
+            fn from(d: $name) -> Effect {
+                Effect::Directive(Directive::custom(d))
             }
         }
     };
@@ -825,6 +832,12 @@ macro_rules! plain_directive {
         impl From<$name> for Directive {
             fn from(d: $name) -> Directive {
                 Directive::custom(d)
+            }
+        }
+
+        impl From<$name> for Effect {
+            fn from(d: $name) -> Effect {
+                Effect::Directive(Directive::custom(d))
             }
         }
     };

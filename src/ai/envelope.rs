@@ -100,7 +100,7 @@ impl ErrorEnvelope {
     ///   `{"reason": value}`.
     ///
     /// Details are sanitised and the message bounded like
-    /// [`sanitize`](crate::error::sanitize) bounds strings.
+    /// [`sanitize`] bounds strings.
     ///
     /// ```
     /// use jido::ai::envelope::ErrorEnvelope;

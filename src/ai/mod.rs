@@ -1,5 +1,5 @@
 //! The AI layer (feature `ai`): LLM and tool directives with their signal
-//! contracts, the [`LlmClient`](client::LlmClient) interface and reasoning
+//! contracts, the [`LlmClient`] interface and reasoning
 //! strategies.
 //!
 //! * [`client`]: the model interface every other part builds on.
@@ -10,7 +10,7 @@
 //!   `ai.tool.started`, `ai.tool.result`, `ai.request.error`).
 //! * [`envelope`]: the result and error envelopes, the tool-result content.
 //! * [`tool`]: tools from actions; [`effects`]: the tool effect policy.
-//! * [`runtime`]: [`AiRuntime`](runtime::AiRuntime), which holds the client
+//! * [`runtime`]: [`AiRuntime`], which holds the client
 //!   and the tools and executes the directives.
 
 pub mod client;

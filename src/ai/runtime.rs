@@ -18,7 +18,7 @@
 //! is never blocked. The task casts its signals to the agent, in order,
 //! and always ends with exactly one terminal signal, also when the
 //! provider fails, the stream stalls, the client or the tool panics, the
-//! call is cancelled ([`CancelRequest`](super::directive::CancelRequest))
+//! call is cancelled ([`CancelRequest`])
 //! or the task cannot start (then the terminal signal is sent from the
 //! handler). `EmitToolError`, `EmitRequestError` and `CancelRequest` act
 //! in the handler. The one case without a terminal signal is the
@@ -87,21 +87,60 @@ type ModelResolver = dyn Fn(&str) -> Result<String> + Send + Sync;
 /// cancellation). Cheap to clone: clones share everything.
 ///
 /// ```
-/// # fn client() -> impl jido::ai::LlmClient { unimplemented!() }
-/// use jido::ai::runtime::AiRuntime;
-/// use jido::ai::tool::ToolSet;
-/// use jido::server::{JidoConfig, ServerOptions};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use futures::future::BoxFuture;
+/// use jido::agent::SignalRoute;
+/// use jido::ai::*;
+/// use jido::prelude::*;
+/// use jido::server::{Jido, JidoConfig};
+/// use serde_json::{Value, json};
 ///
-/// # fn demo() -> jido::Result<()> {
-/// let ai = AiRuntime::new()
-///     .client(client())
-///     .tools(ToolSet::new())
-///     .model_aliases([("fast", "openai:gpt-4o-mini")]);
-/// // Every agent of an instance:
-/// let config = ai.register_instance(JidoConfig::new());
-/// // Or one agent (and its children):
-/// let opts = ai.register(ServerOptions::new());
-/// # let _ = (config, opts); Ok(()) }
+/// /// A model that always says "hi".
+/// struct Hi;
+/// impl LlmClient for Hi {
+///     fn generate(&self, req: LlmRequest) -> BoxFuture<'static, Result<LlmResponse, LlmError>> {
+///         Box::pin(async move {
+///             Ok(LlmResponse { model: req.model, text: "hi".into(), thinking: None, tool_calls: vec![],
+///                              finish_reason: FinishReason::Stop, usage: None })
+///         })
+///     }
+///     fn stream(&self, _: LlmRequest) -> BoxFuture<'static, Result<LlmEventStream, LlmError>> {
+///         Box::pin(async { Err(LlmError::new(LlmErrorKind::Other, "no streams here")) })
+///     }
+///     fn embed(&self, _: EmbedRequest) -> BoxFuture<'static, Result<EmbedResponse, LlmError>> {
+///         Box::pin(async { Err(LlmError::new(LlmErrorKind::Other, "no embeddings here")) })
+///     }
+/// }
+///
+/// // `ask` starts an LLM call; its `ai.llm.response` comes back to the agent.
+/// let ask = jido::action_fn("ask", |_: Value, ctx: Context| async move {
+///     ctx.push_effect(LlmGenerate::new("call_1", ModelRef::alias("fast"), vec![Message::user("hello")]));
+///     Ok(json!({"status": "running"}))
+/// });
+/// let answered = jido::action_fn("answered", |p: Value, _: Context| async move {
+///     Ok(json!({"last_answer": p["result"]["result"]["text"], "status": "completed"}))
+/// });
+/// struct Chat(Vec<SignalRoute>);
+/// impl Agent for Chat {
+///     const NAME: &'static str = "chat";
+///     type Schema = ();
+///     fn signal_routes(&self) -> Vec<SignalRoute> { self.0.clone() }
+/// }
+///
+/// let ai = AiRuntime::new().client(Hi).model_aliases([("fast", "local:tiny")]);
+/// // Every agent of the instance (and their children) can run AI directives.
+/// let jido = Jido::start(ai.register_instance(JidoConfig::new())).await?;
+/// let agent = jido.start_agent(
+///     AgentState::new(
+///         Chat(vec![SignalRoute::action("ask", ask), SignalRoute::action("ai.llm.response", answered)]),
+///         AgentOptions::new().id("chat-1"),
+///     ),
+///     ServerOptions::new(),
+/// ).await?;
+/// agent.cast(jido::Signal::new("ask", json!({})))?;
+/// let done = agent.await_completion(Default::default()).await?;
+/// assert_eq!(done.result, json!("hi"));
+/// # jido.shutdown().await; Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct AiRuntime {
