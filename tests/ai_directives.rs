@@ -1018,3 +1018,75 @@ fn every_directive_reads_from_tagged_data() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Where the runtime is registered
+
+#[tokio::test(start_paused = true)]
+async fn an_agents_runtime_is_inherited_by_its_children_and_no_one_else() {
+    use jido::server::{Jido, JidoConfig};
+    let ai = AiRuntime::new().client(Fake::new(vec![Reply::Answer(answer(
+        "child says hi",
+        None,
+    ))]));
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let child_tx = tx.clone();
+    let parent = ai_agent(
+        "parent-1",
+        move |p| match p["do"].as_str() {
+            Some("spawn") => vec![Directive::spawn_agent(
+                ai_agent(
+                    "unused",
+                    |_| vec![LlmGenerate::new("call_c", "local:m", vec![]).into()],
+                    child_tx.clone(),
+                ),
+                "kid",
+            )],
+            _ => vec![],
+        },
+        tx.clone(),
+    );
+    let parent = jido
+        .start_agent(parent, ai.register(ServerOptions::new()))
+        .await
+        .unwrap();
+    parent
+        .cast(Signal::new("go", json!({"do": "spawn"})))
+        .unwrap();
+    let child = loop {
+        if let Some(child) = jido.whereis("parent-1/kid") {
+            break child;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    child.cast(go()).unwrap();
+    let (ty, data) = next(&mut rx).await;
+    assert_eq!(ty, "ai.llm.response");
+    assert_eq!(data["result"]["result"]["text"], "child says hi");
+
+    // An agent of the same instance without the runtime: the directive has
+    // no executor (a configuration error for its error policy), no signal.
+    let other = jido
+        .start_agent(
+            ai_agent(
+                "other-1",
+                |_| vec![LlmGenerate::new("call_o", "local:m", vec![]).into()],
+                tx,
+            ),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    other.call(go()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while other.status().await.unwrap().error_count == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the unhandled directive reached the error policy");
+    assert_eq!(other.status().await.unwrap().error_count, 1);
+    nothing_more(&mut rx).await;
+    jido.shutdown().await;
+}
