@@ -352,48 +352,88 @@ const SECRET_MARKERS: [&str; 7] = [
 /// assert_eq!(clean, json!({"Auth-Token": "[REDACTED]", "user": {"password": "[REDACTED]", "name": "ann"}}));
 /// ```
 pub fn sanitize(value: &Value) -> Value {
-    sanitize_at(value, 1)
+    sanitize_with(value, &SanitizeLimits::ENVELOPE)
 }
 
-fn sanitize_at(value: &Value, depth: usize) -> Value {
+/// The bounds of [`sanitize_with`]: nesting depth, items per object or
+/// array, characters per string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SanitizeLimits {
+    /// Deepest nesting kept; deeper objects and arrays become
+    /// `"[MAX_DEPTH]"`.
+    pub max_depth: usize,
+    /// Most items kept per object or array.
+    pub max_items: usize,
+    /// Longest string kept whole, in characters.
+    pub max_string: usize,
+}
+
+impl SanitizeLimits {
+    /// The bounds of error envelopes and logs ([`sanitize`]):
+    /// [`SANITIZE_MAX_DEPTH`], [`SANITIZE_MAX_ITEMS`], [`SANITIZE_MAX_STRING`].
+    pub const ENVELOPE: SanitizeLimits = SanitizeLimits {
+        max_depth: SANITIZE_MAX_DEPTH,
+        max_items: SANITIZE_MAX_ITEMS,
+        max_string: SANITIZE_MAX_STRING,
+    };
+}
+
+/// [`sanitize`] with other bounds (the same markers and redaction rules),
+/// e.g. the larger ones of tool results handed to a model.
+///
+/// ```
+/// use jido::error::{SanitizeLimits, sanitize_with};
+/// use serde_json::json;
+///
+/// let limits = SanitizeLimits { max_depth: 8, max_items: 2, max_string: 3 };
+/// assert_eq!(
+///     sanitize_with(&json!({"list": [1, 2, 3], "word": "abcdef", "token": "t"}), &limits),
+///     json!({"list": [1, 2, "...(1 more)"], "word": "abc...(truncated)", "__truncated__": 1})
+/// );
+/// ```
+pub fn sanitize_with(value: &Value, limits: &SanitizeLimits) -> Value {
+    sanitize_at(value, 1, limits)
+}
+
+fn sanitize_at(value: &Value, depth: usize, limits: &SanitizeLimits) -> Value {
     match value {
-        Value::String(s) => Value::String(truncate_string(s)),
+        Value::String(s) => Value::String(truncate_to(s, limits.max_string)),
         Value::Object(map) => {
-            if depth > SANITIZE_MAX_DEPTH {
+            if depth > limits.max_depth {
                 return Value::String("[MAX_DEPTH]".into());
             }
-            let mut out = Map::with_capacity(map.len().min(SANITIZE_MAX_ITEMS + 1));
-            for (key, v) in map.iter().take(SANITIZE_MAX_ITEMS) {
+            let mut out = Map::with_capacity(map.len().min(limits.max_items + 1));
+            for (key, v) in map.iter().take(limits.max_items) {
                 let clean = if is_secret_key(key) {
                     Value::String(REDACTED.into())
                 } else if is_stacktrace_key(key) {
                     Value::String("[OMITTED]".into())
                 } else {
-                    sanitize_at(v, depth + 1)
+                    sanitize_at(v, depth + 1, limits)
                 };
                 out.insert(key.clone(), clean);
             }
-            if map.len() > SANITIZE_MAX_ITEMS {
+            if map.len() > limits.max_items {
                 out.insert(
                     "__truncated__".into(),
-                    Value::from(map.len() - SANITIZE_MAX_ITEMS),
+                    Value::from(map.len() - limits.max_items),
                 );
             }
             Value::Object(out)
         }
         Value::Array(items) => {
-            if depth > SANITIZE_MAX_DEPTH {
+            if depth > limits.max_depth {
                 return Value::String("[MAX_DEPTH]".into());
             }
             let mut out: Vec<Value> = items
                 .iter()
-                .take(SANITIZE_MAX_ITEMS)
-                .map(|v| sanitize_at(v, depth + 1))
+                .take(limits.max_items)
+                .map(|v| sanitize_at(v, depth + 1, limits))
                 .collect();
-            if items.len() > SANITIZE_MAX_ITEMS {
+            if items.len() > limits.max_items {
                 out.push(Value::String(format!(
                     "...({} more)",
-                    items.len() - SANITIZE_MAX_ITEMS
+                    items.len() - limits.max_items
                 )));
             }
             Value::Array(out)
@@ -414,7 +454,11 @@ pub(crate) fn sanitize_str(s: &str) -> Cow<'_, str> {
 }
 
 fn truncate_string(s: &str) -> String {
-    match s.char_indices().nth(SANITIZE_MAX_STRING) {
+    truncate_to(s, SANITIZE_MAX_STRING)
+}
+
+fn truncate_to(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
         Some((cut, _)) => format!("{}...(truncated)", &s[..cut]),
         None => s.to_owned(),
     }

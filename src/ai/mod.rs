@@ -1,14 +1,35 @@
 //! The AI layer (feature `ai`): LLM and tool directives with their signal
-//! contracts, the [`LlmClient`](client::LlmClient) interface and reasoning
+//! contracts, the [`LlmClient`] interface and reasoning
 //! strategies.
 //!
-//! Work in progress: [`client`] holds the model interface every other part
-//! builds on.
+//! * [`client`]: the model interface every other part builds on.
+//! * [`directive`]: `LlmStream`, `LlmGenerate`, `LlmEmbed`, `ToolExec`,
+//!   `EmitToolError`, `EmitRequestError` and `CancelRequest`.
+//! * [`signals`]: what those directives send back to the agent
+//!   (`ai.llm.delta`, `ai.usage`, `ai.llm.response`, `ai.embed.result`,
+//!   `ai.tool.started`, `ai.tool.result`, `ai.request.error`).
+//! * [`envelope`]: the result and error envelopes, the tool-result content.
+//! * [`tool`]: tools from actions; [`effects`]: the tool effect policy.
+//! * [`runtime`]: [`AiRuntime`], which holds the client
+//!   and the tools and executes the directives.
 
 pub mod client;
+pub mod directive;
+pub mod effects;
+pub mod envelope;
+pub mod runtime;
+pub mod signals;
+pub mod tool;
 
 pub use client::{
     EmbedRequest, EmbedResponse, FinishReason, JsonSchemaFormat, LlmClient, LlmError, LlmErrorKind,
     LlmEvent, LlmEventStream, LlmRequest, LlmResponse, Message, Role, ToolCall, ToolChoice,
     ToolSpec, Usage,
 };
+pub use directive::{
+    AiDirective, CancelRequest, EmitRequestError, EmitToolError, LlmEmbed, LlmGenerate, LlmStream,
+    ModelRef, ToolExec,
+};
+pub use envelope::{ErrorEnvelope, ResultEnvelope};
+pub use runtime::AiRuntime;
+pub use tool::{Tool, ToolSet};

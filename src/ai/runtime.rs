@@ -1,0 +1,994 @@
+//! Where the AI directives run: [`AiRuntime`] holds the LLM client, the
+//! tools, the model-alias hook and the effect policy, and registers the
+//! executors of every AI directive.
+//!
+//! # Where the client and the tools live
+//!
+//! In the executors. [`AiRuntime::register`] adds them to an agent's
+//! [`ServerOptions`]; [`AiRuntime::register_instance`] to a
+//! [`JidoConfig`], so that every agent of the instance has them. Children
+//! started with `SpawnAgent` inherit their parent's executors, so one
+//! registration covers a whole agent tree; an agent registering its own
+//! runtime overrides the instance's (its options win per directive type).
+//!
+//! # How a directive runs
+//!
+//! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` start a task in
+//! the instance's task supervisor and return at once: the agent's mailbox
+//! is never blocked. The task casts its signals to the agent, in order,
+//! and always ends with exactly one terminal signal, also when the
+//! provider fails, the stream stalls, the client or the tool panics, the
+//! call is cancelled ([`CancelRequest`])
+//! or the task cannot start (then the terminal signal is sent from the
+//! handler). `EmitToolError`, `EmitRequestError` and `CancelRequest` act
+//! in the handler. The one case without a terminal signal is the
+//! instance shutting down, which cancels the tasks and stops the agents
+//! that would receive them.
+//!
+//! Timeouts (tokio time):
+//!
+//! * `LlmGenerate` and `LlmEmbed`: the whole call, `timeout` or
+//!   [`llm_timeout`](AiRuntime::llm_timeout) (30 s); then a `timeout` error
+//!   "llm request timed out" / "embedding request timed out" (details
+//!   `timeout_ms`).
+//! * `LlmStream`: the longest wait for the stream to open and then for each
+//!   next event (content, reasoning or a tool-call fragment all count),
+//!   `timeout` or the same default; then "llm request timed out" (not
+//!   opened) or "llm stream stalled" (opened; details `timeout_ms`).
+//! * `ToolExec`: per attempt, `timeout_ms` or
+//!   [`tool_timeout`](AiRuntime::tool_timeout) (30 s), through Exec
+//!   (`timeout_ms: 0` runs without a limit).
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use ractor::ActorId;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::{
+    EmbedRequest, FinishReason, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message,
+};
+use super::directive::{
+    CancelRequest, EmitRequestError, EmitToolError, LlmCall, LlmEmbed, LlmGenerate, LlmStream,
+    ModelRef, ToolExec, unknown_tool_error,
+};
+use super::effects::EffectPolicy;
+use super::envelope::{ResultEnvelope, llm_error};
+use super::signals::{
+    ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData, ToolResultData,
+    ToolStartedData, UsageData, sanitize_delta,
+};
+use super::tool::{Tool, ToolSet};
+use crate::context::Context;
+use crate::error::{Error, Result, sanitize};
+use crate::exec::{ExecOptions, panic_message};
+use crate::instruction::Instruction;
+use crate::server::{
+    AgentRef, DirectiveContext, DirectiveExec, DirectiveResult, JidoConfig, ServerOptions,
+};
+use crate::signal::{Signal, TypedSignal};
+
+/// Default wait of the LLM and embedding directives (30 s, Jido's).
+pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default per-attempt timeout of a tool call (30 s, Jido's).
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+
+type ModelResolver = dyn Fn(&str) -> Result<String> + Send + Sync;
+
+/// The LLM client, tools, model-alias hook and effect policy of the AI
+/// directives, and the registry of their running calls (for
+/// cancellation). Cheap to clone: clones share everything.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use futures::future::BoxFuture;
+/// use jido::agent::SignalRoute;
+/// use jido::ai::*;
+/// use jido::prelude::*;
+/// use jido::server::{Jido, JidoConfig};
+/// use serde_json::{Value, json};
+///
+/// /// A model that always says "hi".
+/// struct Hi;
+/// impl LlmClient for Hi {
+///     fn generate(&self, req: LlmRequest) -> BoxFuture<'static, Result<LlmResponse, LlmError>> {
+///         Box::pin(async move {
+///             Ok(LlmResponse { model: req.model, text: "hi".into(), thinking: None, tool_calls: vec![],
+///                              finish_reason: FinishReason::Stop, usage: None })
+///         })
+///     }
+///     fn stream(&self, _: LlmRequest) -> BoxFuture<'static, Result<LlmEventStream, LlmError>> {
+///         Box::pin(async { Err(LlmError::new(LlmErrorKind::Other, "no streams here")) })
+///     }
+///     fn embed(&self, _: EmbedRequest) -> BoxFuture<'static, Result<EmbedResponse, LlmError>> {
+///         Box::pin(async { Err(LlmError::new(LlmErrorKind::Other, "no embeddings here")) })
+///     }
+/// }
+///
+/// // `ask` starts an LLM call; its `ai.llm.response` comes back to the agent.
+/// let ask = jido::action_fn("ask", |_: Value, ctx: Context| async move {
+///     ctx.push_effect(LlmGenerate::new("call_1", ModelRef::alias("fast"), vec![Message::user("hello")]));
+///     Ok(json!({"status": "running"}))
+/// });
+/// let answered = jido::action_fn("answered", |p: Value, _: Context| async move {
+///     Ok(json!({"last_answer": p["result"]["result"]["text"], "status": "completed"}))
+/// });
+/// struct Chat(Vec<SignalRoute>);
+/// impl Agent for Chat {
+///     const NAME: &'static str = "chat";
+///     type Schema = ();
+///     fn signal_routes(&self) -> Vec<SignalRoute> { self.0.clone() }
+/// }
+///
+/// let ai = AiRuntime::new().client(Hi).model_aliases([("fast", "local:tiny")]);
+/// // Every agent of the instance (and their children) can run AI directives.
+/// let jido = Jido::start(ai.register_instance(JidoConfig::new())).await?;
+/// let agent = jido.start_agent(
+///     AgentState::new(
+///         Chat(vec![SignalRoute::action("ask", ask), SignalRoute::action("ai.llm.response", answered)]),
+///         AgentOptions::new().id("chat-1"),
+///     ),
+///     ServerOptions::new(),
+/// ).await?;
+/// agent.cast(jido::Signal::new("ask", json!({})))?;
+/// let done = agent.await_completion(Default::default()).await?;
+/// assert_eq!(done.result, json!("hi"));
+/// # jido.shutdown().await; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AiRuntime {
+    config: Arc<Config>,
+    registry: Arc<Registry>,
+}
+
+#[derive(Clone)]
+struct Config {
+    client: Option<Arc<dyn LlmClient>>,
+    tools: ToolSet,
+    resolver: Option<Arc<ModelResolver>>,
+    effect_policy: EffectPolicy,
+    llm_timeout: Duration,
+    tool_timeout: Duration,
+}
+
+impl Default for AiRuntime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for AiRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AiRuntime")
+            .field("client", &self.config.client.is_some())
+            .field("tools", &self.config.tools.names().collect::<Vec<_>>())
+            .field("model_resolver", &self.config.resolver.is_some())
+            .field("effect_policy", &self.config.effect_policy)
+            .field("llm_timeout", &self.config.llm_timeout)
+            .field("tool_timeout", &self.config.tool_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AiRuntime {
+    /// No client, no tools, no aliases, the default effect policy and
+    /// timeouts. An LLM directive without a client ends in a
+    /// `configuration_error` "no llm client configured".
+    pub fn new() -> Self {
+        AiRuntime {
+            config: Arc::new(Config {
+                client: None,
+                tools: ToolSet::new(),
+                resolver: None,
+                effect_policy: EffectPolicy::default(),
+                llm_timeout: DEFAULT_LLM_TIMEOUT,
+                tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            }),
+            registry: Arc::default(),
+        }
+    }
+
+    fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// Sets the LLM client.
+    #[must_use]
+    pub fn client(self, client: impl LlmClient) -> Self {
+        self.client_arc(Arc::new(client))
+    }
+
+    /// Sets the LLM client, shared.
+    #[must_use]
+    pub fn client_arc(self, client: Arc<dyn LlmClient>) -> Self {
+        self.edit(|c| c.client = Some(client))
+    }
+
+    /// Sets the tools `ToolExec` looks names up in.
+    #[must_use]
+    pub fn tools(self, tools: ToolSet) -> Self {
+        self.edit(|c| c.tools = tools)
+    }
+
+    /// Sets the hook resolving a model alias to a model spec (the only
+    /// alias mechanism here: the alias table lives with the clients). An
+    /// `Err` ends the call with that error.
+    #[must_use]
+    pub fn model_resolver(
+        self,
+        resolve: impl Fn(&str) -> Result<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.edit(|c| c.resolver = Some(Arc::new(resolve)))
+    }
+
+    /// A [`model_resolver`](AiRuntime::model_resolver) from a fixed table;
+    /// an unknown alias is a configuration error "unknown model alias:
+    /// NAME" (details `alias`, `available`: the sorted aliases).
+    #[must_use]
+    pub fn model_aliases<I, K, V>(self, aliases: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        let table: HashMap<String, String> = aliases
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        self.model_resolver(move |alias| {
+            table.get(alias).cloned().ok_or_else(|| {
+                let mut available: Vec<&String> = table.keys().collect();
+                available.sort();
+                Error::configuration(format!("unknown model alias: {alias}"))
+                    .with_detail("alias", alias.to_owned())
+                    .with_detail("available", json!(available))
+            })
+        })
+    }
+
+    /// Sets the policy filtering tool effects.
+    #[must_use]
+    pub fn effect_policy(self, policy: EffectPolicy) -> Self {
+        self.edit(|c| c.effect_policy = policy)
+    }
+
+    /// Sets the default wait of the LLM and embedding directives.
+    #[must_use]
+    pub fn llm_timeout(self, timeout: Duration) -> Self {
+        self.edit(|c| c.llm_timeout = timeout)
+    }
+
+    /// Sets the default per-attempt timeout of tool calls.
+    #[must_use]
+    pub fn tool_timeout(self, timeout: Duration) -> Self {
+        self.edit(|c| c.tool_timeout = timeout)
+    }
+
+    /// The tools.
+    pub fn tool_set(&self) -> &ToolSet {
+        &self.config.tools
+    }
+
+    /// Resolves `model` to a model spec.
+    ///
+    /// # Errors
+    ///
+    /// The resolver's error; a configuration error "unknown model alias:
+    /// NAME" for an alias without a resolver.
+    pub fn resolve_model(&self, model: &ModelRef) -> Result<String> {
+        match model {
+            ModelRef::Spec(spec) => Ok(spec.clone()),
+            ModelRef::Alias(alias) => match &self.config.resolver {
+                Some(resolve) => resolve(alias),
+                None => Err(
+                    Error::configuration(format!("unknown model alias: {alias}"))
+                        .with_detail("alias", alias.clone())
+                        .with_detail("available", json!([])),
+                ),
+            },
+        }
+    }
+
+    /// `opts` with the executors of every AI directive (see [where the
+    /// client and the tools live](self#where-the-client-and-the-tools-live)).
+    pub fn register(&self, opts: ServerOptions) -> ServerOptions {
+        opts.directive_exec(AiExec::<LlmStream>::new(self))
+            .directive_exec(AiExec::<LlmGenerate>::new(self))
+            .directive_exec(AiExec::<LlmEmbed>::new(self))
+            .directive_exec(AiExec::<ToolExec>::new(self))
+            .directive_exec(AiExec::<EmitToolError>::new(self))
+            .directive_exec(AiExec::<EmitRequestError>::new(self))
+            .directive_exec(AiExec::<CancelRequest>::new(self))
+    }
+
+    /// `config` with the executors of every AI directive, for every agent
+    /// of the instance.
+    pub fn register_instance(&self, config: JidoConfig) -> JidoConfig {
+        config
+            .directive_exec(AiExec::<LlmStream>::new(self))
+            .directive_exec(AiExec::<LlmGenerate>::new(self))
+            .directive_exec(AiExec::<LlmEmbed>::new(self))
+            .directive_exec(AiExec::<ToolExec>::new(self))
+            .directive_exec(AiExec::<EmitToolError>::new(self))
+            .directive_exec(AiExec::<EmitRequestError>::new(self))
+            .directive_exec(AiExec::<CancelRequest>::new(self))
+    }
+
+    /// Cancels the running calls of `agent` whose request id or call id is
+    /// `request_id` (what [`CancelRequest`] does). Returns how many were
+    /// cancelled; each ends with its terminal signal carrying a `cancelled`
+    /// error "request cancelled" (details `reason`).
+    pub fn cancel(&self, agent: &AgentRef, request_id: &str, reason: &str) -> usize {
+        self.registry
+            .cancel(&agent.actor_ref().get_id(), request_id, reason)
+    }
+
+    /// How many calls of `agent` are running.
+    pub fn running(&self, agent: &AgentRef) -> usize {
+        self.registry.running(&agent.actor_ref().get_id())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running calls, by agent, for cancellation.
+
+#[derive(Default)]
+struct Registry {
+    next: AtomicU64,
+    calls: Mutex<HashMap<ActorId, Vec<Running>>>,
+}
+
+struct Running {
+    serial: u64,
+    call_id: String,
+    request_id: Option<String>,
+    cancel: Cancel,
+}
+
+#[derive(Clone, Default)]
+struct Cancel {
+    token: CancellationToken,
+    reason: Arc<OnceLock<String>>,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ActorId, Vec<Running>>> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(
+        self: &Arc<Self>,
+        agent: ActorId,
+        call_id: &str,
+        request_id: Option<&str>,
+    ) -> (Registration, Cancel) {
+        let serial = self.next.fetch_add(1, Ordering::Relaxed);
+        let cancel = Cancel::default();
+        self.lock().entry(agent).or_default().push(Running {
+            serial,
+            call_id: call_id.to_owned(),
+            request_id: request_id.map(str::to_owned),
+            cancel: cancel.clone(),
+        });
+        (
+            Registration {
+                registry: Arc::clone(self),
+                agent,
+                serial,
+            },
+            cancel,
+        )
+    }
+
+    fn cancel(&self, agent: &ActorId, id: &str, reason: &str) -> usize {
+        let calls = self.lock();
+        let Some(list) = calls.get(agent) else {
+            return 0;
+        };
+        let mut n = 0;
+        for call in list
+            .iter()
+            .filter(|c| c.call_id == id || c.request_id.as_deref() == Some(id))
+        {
+            if !call.cancel.token.is_cancelled() {
+                let _ = call.cancel.reason.set(reason.to_owned());
+                call.cancel.token.cancel();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn running(&self, agent: &ActorId) -> usize {
+        self.lock().get(agent).map_or(0, Vec::len)
+    }
+}
+
+/// Removes its call from the registry when the task ends (or is dropped).
+struct Registration {
+    registry: Arc<Registry>,
+    agent: ActorId,
+    serial: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut calls = self.registry.lock();
+        if let Some(list) = calls.get_mut(&self.agent) {
+            list.retain(|c| c.serial != self.serial);
+            if list.is_empty() {
+                calls.remove(&self.agent);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Executors.
+
+struct AiExec<D> {
+    rt: AiRuntime,
+    _d: PhantomData<fn() -> D>,
+}
+
+impl<D> AiExec<D> {
+    fn new(rt: &AiRuntime) -> Self {
+        AiExec {
+            rt: rt.clone(),
+            _d: PhantomData,
+        }
+    }
+}
+
+impl DirectiveExec for AiExec<LlmStream> {
+    type Directive = LlmStream;
+    fn exec(&self, d: &LlmStream, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        self.rt.start_llm(d.to_call(), true, ctx)
+    }
+}
+
+impl DirectiveExec for AiExec<LlmGenerate> {
+    type Directive = LlmGenerate;
+    fn exec(&self, d: &LlmGenerate, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        self.rt.start_llm(d.to_call(), false, ctx)
+    }
+}
+
+impl DirectiveExec for AiExec<LlmEmbed> {
+    type Directive = LlmEmbed;
+    fn exec(&self, d: &LlmEmbed, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        self.rt.start_embed(d, ctx)
+    }
+}
+
+impl DirectiveExec for AiExec<ToolExec> {
+    type Directive = ToolExec;
+    fn exec(&self, d: &ToolExec, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        self.rt.start_tool(d, ctx)
+    }
+}
+
+impl DirectiveExec for AiExec<EmitToolError> {
+    type Directive = EmitToolError;
+    fn exec(&self, d: &EmitToolError, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        let signal = build(ToolResultData {
+            call_id: d.id.clone(),
+            tool_name: d.tool_name.clone(),
+            result: ResultEnvelope::Error {
+                reason: d.error.clone(),
+                effects: Vec::new(),
+            },
+            metadata: d.correlation().metadata(OP_TOOL),
+        });
+        send(&ctx.myself(), signal);
+        DirectiveResult::Ok
+    }
+}
+
+impl DirectiveExec for AiExec<EmitRequestError> {
+    type Directive = EmitRequestError;
+    fn exec(
+        &self,
+        d: &EmitRequestError,
+        _: &Signal,
+        ctx: &DirectiveContext<'_>,
+    ) -> DirectiveResult {
+        let signal = build(RequestErrorData {
+            request_id: d.request_id.clone(),
+            reason: d.reason.clone(),
+            message: d.message.clone(),
+        });
+        send(&ctx.myself(), signal);
+        DirectiveResult::Ok
+    }
+}
+
+impl DirectiveExec for AiExec<CancelRequest> {
+    type Directive = CancelRequest;
+    fn exec(&self, d: &CancelRequest, _: &Signal, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        let n = self.rt.cancel(&ctx.myself(), &d.request_id, &d.reason);
+        tracing::debug!(
+            target: "jido::ai",
+            agent_id = ctx.agent_id(),
+            request_id = %d.request_id,
+            cancelled = n,
+            "ai calls cancelled"
+        );
+        DirectiveResult::Ok
+    }
+}
+
+const OP_STREAM: &str = "stream_text";
+const OP_GENERATE: &str = "generate_text";
+const OP_EMBED: &str = "embed";
+const OP_TOOL: &str = "tool_execute";
+
+/// A typed signal; should building it fail (it cannot for these payloads),
+/// a bare signal of the same type, so that a terminal signal still leaves.
+fn build<T: TypedSignal<Data = T> + serde::Serialize>(data: T) -> Signal {
+    let fallback = serde_json::to_value(&data).unwrap_or(Value::Null);
+    T::new(data).unwrap_or_else(|err| {
+        tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its source");
+        Signal::new(T::TYPE, fallback)
+    })
+}
+
+/// Casts to the agent; a gone agent has nobody to tell.
+fn send(agent: &AgentRef, signal: Signal) {
+    if agent.cast(signal).is_err() {
+        tracing::debug!(target: "jido::ai", agent_id = agent.id(), "ai signal dropped: agent gone");
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+type Terminal = Arc<dyn Fn(Error) -> Signal + Send + Sync>;
+
+impl AiRuntime {
+    /// Registers the call, spawns `work` (which sends its non-terminal
+    /// signals itself and returns the terminal one) under the agent's
+    /// task supervisor with cancellation and panic catching; when the task
+    /// cannot start, sends `terminal(error)` at once.
+    fn launch<F>(
+        &self,
+        ctx: &DirectiveContext<'_>,
+        call_id: &str,
+        request_id: Option<&str>,
+        what: &'static str,
+        terminal: Terminal,
+        work: F,
+    ) -> DirectiveResult
+    where
+        F: Future<Output = Signal> + Send + 'static,
+    {
+        let agent = ctx.myself();
+        let (registration, cancel) =
+            self.registry
+                .register(agent.actor_ref().get_id(), call_id, request_id);
+        let task_agent = agent.clone();
+        let task_terminal = Arc::clone(&terminal);
+        let task = async move {
+            let _registration = registration;
+            let outcome = tokio::select! {
+                biased;
+                done = AssertUnwindSafe(work).catch_unwind() => done.map_err(|panic| {
+                    Error::execution(format!("{what} panicked: {}", panic_message(&*panic)))
+                        .with_retry(false)
+                }),
+                () = cancel.token.cancelled() => {
+                    let reason = cancel.reason.get().cloned().unwrap_or_default();
+                    Err(Error::cancelled("request cancelled").with_detail("reason", reason))
+                }
+            };
+            let signal = match outcome {
+                Ok(signal) => signal,
+                Err(error) => task_terminal(error),
+            };
+            send(&task_agent, signal);
+        };
+        match ctx.exec().supervisor().spawn(task) {
+            Ok(_) => DirectiveResult::Async(None),
+            Err(err) => {
+                let err = err.with_detail("call_id", call_id.to_owned());
+                send(&agent, terminal(err));
+                DirectiveResult::Ok
+            }
+        }
+    }
+
+    fn start_llm(
+        &self,
+        call: LlmCall,
+        stream: bool,
+        ctx: &DirectiveContext<'_>,
+    ) -> DirectiveResult {
+        let started = Instant::now();
+        let operation = if stream { OP_STREAM } else { OP_GENERATE };
+        let metadata = call.correlation.metadata(operation);
+        let model_name = Arc::new(Mutex::new(call.model.as_str().to_owned()));
+        let terminal: Terminal = {
+            let call_id = call.id.clone();
+            let metadata = metadata.clone();
+            let model_name = Arc::clone(&model_name);
+            Arc::new(move |error: Error| {
+                let model = model_name
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                build(LlmResponseData {
+                    call_id: call_id.clone(),
+                    result: ResultEnvelope::error(&error),
+                    model,
+                    duration_ms: ms(started.elapsed()),
+                    metadata: metadata.clone(),
+                })
+            })
+        };
+        let agent = ctx.myself();
+        let rt = self.clone();
+        let fail = Arc::clone(&terminal);
+        let call_id = call.id.clone();
+        let request_id = call.correlation.request_id.clone();
+        let work = async move {
+            let resolved = rt.resolve_model(&call.model);
+            let model = match resolved {
+                Ok(model) => model,
+                Err(err) => return fail(err),
+            };
+            *model_name
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            let Some(client) = rt.config.client.clone() else {
+                return fail(Error::configuration("no llm client configured"));
+            };
+            let timeout = call.timeout.unwrap_or(rt.config.llm_timeout);
+            let req = llm_request(&call, model.clone(), timeout, stream);
+            let answer = if stream {
+                stream_answer(client, req, timeout, &agent, &call.id, &metadata).await
+            } else {
+                match tokio::time::timeout(timeout, client.generate(req)).await {
+                    Ok(Ok(resp)) => Ok(resp),
+                    Ok(Err(e)) => Err(llm_error(&e)),
+                    Err(_) => Err(Error::timeout("llm request timed out")
+                        .with_detail("timeout_ms", ms(timeout))),
+                }
+            };
+            let resp = match answer {
+                Ok(resp) => resp,
+                Err(err) => return fail(err),
+            };
+            if let Some(usage) = resp
+                .usage
+                .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
+            {
+                send(
+                    &agent,
+                    build(UsageData {
+                        call_id: call.id.clone(),
+                        model: if resp.model.is_empty() {
+                            model.clone()
+                        } else {
+                            resp.model.clone()
+                        },
+                        input_tokens: usage.input_tokens,
+                        output_tokens: usage.output_tokens,
+                        total_tokens: usage.total_tokens,
+                        duration_ms: ms(started.elapsed()),
+                        metadata: metadata.clone(),
+                    }),
+                );
+            }
+            build(LlmResponseData {
+                call_id: call.id.clone(),
+                result: ResultEnvelope::ok(turn_payload(&resp)),
+                model,
+                duration_ms: ms(started.elapsed()),
+                metadata,
+            })
+        };
+        self.launch(
+            ctx,
+            &call_id,
+            request_id.as_deref(),
+            "llm call",
+            terminal,
+            work,
+        )
+    }
+
+    fn start_embed(&self, d: &LlmEmbed, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        let started = Instant::now();
+        let metadata = d.correlation().metadata(OP_EMBED);
+        let model_name = Arc::new(Mutex::new(d.model.as_str().to_owned()));
+        let terminal: Terminal = {
+            let call_id = d.id.clone();
+            let metadata = metadata.clone();
+            let model_name = Arc::clone(&model_name);
+            Arc::new(move |error: Error| {
+                let model = model_name
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                build(EmbedResultData {
+                    call_id: call_id.clone(),
+                    result: ResultEnvelope::error(&error),
+                    model,
+                    duration_ms: ms(started.elapsed()),
+                    metadata: metadata.clone(),
+                })
+            })
+        };
+        let rt = self.clone();
+        let fail = Arc::clone(&terminal);
+        let d2 = d.clone();
+        let work = async move {
+            let model = match rt.resolve_model(&d2.model) {
+                Ok(model) => model,
+                Err(err) => return fail(err),
+            };
+            *model_name
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            let Some(client) = rt.config.client.clone() else {
+                return fail(Error::configuration("no llm client configured"));
+            };
+            let timeout = d2.timeout.unwrap_or(rt.config.llm_timeout);
+            let req = EmbedRequest {
+                model: model.clone(),
+                texts: d2.texts.clone(),
+                dimensions: d2.dimensions,
+                timeout: Some(timeout),
+            };
+            let resp = match tokio::time::timeout(timeout, client.embed(req)).await {
+                Ok(Ok(resp)) => resp,
+                Ok(Err(e)) => return fail(llm_error(&e)),
+                Err(_) => {
+                    return fail(
+                        Error::timeout("embedding request timed out")
+                            .with_detail("timeout_ms", ms(timeout)),
+                    );
+                }
+            };
+            build(EmbedResultData {
+                call_id: d2.id.clone(),
+                result: ResultEnvelope::ok(json!({
+                    "embeddings": resp.embeddings,
+                    "count": resp.embeddings.len(),
+                    "usage": resp.usage,
+                })),
+                model,
+                duration_ms: ms(started.elapsed()),
+                metadata,
+            })
+        };
+        let request_id = d.correlation().request_id;
+        self.launch(
+            ctx,
+            &d.id,
+            request_id.as_deref(),
+            "embedding call",
+            terminal,
+            work,
+        )
+    }
+
+    fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        let correlation = d.correlation();
+        let metadata = correlation.metadata(OP_TOOL);
+        let terminal: Terminal = {
+            let call_id = d.id.clone();
+            let tool_name = d.tool_name.clone();
+            let metadata = metadata.clone();
+            Arc::new(move |error: Error| {
+                build(ToolResultData {
+                    call_id: call_id.clone(),
+                    tool_name: tool_name.clone(),
+                    result: ResultEnvelope::error(&error),
+                    metadata: metadata.clone(),
+                })
+            })
+        };
+        let agent = ctx.myself();
+        let fail = Arc::clone(&terminal);
+        let rt = self.clone();
+        let d2 = d.clone();
+        let exec = ctx.exec().clone();
+        let state = ctx.agent().state().clone();
+        let agent_id = ctx.agent_id().to_owned();
+        let work = async move {
+            send(
+                &agent,
+                build(ToolStartedData {
+                    call_id: d2.id.clone(),
+                    tool_name: d2.tool_name.clone(),
+                    arguments: sanitize(&d2.arguments),
+                    metadata: metadata.clone(),
+                }),
+            );
+            let tool = match &d2.action {
+                Some(action) => Tool::from_action(action.clone()),
+                None => match rt.config.tools.get(&d2.tool_name) {
+                    Some(tool) => tool.clone(),
+                    None => return fail(unknown_tool_error(&d2.tool_name)),
+                },
+            };
+            let arguments = match tool.normalize_arguments(d2.arguments.clone()) {
+                Ok(args) => args,
+                Err(err) => return fail(err.with_detail("tool_name", d2.tool_name.clone())),
+            };
+            let mut values = d2.context.clone();
+            // The runtime owns `state`: the action reads the agent's state
+            // through `Context::state`.
+            values.remove("state");
+            let ctx = Context::from(values)
+                .with_state(state)
+                .with_exec(exec.clone());
+            let timeout = d2
+                .timeout_ms
+                .map_or(rt.config.tool_timeout, Duration::from_millis);
+            let backoff = Duration::from_millis(d2.retry_backoff_ms);
+            let opts = ExecOptions::new()
+                .timeout(timeout)
+                .max_retries(d2.max_retries)
+                .backoff(backoff)
+                .max_backoff(backoff);
+            let instruction = Instruction::new(tool.action().clone())
+                .with_params(arguments)
+                .with_opts(opts);
+            let outcome = exec.execute(instruction, ctx).await;
+            let (effects, denied) = rt.config.effect_policy.filter(outcome.effects);
+            if !denied.is_empty() {
+                tracing::warn!(
+                    name: "jido.ai.tool.effect_denied",
+                    target: "jido::ai",
+                    agent_id = %agent_id,
+                    tool_name = %d2.tool_name,
+                    call_id = %d2.id,
+                    denied = ?denied,
+                    "tool effects denied by the effect policy"
+                );
+            }
+            let result = match outcome.result {
+                Ok(output) => ResultEnvelope::Ok {
+                    result: Value::Object(output),
+                    effects,
+                },
+                Err(err) => ResultEnvelope::Error {
+                    reason: (&err).into(),
+                    effects,
+                },
+            };
+            build(ToolResultData {
+                call_id: d2.id.clone(),
+                tool_name: d2.tool_name.clone(),
+                result,
+                metadata,
+            })
+        };
+        self.launch(
+            ctx,
+            &d.id,
+            correlation.request_id.as_deref(),
+            "tool call",
+            terminal,
+            work,
+        )
+    }
+}
+
+fn llm_request(call: &LlmCall, model: String, timeout: Duration, stream: bool) -> LlmRequest {
+    let mut messages = Vec::with_capacity(call.context.len() + 1);
+    if let Some(system) = &call.system_prompt {
+        messages.push(Message::system(system.clone()));
+    }
+    messages.extend(call.context.iter().cloned());
+    let mut req = LlmRequest::new(model, messages);
+    req.tools = call.tools.clone();
+    req.tool_choice = call.tool_choice.clone();
+    req.max_tokens = Some(call.max_tokens);
+    req.temperature = Some(call.temperature as f32);
+    req.timeout = Some(timeout);
+    if stream {
+        req.stream_idle_timeout = Some(timeout);
+    }
+    req
+}
+
+/// Consumes a stream: a delta per piece of text, the assembled response at
+/// the end.
+async fn stream_answer(
+    client: Arc<dyn LlmClient>,
+    req: LlmRequest,
+    timeout: Duration,
+    agent: &AgentRef,
+    call_id: &str,
+    metadata: &serde_json::Map<String, Value>,
+) -> Result<LlmResponse> {
+    let mut events = match tokio::time::timeout(timeout, client.stream(req)).await {
+        Ok(Ok(events)) => events,
+        Ok(Err(e)) => return Err(llm_error(&e)),
+        Err(_) => {
+            return Err(
+                Error::timeout("llm request timed out").with_detail("timeout_ms", ms(timeout))
+            );
+        }
+    };
+    let mut seq = 0;
+    loop {
+        let event = match tokio::time::timeout(timeout, events.next()).await {
+            Ok(Some(Ok(event))) => event,
+            Ok(Some(Err(e))) => return Err(llm_error(&e)),
+            Ok(None) => {
+                return Err(Error::execution("llm stream ended without a response")
+                    .with_detail("llm_error", "connect"));
+            }
+            Err(_) => {
+                return Err(
+                    Error::timeout("llm stream stalled").with_detail("timeout_ms", ms(timeout))
+                );
+            }
+        };
+        let (text, chunk_type) = match event {
+            LlmEvent::Done(resp) => return Ok(resp),
+            LlmEvent::Content(text) => (text, ChunkType::Content),
+            LlmEvent::Thinking(text) => (text, ChunkType::Thinking),
+            // Tool-call fragments count as activity; the assembled calls
+            // arrive with the response.
+            #[allow(unreachable_patterns)]
+            _ => continue,
+        };
+        let delta = sanitize_delta(&text);
+        if delta.is_empty() {
+            continue;
+        }
+        seq += 1;
+        send(
+            agent,
+            build(LlmDeltaData {
+                call_id: call_id.to_owned(),
+                delta,
+                chunk_type,
+                seq,
+                metadata: metadata.clone(),
+            }),
+        );
+    }
+}
+
+/// The payload of a successful `ai.llm.response`.
+fn turn_payload(resp: &LlmResponse) -> Value {
+    let kind = if !resp.tool_calls.is_empty() || resp.finish_reason == FinishReason::ToolCalls {
+        "tool_calls"
+    } else {
+        "final_answer"
+    };
+    json!({
+        "type": kind,
+        "text": resp.text,
+        "thinking_content": resp.thinking,
+        "tool_calls": resp.tool_calls,
+        "finish_reason": finish_reason_str(&resp.finish_reason),
+        "model": resp.model,
+        "usage": resp.usage,
+    })
+}
+
+fn finish_reason_str(reason: &FinishReason) -> Value {
+    match serde_json::to_value(reason) {
+        Ok(Value::Object(map)) => map.into_iter().next().map_or(Value::Null, |(_, v)| v),
+        Ok(other) => other,
+        Err(_) => Value::Null,
+    }
+}

@@ -1,0 +1,321 @@
+//! The signals the AI directives send back to their agent: types, sources,
+//! typed payloads and correlation metadata.
+//!
+//! | directive | signals, in order |
+//! |---|---|
+//! | `LlmStream` | 0..n `ai.llm.delta`, then `ai.usage` (only when tokens were counted), then one `ai.llm.response` |
+//! | `LlmGenerate` | `ai.usage` (same rule), then one `ai.llm.response` |
+//! | `LlmEmbed` | one `ai.embed.result` |
+//! | `ToolExec` | `ai.tool.started`, then one `ai.tool.result` |
+//! | `EmitToolError` | one `ai.tool.result` (an error) |
+//! | `EmitRequestError` | one `ai.request.error` |
+//!
+//! Each payload is a struct here implementing [`TypedSignal`], so a route
+//! or strategy reads it back with [`TypedSignal::decode`]:
+//!
+//! ```
+//! use jido::ai::signals::{Correlation, ToolResultData};
+//! use jido::ai::envelope::ResultEnvelope;
+//! use jido::signal::TypedSignal;
+//! use serde_json::json;
+//!
+//! let data = ToolResultData {
+//!     call_id: "tc_1".into(),
+//!     tool_name: "multiply".into(),
+//!     result: ResultEnvelope::ok(json!({"product": 6})),
+//!     metadata: Correlation::new().request_id("req_1").iteration(2).metadata("tool_execute"),
+//! };
+//! let signal = ToolResultData::new(data.clone())?;
+//! assert_eq!(signal.ty(), "ai.tool.result");
+//! assert_eq!(signal.source(), "/ai/tool");
+//! assert_eq!(signal.data().unwrap()["metadata"], json!({
+//!     "request_id": "req_1", "run_id": "req_1", "iteration": 2,
+//!     "origin": "directive", "operation": "tool_execute"
+//! }));
+//! assert_eq!(ToolResultData::decode(&signal)?, data);
+//! # Ok::<(), jido::Error>(())
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::envelope::ResultEnvelope;
+use crate::signal::TypedSignal;
+
+/// `ai.llm.delta`.
+pub const LLM_DELTA: &str = "ai.llm.delta";
+/// `ai.llm.response`.
+pub const LLM_RESPONSE: &str = "ai.llm.response";
+/// `ai.usage`.
+pub const USAGE: &str = "ai.usage";
+/// `ai.embed.result`.
+pub const EMBED_RESULT: &str = "ai.embed.result";
+/// `ai.tool.started`.
+pub const TOOL_STARTED: &str = "ai.tool.started";
+/// `ai.tool.result`.
+pub const TOOL_RESULT: &str = "ai.tool.result";
+/// `ai.request.error`.
+pub const REQUEST_ERROR: &str = "ai.request.error";
+
+/// The most characters of one `ai.llm.delta` text (Jido's 4000).
+pub const MAX_DELTA_CHARS: usize = 4000;
+
+/// The correlation ids every AI signal carries in its `metadata`: the
+/// caller's request id, the run id (defaults to the request id), the
+/// 1-based iteration of a multi-turn strategy, and the strategy's name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// The caller's request id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The run id (defaults to the request id in signals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The iteration (a strategy's turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u64>,
+    /// The strategy's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+impl Correlation {
+    /// No ids.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the request id.
+    #[must_use]
+    pub fn request_id(mut self, id: impl Into<String>) -> Self {
+        self.request_id = Some(id.into());
+        self
+    }
+
+    /// Sets the run id.
+    #[must_use]
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = Some(id.into());
+        self
+    }
+
+    /// Sets the iteration.
+    #[must_use]
+    pub fn iteration(mut self, n: u64) -> Self {
+        self.iteration = Some(n);
+        self
+    }
+
+    /// Reads `request_id`, `run_id`, `iteration` (an integer or a numeric
+    /// string) and `strategy` from a directive's metadata; other keys are
+    /// ignored.
+    pub fn from_metadata(metadata: &Map<String, Value>) -> Self {
+        let text = |key: &str| match metadata.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        };
+        Correlation {
+            request_id: text("request_id"),
+            run_id: text("run_id"),
+            iteration: metadata.get("iteration").and_then(read_u64),
+            strategy: text("strategy"),
+        }
+    }
+
+    /// The `metadata` of a signal: `request_id`, `run_id` (the request id
+    /// when unset), `iteration`, `strategy` (each only when known), then
+    /// `origin: "directive"` and `operation`.
+    pub fn metadata(&self, operation: &str) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(r) = &self.request_id {
+            out.insert("request_id".into(), Value::from(r.clone()));
+        }
+        if let Some(r) = self.run_id.as_ref().or(self.request_id.as_ref()) {
+            out.insert("run_id".into(), Value::from(r.clone()));
+        }
+        if let Some(i) = self.iteration {
+            out.insert("iteration".into(), Value::from(i));
+        }
+        if let Some(s) = &self.strategy {
+            out.insert("strategy".into(), Value::from(s.clone()));
+        }
+        out.insert("origin".into(), Value::from("directive"));
+        out.insert("operation".into(), Value::from(operation));
+        out
+    }
+}
+
+pub(crate) fn read_u64(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// What an `ai.llm.delta` carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ChunkType {
+    /// Answer text.
+    Content,
+    /// Reasoning text.
+    Thinking,
+}
+
+/// Strips control characters (but tab, newline and carriage return) and
+/// cuts to [`MAX_DELTA_CHARS`] characters.
+///
+/// ```
+/// assert_eq!(jido::ai::signals::sanitize_delta("a\u{0}b\n"), "ab\n");
+/// ```
+pub fn sanitize_delta(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+        .take(MAX_DELTA_CHARS)
+        .collect()
+}
+
+macro_rules! typed {
+    ($ty:ident, $const:ident, $source:literal) => {
+        impl TypedSignal for $ty {
+            const TYPE: &'static str = $const;
+            const SOURCE: &'static str = $source;
+            type Data = $ty;
+        }
+    };
+}
+
+/// `ai.llm.delta` (source `/ai/llm`): one piece of a streamed answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmDeltaData {
+    /// The LLM call id (the directive's `id`).
+    pub call_id: String,
+    /// The text ([`sanitize_delta`]d).
+    pub delta: String,
+    /// Answer or reasoning text.
+    pub chunk_type: ChunkType,
+    /// 1, 2, … within the call: order deltas by it.
+    pub seq: u64,
+    /// Correlation ([`Correlation::metadata`]).
+    pub metadata: Map<String, Value>,
+}
+typed!(LlmDeltaData, LLM_DELTA, "/ai/llm");
+
+/// `ai.usage` (source `/ai/usage`): token counts of one call, sent only
+/// when some were counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageData {
+    /// The LLM call id.
+    pub call_id: String,
+    /// The model that answered (the requested one when the provider named
+    /// none).
+    pub model: String,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Both.
+    pub total_tokens: u64,
+    /// Time from the start of the task to the answer, in ms.
+    pub duration_ms: u64,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+typed!(UsageData, USAGE, "/ai/usage");
+
+/// `ai.llm.response` (source `/ai/llm`): the terminal signal of an LLM
+/// call.
+///
+/// On success `result` is `{"status": "ok", "result": <turn>, "effects":
+/// []}` where the turn is `{"type": "final_answer" | "tool_calls", "text",
+/// "thinking_content" (string or null), "tool_calls": [{id, name,
+/// arguments}], "finish_reason", "model", "usage" (object or null)}`; on
+/// failure `{"status": "error", "reason": {type, message, details,
+/// retryable}, "effects": []}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmResponseData {
+    /// The LLM call id.
+    pub call_id: String,
+    /// The result triple.
+    pub result: ResultEnvelope,
+    /// The model asked for (after alias resolution; the alias itself when
+    /// resolution failed).
+    pub model: String,
+    /// Time from the start of the task to this signal, in ms.
+    pub duration_ms: u64,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+typed!(LlmResponseData, LLM_RESPONSE, "/ai/llm");
+
+/// `ai.embed.result` (source `/ai/embed`): the terminal signal of an
+/// embedding call. On success `result` is `{"status": "ok", "result":
+/// {"embeddings": [[…], …], "count": n, "usage": {…} | null}, "effects":
+/// []}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedResultData {
+    /// The call id (the directive's `id`).
+    pub call_id: String,
+    /// The result triple.
+    pub result: ResultEnvelope,
+    /// The model asked for.
+    pub model: String,
+    /// Time from the start of the task to this signal, in ms.
+    pub duration_ms: u64,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+typed!(EmbedResultData, EMBED_RESULT, "/ai/embed");
+
+/// `ai.tool.started` (source `/ai/tool`): a tool call is about to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolStartedData {
+    /// The model's tool-call id.
+    pub call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The arguments as given, sanitised (secrets redacted, bounded).
+    pub arguments: Value,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+typed!(ToolStartedData, TOOL_STARTED, "/ai/tool");
+
+/// `ai.tool.result` (source `/ai/tool`): the terminal signal of a tool
+/// call. `result` is `{"status": "ok", "result": <action output>,
+/// "effects": [<encoded effect>, …]}` or `{"status": "error", "reason":
+/// {…}, "effects": […]}`; the model's message body is
+/// [`ResultEnvelope::tool_content`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResultData {
+    /// The model's tool-call id.
+    pub call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The result triple.
+    pub result: ResultEnvelope,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+typed!(ToolResultData, TOOL_RESULT, "/ai/tool");
+
+/// `ai.request.error` (source `/ai/strategy`): a request was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestErrorData {
+    /// The rejected request.
+    pub request_id: String,
+    /// Why, as a snake_case word (`busy`, `invalid_tools`, …).
+    pub reason: String,
+    /// A message for the caller.
+    pub message: String,
+}
+typed!(RequestErrorData, REQUEST_ERROR, "/ai/strategy");
