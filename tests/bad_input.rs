@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use jido::directive::ChildOptions;
 use jido::prelude::*;
 use jido::server::{Jido, JidoConfig, ServerOptions};
 use jido::signal::router::{Router, validate_path};
@@ -446,19 +447,26 @@ fn deep_or_mistyped_attributes_name_their_field() {
 async fn spawn_agent_with_invalid_options_starts_nothing_and_the_parent_keeps_serving() {
     let jido = Jido::start(JidoConfig::new()).await.unwrap();
     let kid = TestAgent::new().build("unused");
+    // The child's options arrive as data: the action reads them with
+    // `ChildOptions::from_json` (a bad key or value fails the action), and
+    // a value out of range reaches the runtime, where the child's start
+    // fails.
     let parent = jido
         .start_agent(
             TestAgent::new()
                 .route(
                     "spawn",
-                    effects(move |p| {
-                        vec![Directive::SpawnAgent {
-                            agent: kid.clone(),
-                            tag: "kid".into(),
-                            opts: p.as_object().unwrap().clone(),
-                            meta: Default::default(),
-                            restart: jido::directive::Restart::Temporary,
-                        }]
+                    act(move |p, ctx| {
+                        let kid = kid.clone();
+                        async move {
+                            let options = ChildOptions::from_json(p.as_object().unwrap())?;
+                            ctx.push_effect(
+                                Directive::spawn_agent(kid, "kid")
+                                    .options(options)
+                                    .restart(jido::directive::Restart::Temporary),
+                            );
+                            Ok(json!({}))
+                        }
                     }),
                 )
                 .route("counter.add", add())

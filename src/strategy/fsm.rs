@@ -223,11 +223,11 @@ impl Fsm {
             .strategy_ext_mut::<FsmRun>()
             .and_then(|run| run.pending.pop_front());
         if let Some(instruction) = next {
-            return vec![Directive::RunInstruction {
-                instruction: Box::new(instruction),
-                result_action: FSM_RESULT_ACTION.to_owned(),
-                meta: serde_json::Map::new(),
-            }];
+            return vec![
+                Directive::run_instruction(instruction)
+                    .result_action(FSM_RESULT_ACTION)
+                    .into(),
+            ];
         }
         let mut directives = agent
             .strategy_ext_mut::<FsmRun>()
