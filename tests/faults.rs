@@ -207,7 +207,13 @@ impl Action for BadUndo {
         self.0.fetch_add(1, Ordering::SeqCst);
         Err(Error::execution("charge failed").with_retry(false))
     }
-    async fn on_error(&self, _: Empty, _: &Error, _: &Context) -> jido::Result<Value> {
+    async fn on_error(
+        &self,
+        _: Empty,
+        _: &Error,
+        _: &Context,
+        _: &jido::action::CompensationOptions,
+    ) -> jido::Result<Value> {
         panic!("undo exploded")
     }
 }
