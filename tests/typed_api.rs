@@ -430,3 +430,385 @@ async fn on_error_gets_its_timeout_the_callers_options_and_the_attempt() {
         Some(Duration::from_millis(1500))
     );
 }
+
+// ---------------------------------------------------------------------------
+// Strategy state: FSM, behaviour tree, snapshot
+// ---------------------------------------------------------------------------
+
+mod strategy_state {
+    use super::*;
+    use jido::exec::Exec;
+    use jido::strategy::behavior_tree::{
+        BehaviorTree, Status, TickStatus, TreeHarness, action, condition, inverter, repeat,
+        selector, sequence, set_blackboard, wait,
+    };
+    use jido::strategy::{Fsm, FsmTransition, run_instruction_directive};
+
+    #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+    struct Item {
+        item: String,
+        #[serde(default)]
+        fail: bool,
+    }
+
+    /// Returns `{"last": item}`, or fails with "ITEM failed".
+    struct Step;
+    impl Action for Step {
+        type Params = Item;
+        type Output = Value;
+        const NAME: &'static str = "step";
+        async fn run(&self, p: Item, ctx: &Context) -> jido::Result<Value> {
+            if p.fail {
+                return Err(Error::execution(format!("{} failed", p.item)).with_retry(false));
+            }
+            ctx.push_effect(Directive::emit(Signal::new(
+                format!("{}.done", p.item),
+                Value::Null,
+            )));
+            Ok(json!({"last": p.item}))
+        }
+    }
+
+    fn step(item: &str) -> Instruction {
+        Instruction::new(Step).with_params(json!({"item": item}))
+    }
+
+    struct Machine(Fsm);
+    impl Agent for Machine {
+        const NAME: &'static str = "typed_machine";
+        type Schema = ();
+        fn strategy(&self) -> DynStrategy {
+            DynStrategy::new(self.0.clone())
+        }
+    }
+
+    /// Runs the one RunInstruction in `d` and feeds its result back.
+    async fn feed(agent: &mut AgentState, d: Vec<Directive>) -> Vec<Directive> {
+        assert_eq!(d.len(), 1, "{d:?}");
+        let feedback = run_instruction_directive(agent, &d[0], &Exec::new())
+            .await
+            .expect("a RunInstruction");
+        agent.cmd(feedback, ExecOptions::new()).await
+    }
+
+    fn t(from: &str, to: &str) -> FsmTransition {
+        FsmTransition::new(from, to)
+    }
+
+    #[tokio::test]
+    async fn fsm_state_of_follows_a_batch() {
+        let mut agent = AgentState::new(Machine(Fsm::new()), AgentOptions::new());
+        let fsm = Fsm::state_of(&agent).expect("written at new");
+        assert_eq!(fsm.current, "idle");
+        assert!(fsm.history.is_empty());
+        assert_eq!(
+            (fsm.processed_count, fsm.pending, fsm.last_result, fsm.error),
+            (0, 0, None, None)
+        );
+        assert_eq!(
+            fsm.transitions,
+            vec![
+                ("idle".to_owned(), vec!["processing".to_owned()]),
+                (
+                    "processing".to_owned(),
+                    vec![
+                        "idle".to_owned(),
+                        "completed".to_owned(),
+                        "failed".to_owned()
+                    ]
+                ),
+                ("completed".to_owned(), vec!["idle".to_owned()]),
+                ("failed".to_owned(), vec!["idle".to_owned()]),
+            ]
+        );
+
+        let failing = Instruction::new(Step).with_params(json!({"item": "b", "fail": true}));
+        let d = agent
+            .cmd(vec![step("a"), failing, step("c")], ExecOptions::new())
+            .await;
+        let fsm = Fsm::state_of(&agent).unwrap();
+        assert_eq!(fsm.current, "processing");
+        assert_eq!(fsm.history, [t("idle", "processing")]);
+        assert_eq!((fsm.processed_count, fsm.pending), (0, 2));
+
+        let d = feed(&mut agent, d).await;
+        let fsm = Fsm::state_of(&agent).unwrap();
+        assert_eq!((fsm.processed_count, fsm.pending), (1, 1));
+        assert_eq!(fsm.last_result, Some(json!({"last": "a"})));
+
+        let d = feed(&mut agent, d).await;
+        let fsm = Fsm::state_of(&agent).unwrap();
+        assert_eq!((fsm.processed_count, fsm.pending), (1, 0));
+        let error = fsm.error.expect("the failure is kept");
+        assert_eq!(error["message"], "b failed");
+
+        let d = feed(&mut agent, d).await;
+        // The batch is over: deferred directives come out, back to idle.
+        assert_eq!(
+            d.iter().map(Directive::kind).collect::<Vec<_>>(),
+            ["emit", "error", "emit"]
+        );
+        let fsm = Fsm::state_of(&agent).unwrap();
+        assert_eq!(fsm.current, "idle");
+        assert_eq!(
+            fsm.history,
+            [t("idle", "processing"), t("processing", "idle")]
+        );
+        assert_eq!(
+            (fsm.processed_count, fsm.pending, fsm.last_result),
+            (2, 0, Some(json!({"last": "c"})))
+        );
+    }
+
+    #[tokio::test]
+    async fn fsm_history_keeps_the_latest_transitions() {
+        let mut agent = AgentState::new(Machine(Fsm::new().history_limit(3)), AgentOptions::new());
+        for item in ["a", "b"] {
+            let d = agent.cmd(step(item), ExecOptions::new()).await;
+            feed(&mut agent, d).await;
+        }
+        assert_eq!(
+            Fsm::state_of(&agent).unwrap().history,
+            [
+                t("processing", "idle"),
+                t("idle", "processing"),
+                t("processing", "idle")
+            ]
+        );
+
+        let mut none = AgentState::new(Machine(Fsm::new().history_limit(0)), AgentOptions::new());
+        let d = none.cmd(step("a"), ExecOptions::new()).await;
+        feed(&mut none, d).await;
+        let fsm = Fsm::state_of(&none).unwrap();
+        assert_eq!((fsm.current.as_str(), fsm.history.len()), ("idle", 0));
+
+        // Not an FSM agent.
+        assert!(Fsm::state_of(&AgentState::new(Plain, AgentOptions::new())).is_none());
+    }
+
+    struct Plain;
+    impl Agent for Plain {
+        const NAME: &'static str = "plain";
+        type Schema = ();
+    }
+
+    struct Robot(BehaviorTree);
+    impl Agent for Robot {
+        const NAME: &'static str = "typed_robot";
+        type Schema = ();
+        fn strategy(&self) -> DynStrategy {
+            DynStrategy::new(self.0.clone())
+        }
+    }
+
+    /// Writes `{"charged_to": to}` into the agent state.
+    #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+    struct ChargeTo {
+        to: i64,
+    }
+    struct Charge;
+    impl Action for Charge {
+        type Params = ChargeTo;
+        type Output = Value;
+        const NAME: &'static str = "charge";
+        async fn run(&self, p: ChargeTo, ctx: &Context) -> jido::Result<Value> {
+            ctx.push_effect(Directive::emit(Signal::new("charged", json!({"to": p.to}))));
+            Ok(json!({"charged_to": p.to}))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn behavior_tree_state_and_node_statuses() {
+        let bt = BehaviorTree::new(sequence([
+            set_blackboard([("docked", json!(true))]),
+            wait(Duration::from_secs(1)).named("dock"),
+            action(Charge).param("to", 100),
+        ]))
+        .unwrap()
+        .with_blackboard([("battery", json!(5))]);
+        let mut robot = AgentState::new(Robot(bt.clone()), AgentOptions::new());
+        let fresh = bt.state_of(&robot).expect("written by init");
+        assert_eq!((fresh.status, fresh.tick_count), (SnapshotStatus::Idle, 0));
+        assert!(fresh.nodes.iter().all(|n| n.status.is_none()));
+        assert_eq!(fresh.blackboard["battery"], json!(5));
+
+        robot.tick(CmdOptions::new()).await;
+        let st = bt.state_of(&robot).unwrap();
+        assert_eq!((st.status, st.tick_count), (SnapshotStatus::Running, 1));
+        let nodes: Vec<_> = st
+            .nodes
+            .iter()
+            .map(|n| (n.id, n.kind, n.name.as_deref(), n.status))
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                (0, "Sequence", None, Some(TickStatus::Running)),
+                (1, "SetBlackboard", None, Some(TickStatus::Success)),
+                (2, "Wait", Some("dock"), Some(TickStatus::Running)),
+                (3, "Action", Some("charge"), None),
+            ]
+        );
+        assert_eq!(bt.statuses(&robot), st.nodes);
+        assert_eq!(bt.blackboard(&robot)["docked"], json!(true));
+
+        tokio::time::advance(Duration::from_secs(1)).await;
+        robot.tick(CmdOptions::new()).await;
+        let st = bt.state_of(&robot).unwrap();
+        assert_eq!((st.status, st.tick_count), (SnapshotStatus::Success, 2));
+        assert_eq!(st.last_result, Some(json!({"charged_to": 100})));
+        assert_eq!(st.error, None);
+        // The sequence resumed at the wait: the first child was not ticked.
+        assert_eq!(
+            st.nodes.iter().map(|n| n.status).collect::<Vec<_>>(),
+            [
+                Some(TickStatus::Success),
+                None,
+                Some(TickStatus::Success),
+                Some(TickStatus::Success)
+            ]
+        );
+        assert_eq!(robot.state()["charged_to"], 100);
+
+        // The snapshot, typed.
+        let snap = robot.strategy_snapshot();
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Charged {
+            charged_to: i64,
+        }
+        assert_eq!(
+            snap.result_as::<Charged>().unwrap(),
+            Some(Charged { charged_to: 100 })
+        );
+        assert_eq!(snap.detail_as::<u64>("tick_count").unwrap(), Some(2));
+        assert_eq!(snap.detail_as::<usize>("tree_depth").unwrap(), Some(2));
+        assert_eq!(snap.detail("error"), Some(&Value::Null));
+        let err = snap.detail_as::<bool>("tick_count").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Validation);
+        assert_eq!(err.detail("key"), Some(&json!("tick_count")));
+
+        // A halt forgets the statuses.
+        robot
+            .cmd(Command::strategy("bt_halt", json!({})), CmdOptions::new())
+            .await;
+        assert!(bt.statuses(&robot).iter().all(|n| n.status.is_none()));
+        assert_eq!(bt.state_of(&robot).unwrap().status, SnapshotStatus::Idle);
+
+        // Not a behaviour-tree agent.
+        let plain = AgentState::new(Plain, AgentOptions::new());
+        assert!(bt.state_of(&plain).is_none());
+        assert!(bt.statuses(&plain).iter().all(|n| n.status.is_none()));
+    }
+
+    #[tokio::test]
+    async fn a_harness_ticks_one_node_against_a_blackboard() {
+        let mut h = TreeHarness::new(condition("low", |bb, _| {
+            bb.get("battery").and_then(|b| b.as_i64()) < Some(20)
+        }))
+        .unwrap()
+        .with_blackboard([("battery", json!(5))]);
+        assert_eq!(h.tick().await, Status::Success);
+        h.blackboard_mut().insert("battery", json!(80));
+        assert_eq!(h.tick().await, Status::Failure);
+        assert_eq!(h.tick_count(), 2);
+        assert_eq!(h.statuses()[0].status, Some(TickStatus::Failure));
+
+        // Conditions see the harness's agent state.
+        let mut h = TreeHarness::new(condition("armed", |_, state| state["armed"] == true))
+            .unwrap()
+            .with_agent_state(obj(json!({"armed": true})));
+        assert_eq!(h.tick().await, Status::Success);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_harness_ticks_a_subtree_and_keeps_node_memory() {
+        let mut h = TreeHarness::new(selector([
+            condition("never", |_, _| false),
+            sequence([
+                set_blackboard([("a", json!(1))]),
+                repeat(2, inverter(condition("no", |_, _| false))),
+            ]),
+            wait(Duration::from_millis(300)),
+        ]))
+        .unwrap();
+        // Node 2 is the sequence; ticking it leaves node 0 and 1 alone.
+        assert_eq!(h.tick_node(2).await, Status::Running);
+        assert_eq!(h.wake(), Some(Duration::ZERO));
+        assert_eq!(h.blackboard()["a"], json!(1));
+        let statuses: Vec<_> = h.statuses().iter().map(|n| n.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                None,
+                None,
+                Some(TickStatus::Running),
+                Some(TickStatus::Success),
+                Some(TickStatus::Running),
+                Some(TickStatus::Success),
+                Some(TickStatus::Failure),
+                None
+            ]
+        );
+        // The repeat remembers its count: the second tick finishes it.
+        assert_eq!(h.tick_node(2).await, Status::Success);
+        assert_eq!(h.wake(), None);
+
+        // A wait node alone, on the paused clock.
+        assert_eq!(h.tick_node(7).await, Status::Running);
+        assert_eq!(h.wake(), Some(Duration::from_millis(300)));
+        tokio::time::advance(Duration::from_millis(300)).await;
+        assert_eq!(h.tick_node(7).await, Status::Success);
+
+        // Halting resets the memory: the repeat starts over.
+        h.tick_node(2).await;
+        h.halt();
+        assert!(h.statuses().iter().all(|n| n.status.is_none()));
+        assert_eq!(h.tick_node(2).await, Status::Running);
+
+        let err = h.tick_node(8).await;
+        let Status::Error(e) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(
+            (e.kind(), e.message()),
+            (ErrorKind::Internal, "no node 8 in the tree")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_harness_runs_action_nodes_through_exec() {
+        let mut h = TreeHarness::new(sequence([
+            action(Charge).param(
+                "to",
+                jido::strategy::behavior_tree::Param::from_blackboard("full"),
+            ),
+            action(Step).param("item", "x").param("fail", true),
+        ]))
+        .unwrap()
+        .with_blackboard([("full", json!(90))])
+        .with_agent_state(obj(json!({"battery": 5})));
+        let status = h.tick().await;
+        let Status::Error(e) = &status else {
+            panic!("{status:?}")
+        };
+        assert_eq!(e.message(), "x failed");
+        assert_eq!(h.agent_state()["charged_to"], 90);
+        assert_eq!(h.agent_state()["battery"], 5);
+        assert_eq!(h.blackboard()["last_result"], json!({"charged_to": 90}));
+        assert_eq!(h.blackboard()["error"]["message"], "x failed");
+        let directives = h.take_directives();
+        assert!(
+            matches!(&directives[..], [Directive::Emit { signal, .. }] if signal.ty() == "charged" && signal.data() == Some(&json!({"to": 90})))
+        );
+        assert!(h.take_directives().is_empty());
+        let statuses: Vec<_> = h.statuses().iter().map(|n| n.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                Some(TickStatus::Error),
+                Some(TickStatus::Success),
+                Some(TickStatus::Error)
+            ]
+        );
+    }
+}
