@@ -342,7 +342,10 @@ struct Charge {
 }
 
 /// Fails every attempt (retryable) and records what each compensation got.
-struct Charger(Arc<Mutex<Vec<(i64, CompensationOptions, Option<Duration>)>>>);
+/// Per compensation: the amount, its options, the time its context had left.
+type Compensations = Arc<Mutex<Vec<(i64, CompensationOptions, Option<Duration>)>>>;
+
+struct Charger(Compensations);
 
 impl Action for Charger {
     type Params = Charge;

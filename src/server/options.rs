@@ -260,7 +260,7 @@ impl ServerOptions {
     }
 
     /// Whether signals marked untrusted (see "Trust" on
-    /// [`Signal`]) may use the runtime's reserved types `jido.agent.*`
+    /// [`Signal`](crate::signal::Signal)) may use the runtime's reserved types `jido.agent.*`
     /// (default `false`).
     ///
     /// By default an untrusted `jido.agent.stop`, `jido.agent.child.*`,
