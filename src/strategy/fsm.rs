@@ -152,8 +152,8 @@ impl Fsm {
 
     /// The machine of `agent`, typed: current state, recent transitions,
     /// counters, last result and error, pending instructions; `None` when
-    /// the agent holds no FSM state (no `init` or `cmd` yet, or another
-    /// strategy's).
+    /// the agent holds no FSM state (another strategy's; an FSM agent has
+    /// its machine from the start).
     ///
     /// # Examples
     ///
@@ -175,7 +175,8 @@ impl Fsm {
     /// #     fn strategy(&self) -> DynStrategy { DynStrategy::new(Fsm::new()) }
     /// # }
     /// let mut agent = AgentState::new(Machine, AgentOptions::new());
-    /// assert!(Fsm::state_of(&agent).is_none());
+    /// let fsm = Fsm::state_of(&agent).unwrap();
+    /// assert_eq!((fsm.current.as_str(), fsm.history.len()), ("idle", 0));
     /// agent.cmd(vec![Instruction::new(Ping), Instruction::new(Ping)], ExecOptions::new()).await;
     ///
     /// let fsm = Fsm::state_of(&agent).unwrap();

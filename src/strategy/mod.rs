@@ -964,7 +964,7 @@ pub async fn instruction_feedback(
 /// use jido::strategy::run_instruction_directive;
 ///
 /// let mut agent = AgentState::new(A, AgentOptions::new());
-/// let directive = Directive::run_instruction(Instruction::new(Ping));
+/// let directive: Directive = Directive::run_instruction(Instruction::new(Ping)).into();
 /// let feedback = run_instruction_directive(&agent, &directive, &Exec::new()).await.unwrap();
 /// assert!(agent.cmd(feedback, ExecOptions::new()).await.is_empty());
 /// assert_eq!(agent.state()["pong"], true);

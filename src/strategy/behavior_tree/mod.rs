@@ -336,8 +336,8 @@ impl BehaviorTree {
 
     /// The tree's state in `agent`, typed: status, tick count, last result,
     /// error, blackboard and every node's status at the last tick; `None`
-    /// when the agent holds no behaviour-tree state (no `init` yet, or
-    /// another strategy's).
+    /// when the agent holds no behaviour-tree state (another strategy's;
+    /// `init`, run when the agent value is built, writes it).
     ///
     /// # Examples
     ///
