@@ -98,17 +98,13 @@ impl Action for Spawner {
     const NAME: &'static str = "spawner";
     async fn run(&self, p: SpawnN, ctx: &Context) -> jido::Result<()> {
         for i in 0..p.n {
-            let mut d = Directive::spawn_agent(
-                AgentState::new(Bench, AgentOptions::new()),
-                format!("c{i}"),
+            ctx.push_effect(
+                Directive::spawn_agent(
+                    AgentState::new(Bench, AgentOptions::new()),
+                    format!("c{i}"),
+                )
+                .on_parent_death(OnParentDeath::Stop),
             );
-            if let Directive::SpawnAgent { opts, .. } = &mut d {
-                opts.insert(
-                    "on_parent_death".into(),
-                    json!(OnParentDeath::Stop.as_str()),
-                );
-            }
-            ctx.push_effect(d);
         }
         Ok(())
     }

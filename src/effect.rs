@@ -153,3 +153,21 @@ impl From<Directive> for Effect {
         Effect::Directive(d)
     }
 }
+
+impl From<crate::directive::SpawnAgent> for Effect {
+    fn from(d: crate::directive::SpawnAgent) -> Self {
+        Effect::Directive(d.into())
+    }
+}
+
+impl From<crate::directive::Cron> for Effect {
+    fn from(d: crate::directive::Cron) -> Self {
+        Effect::Directive(d.into())
+    }
+}
+
+impl From<crate::directive::RunInstruction> for Effect {
+    fn from(d: crate::directive::RunInstruction) -> Self {
+        Effect::Directive(d.into())
+    }
+}

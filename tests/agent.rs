@@ -938,14 +938,15 @@ fn emit_to_parent_needs_a_live_parent() {
 
 #[test]
 fn constructors_give_jido_defaults() {
-    let d = Directive::spawn_agent(
+    let d: Directive = Directive::spawn_agent(
         AgentState::new(Counter, AgentOptions::new().id("kid")),
         "worker",
-    );
+    )
+    .into();
     let Directive::SpawnAgent {
         agent,
         tag,
-        opts,
+        options,
         meta,
         restart,
     } = &d
@@ -957,7 +958,11 @@ fn constructors_give_jido_defaults() {
         (agent.id(), tag.as_str(), *restart),
         ("kid", "worker", Restart::Transient)
     );
-    assert!(opts.is_empty() && meta.is_empty());
+    assert!(meta.is_empty());
+    assert_eq!(
+        (options.get_id(), options.get_on_parent_death()),
+        (None, None)
+    );
     assert_eq!(Restart::default(), Restart::Transient);
 
     let Directive::Cron {
@@ -965,7 +970,7 @@ fn constructors_give_jido_defaults() {
         message,
         job_id,
         timezone,
-    } = Directive::cron("*/5 * * * *", json!({"k": 1}))
+    } = Directive::cron("*/5 * * * *", json!({"k": 1})).into()
     else {
         panic!()
     };
@@ -1004,7 +1009,7 @@ fn constructors_give_jido_defaults() {
         instruction,
         result_action,
         meta,
-    } = Directive::run_instruction(Instruction::new(Increment))
+    } = Directive::run_instruction(Instruction::new(Increment)).into()
     else {
         panic!()
     };

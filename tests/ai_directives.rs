@@ -1035,14 +1035,17 @@ async fn an_agents_runtime_is_inherited_by_its_children_and_no_one_else() {
     let parent = ai_agent(
         "parent-1",
         move |p| match p["do"].as_str() {
-            Some("spawn") => vec![Directive::spawn_agent(
-                ai_agent(
-                    "unused",
-                    |_| vec![LlmGenerate::new("call_c", "local:m", vec![]).into()],
-                    child_tx.clone(),
-                ),
-                "kid",
-            )],
+            Some("spawn") => vec![
+                Directive::spawn_agent(
+                    ai_agent(
+                        "unused",
+                        |_| vec![LlmGenerate::new("call_c", "local:m", vec![]).into()],
+                        child_tx.clone(),
+                    ),
+                    "kid",
+                )
+                .into(),
+            ],
             _ => vec![],
         },
         tx.clone(),

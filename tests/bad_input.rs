@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use jido::directive::ChildOptions;
 use jido::prelude::*;
 use jido::server::{Jido, JidoConfig, ServerOptions};
 use jido::signal::router::{Router, validate_path};
@@ -402,7 +403,7 @@ async fn typed_params_decode_or_fail_with_validation() {
             .timeout(std::time::Duration::ZERO)
             .max_retries(0),
     );
-    let mut runner = proptest::test_runner::TestRunner::default();
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
     let values: Vec<Value> = (0..500)
         .map(|_| arb_json().new_tree(&mut runner).unwrap().current())
         .collect();
@@ -454,19 +455,26 @@ fn deep_or_mistyped_attributes_name_their_field() {
 async fn spawn_agent_with_invalid_options_starts_nothing_and_the_parent_keeps_serving() {
     let jido = Jido::start(JidoConfig::new()).await.unwrap();
     let kid = TestAgent::new().build("unused");
+    // The child's options arrive as data: the action reads them with
+    // `ChildOptions::from_json` (a bad key or value fails the action), and
+    // a value out of range reaches the runtime, where the child's start
+    // fails.
     let parent = jido
         .start_agent(
             TestAgent::new()
                 .route(
                     "spawn",
-                    effects(move |p| {
-                        vec![Directive::SpawnAgent {
-                            agent: kid.clone(),
-                            tag: "kid".into(),
-                            opts: p.as_object().unwrap().clone(),
-                            meta: Default::default(),
-                            restart: jido::directive::Restart::Temporary,
-                        }]
+                    act(move |p, ctx| {
+                        let kid = kid.clone();
+                        async move {
+                            let options = ChildOptions::from_json(p.as_object().unwrap())?;
+                            ctx.push_effect(
+                                Directive::spawn_agent(kid, "kid")
+                                    .options(options)
+                                    .restart(jido::directive::Restart::Temporary),
+                            );
+                            Ok(json!({}))
+                        }
                     }),
                 )
                 .route("counter.add", add())
@@ -475,14 +483,25 @@ async fn spawn_agent_with_invalid_options_starts_nothing_and_the_parent_keeps_se
         )
         .await
         .unwrap();
-    for bad in [
-        json!({"max_queue_size": 0}),
-        json!({"on_parent_death": "explode"}),
-        json!({"lifecycle_mod": "x"}),
+    for (bad, refused) in [
+        // Out of range: refused when the child starts (the call is fine).
+        (json!({"max_queue_size": 0}), None),
+        // Unreadable: refused where the action builds the directive.
+        (
+            json!({"on_parent_death": "explode"}),
+            Some("invalid server option: on_parent_death"),
+        ),
+        (
+            json!({"lifecycle_mod": "x"}),
+            Some("unknown server option: lifecycle_mod"),
+        ),
     ] {
-        within(parent.call(sig("spawn", bad.clone())))
-            .await
-            .unwrap();
+        let answer = within(parent.call(sig("spawn", bad.clone()))).await;
+        assert_eq!(
+            answer.err().map(|e| e.message().to_owned()).as_deref(),
+            refused,
+            "{bad}"
+        );
         let after = within(parent.call(sig("counter.add", json!({"n": 1}))))
             .await
             .unwrap();

@@ -499,12 +499,12 @@ async fn cron_ticks_on_schedule_until_cancelled() {
             (
                 "go",
                 effects(|_| {
-                    vec![Directive::Cron {
-                        cron: "*/10 * * * * *".into(),
-                        message: json!({"job": "poll"}).into(),
-                        job_id: "poller".into(),
-                        timezone: "Etc/UTC".into(),
-                    }]
+                    vec![
+                        Directive::cron("*/10 * * * * *", json!({"job": "poll"}))
+                            .job_id("poller")
+                            .timezone("Etc/UTC")
+                            .into(),
+                    ]
                 }),
             ),
             (
@@ -513,7 +513,7 @@ async fn cron_ticks_on_schedule_until_cancelled() {
             ),
             (
                 "bad.cron",
-                effects(|_| vec![Directive::cron("not a cron", json!({}))]),
+                effects(|_| vec![Directive::cron("not a cron", json!({})).into()]),
             ),
             ("jido.cron_tick", noop()),
         ],
@@ -593,13 +593,19 @@ async fn run_instruction_feeds_its_result_back_through_cmd() {
             go_agent("ri", |p| {
                 let n = p["n"].as_i64().unwrap_or(0);
                 if n < 0 {
-                    vec![Directive::run_instruction(
-                        Instruction::new(fail()).with_params(json!({"message": "nope"})),
-                    )]
+                    vec![
+                        Directive::run_instruction(
+                            Instruction::new(fail()).with_params(json!({"message": "nope"})),
+                        )
+                        .into(),
+                    ]
                 } else {
-                    vec![Directive::run_instruction(
-                        Instruction::new(add()).with_params(json!({"n": n})),
-                    )]
+                    vec![
+                        Directive::run_instruction(
+                            Instruction::new(add()).with_params(json!({"n": n})),
+                        )
+                        .into(),
+                    ]
                 }
             }),
             ServerOptions::new().error_policy(policy),

@@ -165,7 +165,7 @@ async fn a_child_result_emitted_before_it_stops_reaches_the_parent_before_its_ex
         vec![
             (
                 "spawn",
-                effects(move |_| vec![Directive::spawn_agent(kid_state.clone(), "kid")]),
+                effects(move |_| vec![Directive::spawn_agent(kid_state.clone(), "kid").into()]),
             ),
             ("child.result", noop()),
             ("jido.agent.child.started", noop()),

@@ -155,7 +155,13 @@ impl<const COMP: u8, const COMP_MS: u64> Action for Scripted<COMP, COMP_MS> {
         Ok(json!({"n": s.n, "attempt": attempt}))
     }
 
-    async fn on_error(&self, _s: Script, error: &Error, ctx: &Context) -> jido::Result<Value> {
+    async fn on_error(
+        &self,
+        _s: Script,
+        error: &Error,
+        ctx: &Context,
+        _opts: &jido::action::CompensationOptions,
+    ) -> jido::Result<Value> {
         self.probe
             .compensations
             .lock()

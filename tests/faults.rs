@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use jido::directive::{CustomDirective, Restart};
+use jido::directive::{CustomDirective, OnParentDeath, Restart};
 use jido::prelude::*;
 use jido::server::{
     AgentRef, DirectiveContext, DirectiveExec, DirectiveResult, ErrorDecision, ErrorPolicy, Jido,
@@ -216,7 +216,13 @@ impl Action for BadUndo {
         self.0.fetch_add(1, Ordering::SeqCst);
         Err(Error::execution("charge failed").with_retry(false))
     }
-    async fn on_error(&self, _: Empty, _: &Error, _: &Context) -> jido::Result<Value> {
+    async fn on_error(
+        &self,
+        _: Empty,
+        _: &Error,
+        _: &Context,
+        _: &jido::action::CompensationOptions,
+    ) -> jido::Result<Value> {
         panic!("undo exploded")
     }
 }
@@ -404,16 +410,15 @@ fn family_parent() -> AgentState {
         .route(
             "spawn",
             effects(move |p| {
-                vec![Directive::SpawnAgent {
-                    agent: kid.clone(),
-                    tag: p["tag"].as_str().unwrap().into(),
-                    opts: json!({"on_parent_death": p["tag"]})
-                        .as_object()
-                        .unwrap()
-                        .clone(),
-                    meta: Default::default(),
-                    restart: Restart::Temporary,
-                }]
+                // The tag names the child's parent-death policy.
+                let tag = p["tag"].as_str().unwrap();
+                let policy = OnParentDeath::parse(tag).expect("a policy name");
+                vec![
+                    Directive::spawn_agent(kid.clone(), tag)
+                        .on_parent_death(policy)
+                        .restart(Restart::Temporary)
+                        .into(),
+                ]
             }),
         )
         .route("crash", effects(|_| vec![Directive::custom(Crash)]))
@@ -592,13 +597,11 @@ async fn a_child_crashing_in_a_loop_is_given_up_and_its_parent_is_told_once() {
                 .route(
                     "spawn",
                     effects(move |_| {
-                        vec![Directive::SpawnAgent {
-                            agent: doomed.clone(),
-                            tag: "d".into(),
-                            opts: Default::default(),
-                            meta: Default::default(),
-                            restart: Restart::Permanent,
-                        }]
+                        vec![
+                            Directive::spawn_agent(doomed.clone(), "d")
+                                .restart(Restart::Permanent)
+                                .into(),
+                        ]
                     }),
                 )
                 .route("jido.agent.child.given_up", forward(tx))

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use jido::directive::{Restart, StopReason};
+use jido::directive::{ChildOptions, Restart, SpawnAgent, StopReason};
 use jido::prelude::*;
 use jido::server::{AgentRef, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
@@ -37,23 +37,22 @@ fn child(id: &str) -> (AgentState, UnboundedReceiver<Signal>) {
             (
                 "spawn",
                 effects(|_| {
-                    vec![Directive::spawn_agent(
-                        TestAgent::new().route("noop", noop()).build("unused"),
-                        "grandkid",
-                    )]
+                    vec![
+                        Directive::spawn_agent(
+                            TestAgent::new().route("noop", noop()).build("unused"),
+                            "grandkid",
+                        )
+                        .into(),
+                    ]
                 }),
             ),
             (
                 "tell",
                 act(|p, ctx| async move {
-                    let parent_id = ctx.state().unwrap()["__parent__"]["id"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned();
-                    ctx.push_effect(Directive::EmitToParent {
-                        signal: Signal::new("child.says", p),
-                        parent_id,
-                    });
+                    let state = ctx.state().unwrap();
+                    ctx.push_effect(
+                        Directive::emit_to_parent_of(state, Signal::new("child.says", p)).unwrap(),
+                    );
                     Ok(json!({}))
                 }),
             ),
@@ -62,14 +61,18 @@ fn child(id: &str) -> (AgentState, UnboundedReceiver<Signal>) {
     )
 }
 
-fn spawn_directive(kid: &AgentState, tag: &str, opts: Value, restart: Restart) -> Directive {
-    Directive::SpawnAgent {
-        agent: kid.clone(),
-        tag: tag.into(),
-        opts: obj(opts),
-        meta: obj(json!({"role": "worker"})),
-        restart,
-    }
+/// The child's options arrive as data (the signal's `opts`): an invalid
+/// one fails the action, and nothing is spawned.
+fn spawn_directive(
+    kid: &AgentState,
+    tag: &str,
+    opts: Value,
+    restart: Restart,
+) -> jido::Result<SpawnAgent> {
+    Ok(Directive::spawn_agent(kid.clone(), tag)
+        .options(ChildOptions::from_json(&obj(opts))?)
+        .meta(obj(json!({"role": "worker"})))
+        .restart(restart))
 }
 
 /// A parent (echo agent) spawning `kid` on "spawn" with the options and
@@ -81,27 +84,31 @@ fn parent(id: &str, kid: AgentState) -> (AgentState, UnboundedReceiver<Signal>) 
         vec![
             (
                 "spawn",
-                effects(move |p| {
-                    let restart = match p["restart"].as_str() {
-                        Some("permanent") => Restart::Permanent,
-                        Some("temporary") => Restart::Temporary,
-                        _ => Restart::Transient,
-                    };
-                    vec![spawn_directive(
-                        &kid,
-                        p["tag"].as_str().unwrap_or("kid"),
-                        p["opts"].clone(),
-                        restart,
-                    )]
+                act(move |p, ctx| {
+                    let kid = kid.clone();
+                    async move {
+                        let restart = match p["restart"].as_str() {
+                            Some("permanent") => Restart::Permanent,
+                            Some("temporary") => Restart::Temporary,
+                            _ => Restart::Transient,
+                        };
+                        ctx.push_effect(spawn_directive(
+                            &kid,
+                            p["tag"].as_str().unwrap_or("kid"),
+                            p["opts"].clone(),
+                            restart,
+                        )?);
+                        Ok(json!({}))
+                    }
                 }),
             ),
             (
                 "stop.child",
                 effects(|p| {
-                    vec![Directive::StopChild {
-                        tag: p["tag"].as_str().unwrap().into(),
-                        reason: StopReason::from(p["reason"].as_str().unwrap_or("normal")),
-                    }]
+                    vec![Directive::stop_child_with(
+                        p["tag"].as_str().unwrap(),
+                        StopReason::from(p["reason"].as_str().unwrap_or("normal")),
+                    )]
                 }),
             ),
             (
@@ -204,9 +211,11 @@ async fn child_started_signal_carries_the_child() {
     p.call(sig("noop", json!({}))).await.unwrap();
     assert!(jido.whereis("other").is_none());
     // Invalid options are refused.
-    p.call(sig("spawn", json!({"tag": "w2", "opts": {"pool": "x"}})))
+    let err = p
+        .call(sig("spawn", json!({"tag": "w2", "opts": {"pool": "x"}})))
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.message(), "unknown server option: pool");
     p.call(sig("noop", json!({}))).await.unwrap();
     assert_eq!(p.status().await.unwrap().children, vec!["w1".to_owned()]);
     jido.shutdown().await;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use jido::directive::{CustomDirective, Restart};
+use jido::directive::{ChildOptions, CustomDirective, Restart};
 use jido::prelude::*;
 use jido::server::{
     AgentServer, AgentServerArgs, DEFAULT_CALL_TIMEOUT, DirectiveContext, DirectiveExec,
@@ -90,13 +90,14 @@ fn parent(id: &str, kid: AgentState) -> (AgentState, UnboundedReceiver<Signal>) 
                         Some("transient") => Restart::Transient,
                         _ => Restart::Temporary,
                     };
-                    vec![Directive::SpawnAgent {
-                        agent: kid.clone(),
-                        tag: p["tag"].as_str().unwrap_or("kid").into(),
-                        opts: obj(p["opts"].clone()),
-                        meta: Map::new(),
-                        restart,
-                    }]
+                    let options = ChildOptions::from_json(&obj(p["opts"].clone()))
+                        .expect("valid child options");
+                    vec![
+                        Directive::spawn_agent(kid.clone(), p["tag"].as_str().unwrap_or("kid"))
+                            .options(options)
+                            .restart(restart)
+                            .into(),
+                    ]
                 }),
             ),
             (
@@ -132,14 +133,14 @@ fn child(id: &str, jido: &Jido) -> (AgentState, UnboundedReceiver<Signal>) {
             (
                 "tell_and_stop",
                 act(|_, ctx| async move {
-                    let parent_id = ctx.state().unwrap()["__parent__"]["id"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned();
-                    ctx.push_effect(Directive::EmitToParent {
-                        signal: Signal::new("child.says", json!({"last": true})),
-                        parent_id,
-                    });
+                    let state = ctx.state().unwrap();
+                    ctx.push_effect(
+                        Directive::emit_to_parent_of(
+                            state,
+                            Signal::new("child.says", json!({"last": true})),
+                        )
+                        .unwrap(),
+                    );
                     ctx.push_effect(Directive::stop());
                     Ok(json!({}))
                 }),
@@ -174,21 +175,24 @@ fn child(id: &str, jido: &Jido) -> (AgentState, UnboundedReceiver<Signal>) {
             (
                 "spawn",
                 effects(|_| {
-                    vec![Directive::spawn_agent(
-                        TestAgent::new()
-                            .route(
-                                "adopt",
-                                effects(|p| {
-                                    vec![Directive::adopt_child(
-                                        p["id"].as_str().unwrap(),
-                                        p["tag"].as_str().unwrap(),
-                                    )]
-                                }),
-                            )
-                            .route("noop", noop())
-                            .build("unused"),
-                        "g",
-                    )]
+                    vec![
+                        Directive::spawn_agent(
+                            TestAgent::new()
+                                .route(
+                                    "adopt",
+                                    effects(|p| {
+                                        vec![Directive::adopt_child(
+                                            p["id"].as_str().unwrap(),
+                                            p["tag"].as_str().unwrap(),
+                                        )]
+                                    }),
+                                )
+                                .route("noop", noop())
+                                .build("unused"),
+                            "g",
+                        )
+                        .into(),
+                    ]
                 }),
             ),
             ("tell_then", tell_then()),

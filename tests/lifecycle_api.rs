@@ -148,7 +148,7 @@ async fn children_from_spawn_agent_are_in_the_stream_with_their_parent() {
     let jido = Jido::start(JidoConfig::new()).await.unwrap();
     let mut events = jido.events();
     let child = TestAgent::new().build("kid");
-    let spawn = effects(move |_| vec![Directive::spawn_agent(child.clone(), "worker")]);
+    let spawn = effects(move |_| vec![Directive::spawn_agent(child.clone(), "worker").into()]);
     let parent = jido
         .start_agent(
             TestAgent::new().route("spawn", spawn).build("mom"),

@@ -137,6 +137,7 @@ fn init_writes_the_machine_at_new() {
                 "processed_count": 0,
                 "last_result": null,
                 "error": null,
+                "history": [],
                 "transitions": {
                     "idle": ["processing"],
                     "processing": ["idle", "completed", "failed"],
@@ -195,6 +196,10 @@ async fn a_batch_runs_one_instruction_at_a_time_and_defers_directives() {
             "processed_count": 2,
             "last_result": {"log": ["a", "b"]},
             "error": null,
+            "history": [
+                {"from": "idle", "to": "processing"},
+                {"from": "processing", "to": "idle"}
+            ],
             "transitions": machine(&agent)["transitions"].clone()
         })
     );

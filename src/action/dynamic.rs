@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{Action, ActionMetadata};
+use super::{Action, ActionMetadata, CompensationOptions};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -49,6 +49,7 @@ pub(crate) trait Erased: Send + Sync + 'static {
         prepared: &'a Prepared,
         error: &'a Error,
         ctx: &'a Context,
+        opts: &'a CompensationOptions,
     ) -> BoxFuture<'a, Result<Value>>;
 }
 
@@ -113,10 +114,11 @@ impl<A: Action> Erased for Typed<A> {
         prepared: &'a Prepared,
         error: &'a Error,
         ctx: &'a Context,
+        opts: &'a CompensationOptions,
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async move {
             let params = self.params(prepared)?.clone();
-            self.action.on_error(params, error, ctx).await
+            self.action.on_error(params, error, ctx, opts).await
         })
     }
 }

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::dynamic::{Erased, Prepared, decode_params, output_to_map};
-use super::{ActionMetadata, Compensation, DynAction};
+use super::{ActionMetadata, Compensation, CompensationOptions, DynAction};
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -160,6 +160,7 @@ where
         _prepared: &'a Prepared,
         _error: &'a Error,
         _ctx: &'a Context,
+        _opts: &'a CompensationOptions,
     ) -> BoxFuture<'a, Result<Value>> {
         Box::pin(async { Ok(Value::Null) })
     }

@@ -54,10 +54,12 @@
 //!
 //! and, for tests, from a closure with [`action_fn`].
 
+mod compensation;
 mod dynamic;
 mod function;
 mod metadata;
 
+pub use compensation::CompensationOptions;
 pub use dynamic::DynAction;
 pub(crate) use dynamic::{Prepared, json_type_name};
 pub use function::action_fn;
@@ -160,13 +162,19 @@ pub trait Action: Send + Sync + 'static {
     /// [`COMPENSATION`](Action::COMPENSATION) is enabled, under its own
     /// timeout. The returned value is recorded in the final error's
     /// `compensation_result` detail.
+    ///
+    /// It gets the attempt's params, its error, a context like the
+    /// attempt's (same values and metadata; the compensation's own
+    /// deadline) and `opts`: its own timeout, the options of the failed
+    /// run and the attempt number (see [`CompensationOptions`]).
     fn on_error(
         &self,
         params: Self::Params,
         error: &Error,
         ctx: &Context,
+        opts: &CompensationOptions,
     ) -> impl Future<Output = Result<Value>> + Send {
-        let _ = (params, error, ctx);
+        let _ = (params, error, ctx, opts);
         async { Ok(Value::Null) }
     }
 

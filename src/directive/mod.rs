@@ -3,8 +3,22 @@
 //! An agent's `cmd` never performs side effects itself: it returns
 //! [`Directive`]s (emit a signal, spawn a child, schedule a message, stop)
 //! and the runtime executes them in order. Directives are plain values:
-//! build them with the constructors below, match on them, compare them in
-//! tests.
+//! build them with the constructors on [`Directive`], match on them,
+//! compare them in tests.
+//!
+//! Constructors give Jido's defaults. A directive with one optional
+//! setting has a pair of constructors ([`emit`](Directive::emit) /
+//! [`emit_to`](Directive::emit_to), [`stop`](Directive::stop) /
+//! [`stop_with`](Directive::stop_with), [`stop_child`](Directive::stop_child)
+//! / [`stop_child_with`](Directive::stop_child_with), …); one with several
+//! returns a typed builder ([`SpawnAgent`], [`Cron`], [`RunInstruction`])
+//! that becomes a `Directive` with `.into()` (and an
+//! [`Effect`](crate::effect::Effect) the same way, so
+//! [`Context::push_effect`](crate::Context::push_effect) takes it as is).
+//! The options a directive carries are typed too ([`ChildOptions`],
+//! [`OnParentDeath`], [`Restart`], [`StopReason`], [`ErrorPolicy`]); their
+//! `from_json` / `parse` forms are for directives that arrive as data
+//! (signals, LLM tool calls).
 //!
 //! ```
 //! use std::time::Duration;
@@ -12,12 +26,14 @@
 //! use jido::signal::Signal;
 //! use serde_json::json;
 //!
-//! let directives = vec![
+//! let directives: Vec<Directive> = vec![
 //!     Directive::emit(Signal::new("order.placed", json!({"id": 7}))),
 //!     Directive::schedule(Duration::from_secs(5), json!({"check": "payment"})),
+//!     Directive::cron("*/5 * * * *", json!({"poll": true})).job_id("poll").into(),
+//!     Directive::stop_child_with("payment", StopReason::Shutdown),
 //!     Directive::stop(),
 //! ];
-//! match &directives[2] {
+//! match &directives[4] {
 //!     Directive::Stop { reason } => assert_eq!(*reason, StopReason::Normal),
 //!     other => panic!("unexpected {other:?}"),
 //! }
@@ -40,6 +56,14 @@ use crate::error::{Error, Result};
 use crate::instruction::Instruction;
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
+
+mod builders;
+mod child;
+mod error_policy;
+
+pub use builders::{Cron, RunInstruction};
+pub use child::{ChildOptions, OnParentDeath, SpawnAgent};
+pub use error_policy::{ErrorDecision, ErrorEvent, ErrorPolicy};
 
 /// The `context` values of the Error directives built by the pure core.
 pub mod error_context {
@@ -140,9 +164,9 @@ pub enum Directive {
         agent: AgentState,
         /// The tag the parent knows the child by.
         tag: String,
-        /// Server options for the child (e.g. `id`, `on_parent_death`);
+        /// Server options for the child (`id`, `on_parent_death`, …);
         /// the child's id defaults to `"<parent id>/<tag>"`.
-        opts: Map<String, Value>,
+        options: ChildOptions,
         /// Free metadata handed to the child with its parent reference.
         meta: Map<String, Value>,
         /// Restart policy under the instance supervisor.
@@ -290,37 +314,77 @@ impl Directive {
         }
     }
 
-    /// Starts an untracked child with `child`.
+    /// Starts an untracked child with `child` (no tag).
     pub fn spawn(child: ChildSpec) -> Self {
         Directive::Spawn { child, tag: None }
     }
 
-    /// Starts `agent` as a child tracked under `tag`, with empty options and
-    /// meta and the transient restart policy.
-    pub fn spawn_agent(agent: AgentState, tag: impl Into<String>) -> Self {
-        Directive::SpawnAgent {
-            agent,
-            tag: tag.into(),
-            opts: Map::new(),
-            meta: Map::new(),
-            restart: Restart::default(),
+    /// Starts an untracked child with `child`, tagged `tag` in logs.
+    pub fn spawn_tagged(child: ChildSpec, tag: impl Into<String>) -> Self {
+        Directive::Spawn {
+            child,
+            tag: Some(tag.into()),
         }
+    }
+
+    /// Starts `agent` as a child tracked under `tag`: a [`SpawnAgent`]
+    /// builder for the child's options (id, `on_parent_death`, …), meta and
+    /// restart policy, turned into a directive with `.into()`. Defaults: no
+    /// options, empty meta, [`Restart::Transient`].
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # struct Worker;
+    /// # impl Agent for Worker { const NAME: &'static str = "worker"; type Schema = (); }
+    /// use jido::directive::{OnParentDeath, Restart};
+    ///
+    /// # let worker = AgentState::new(Worker, AgentOptions::new());
+    /// let d: Directive = Directive::spawn_agent(worker, "w1")
+    ///     .on_parent_death(OnParentDeath::Continue)
+    ///     .restart(Restart::Permanent)
+    ///     .into();
+    /// assert_eq!(d.kind(), "spawn_agent");
+    /// ```
+    pub fn spawn_agent(agent: AgentState, tag: impl Into<String>) -> SpawnAgent {
+        SpawnAgent::new(agent, tag)
     }
 
     /// Adopts the agent with id `child` under `tag`, with empty meta.
     pub fn adopt_child(child: impl Into<String>, tag: impl Into<String>) -> Self {
+        Self::adopt_child_with_meta(child, tag, Map::new())
+    }
+
+    /// Adopts the agent with id `child` under `tag`, handing it `meta`
+    /// (`__parent__.meta`).
+    pub fn adopt_child_with_meta(
+        child: impl Into<String>,
+        tag: impl Into<String>,
+        meta: Map<String, Value>,
+    ) -> Self {
         Directive::AdoptChild {
             child: child.into(),
             tag: tag.into(),
-            meta: Map::new(),
+            meta,
         }
     }
 
     /// Stops the child tagged `tag` with the normal reason.
     pub fn stop_child(tag: impl Into<String>) -> Self {
+        Self::stop_child_with(tag, StopReason::Normal)
+    }
+
+    /// Stops the child tagged `tag` with `reason`.
+    ///
+    /// ```
+    /// use jido::directive::{Directive, StopReason};
+    ///
+    /// let d = Directive::stop_child_with("w1", "quota");
+    /// assert!(matches!(d, Directive::StopChild { ref tag, reason: StopReason::Custom(ref r) } if tag == "w1" && r == "quota"));
+    /// ```
+    pub fn stop_child_with(tag: impl Into<String>, reason: impl Into<StopReason>) -> Self {
         Directive::StopChild {
             tag: tag.into(),
-            reason: StopReason::Normal,
+            reason: reason.into(),
         }
     }
 
@@ -332,14 +396,22 @@ impl Directive {
         }
     }
 
-    /// A cron job with a new UUIDv7 job id in `"Etc/UTC"`.
-    pub fn cron(cron: impl Into<String>, message: impl Into<ScheduledMessage>) -> Self {
-        Directive::Cron {
-            cron: cron.into(),
-            message: message.into(),
-            job_id: uuid::Uuid::now_v7().to_string(),
-            timezone: DEFAULT_TIMEZONE.to_owned(),
-        }
+    /// A cron job: a [`Cron`] builder for its job id (default a new
+    /// UUIDv7) and time zone (default `"Etc/UTC"`), turned into a
+    /// directive with `.into()`.
+    ///
+    /// ```
+    /// use jido::directive::Directive;
+    /// use serde_json::json;
+    ///
+    /// let d: Directive = Directive::cron("0 9 * * *", json!({"report": "daily"}))
+    ///     .job_id("daily-report")
+    ///     .timezone("Europe/Paris")
+    ///     .into();
+    /// assert!(matches!(d, Directive::Cron { ref job_id, ref timezone, .. } if job_id == "daily-report" && timezone == "Europe/Paris"));
+    /// ```
+    pub fn cron(cron: impl Into<String>, message: impl Into<ScheduledMessage>) -> Cron {
+        Cron::new(cron, message)
     }
 
     /// Cancels the cron job `job_id`.
@@ -349,14 +421,12 @@ impl Directive {
         }
     }
 
-    /// Runs `instruction` in the runtime; the result comes back as the
-    /// strategy command `"instruction_result"`.
-    pub fn run_instruction(instruction: Instruction) -> Self {
-        Directive::RunInstruction {
-            instruction: Box::new(instruction),
-            result_action: DEFAULT_RESULT_ACTION.to_owned(),
-            meta: Map::new(),
-        }
+    /// Runs `instruction` in the runtime: a [`RunInstruction`] builder for
+    /// the strategy command the result comes back as (default
+    /// `"instruction_result"`) and the meta passed back with it, turned
+    /// into a directive with `.into()`.
+    pub fn run_instruction(instruction: Instruction) -> RunInstruction {
+        RunInstruction::new(instruction)
     }
 
     /// Stops the agent with the normal reason.

@@ -86,7 +86,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, field};
 
-use crate::action::{ActionMetadata, DynAction, Prepared, json_type_name, validate_name};
+use crate::action::{
+    ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name, validate_name,
+};
 use crate::context::Context;
 use crate::effect::Effect;
 use crate::error::{Error, ErrorKind, Result};
@@ -543,7 +545,7 @@ impl Run<'_> {
             Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
                 // Boxed: the cold path would otherwise triple the size of
                 // every run's future.
-                Err(Box::pin(self.compensate(&actx, err))
+                Err(Box::pin(self.compensate(&actx, err, attempt + 1))
                     .instrument(span.clone())
                     .await)
             }
@@ -620,12 +622,15 @@ impl Run<'_> {
         }
     }
 
-    async fn compensate(&self, actx: &Context, original: Error) -> Error {
+    /// Runs the action's compensation after attempt `attempt` (1-based)
+    /// failed with `original`.
+    async fn compensate(&self, actx: &Context, original: Error, attempt: u32) -> Error {
         let meta = self.meta;
         let timeout = self
             .opts
             .get_compensation_timeout()
             .unwrap_or(meta.compensation.timeout);
+        let copts = CompensationOptions::new(timeout, *self.opts, attempt);
         let deadline = instant_after(Instant::now(), timeout);
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
@@ -633,7 +638,12 @@ impl Run<'_> {
         let nested = deadline - nested_margin(timeout);
         let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
         let spawned = self.exec.inner.supervisor.spawn_tracked(
-            async move { erased.compensate(&prepared, &task_error, &cctx).await }.in_current_span(),
+            async move {
+                erased
+                    .compensate(&prepared, &task_error, &cctx, &copts)
+                    .await
+            }
+            .in_current_span(),
         );
         let envelope = original.to_envelope();
         let retry = original.retryable();

@@ -254,10 +254,10 @@ impl AgentServerState {
             Directive::SpawnAgent {
                 agent,
                 tag,
-                opts,
+                options,
                 meta,
                 restart,
-            } => self.spawn_child(myself, input, agent, tag, opts, meta, restart),
+            } => self.spawn_child(myself, input, agent, tag, options, meta, restart),
             Directive::AdoptChild { child, tag, meta } => {
                 self.adopt_child(myself, &child, tag, meta)
             }

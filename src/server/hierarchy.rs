@@ -17,7 +17,7 @@ use super::msg::{AgentMsg, ChildStarted, HierarchyMsg, Internal};
 use super::options::{AgentServerArgs, OnParentDeath, ParentRef, ServerOptions};
 use super::{DEFAULT_CALL_TIMEOUT, DirectiveResult, signal_types};
 use crate::agent::AgentState;
-use crate::directive::{Restart, StopReason};
+use crate::directive::{ChildOptions, Restart, StopReason};
 use crate::error::Error;
 use crate::signal::Signal;
 
@@ -473,8 +473,8 @@ impl AgentServerState {
     /// child whose `on_parent_death` is `continue` or `emit_orphan` is
     /// refused with a configuration error for the error policy (it would
     /// outlive its parent unreachable), while a `stop` child runs
-    /// unsupervised. A tag in use and invalid options are logged and start
-    /// nothing.
+    /// unsupervised. A tag in use is logged and starts nothing; options
+    /// out of range make the child's start fail (logged).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn_child(
         &mut self,
@@ -482,7 +482,7 @@ impl AgentServerState {
         input: &Signal,
         agent: AgentState,
         tag: String,
-        opts: Map<String, Value>,
+        child_options: ChildOptions,
         meta: Map<String, Value>,
         restart: Restart,
     ) -> DirectiveResult {
@@ -490,13 +490,7 @@ impl AgentServerState {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, "spawn_agent refused: tag in use");
             return DirectiveResult::Ok;
         }
-        let mut options = match ServerOptions::from_json(&opts) {
-            Ok(o) => o,
-            Err(err) => {
-                tracing::error!(target: "jido::agent_server", agent_id = %self.id, tag, error = %err, "spawn_agent refused: invalid options");
-                return DirectiveResult::Ok;
-            }
-        };
+        let mut options = ServerOptions::from(child_options);
         let supervisor = match &self.jido {
             Some(jido) => Some(jido.supervisor_cell()),
             None => myself.get_cell().try_get_supervisor(),

@@ -12,212 +12,10 @@ use super::directives::{DirectiveExec, ErasedExec, TypedExec};
 use super::msg::AgentMsg;
 use super::{AgentRef, Jido};
 use crate::agent::AgentState;
-use crate::directive::{Restart, StopReason};
+use crate::directive::{ChildOptions, Restart};
+pub use crate::directive::{ErrorDecision, ErrorEvent, ErrorPolicy, OnParentDeath};
 use crate::error::{Error, Result};
-use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
-
-/// What a child agent does when its parent ends (stops, crashes or is
-/// killed).
-///
-/// ```
-/// use jido::server::OnParentDeath;
-///
-/// assert_eq!(OnParentDeath::parse("emit_orphan"), Some(OnParentDeath::EmitOrphan));
-/// assert_eq!(OnParentDeath::default(), OnParentDeath::Stop);
-/// ```
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OnParentDeath {
-    /// Stop with the reason `"shutdown: parent_down: <parent's reason>"`
-    /// (the default). The child's own children then apply their policy.
-    #[default]
-    Stop,
-    /// Keep running: the parent is dropped and `__orphaned_from__` records
-    /// it.
-    Continue,
-    /// As [`Continue`](OnParentDeath::Continue), and process one
-    /// `jido.agent.orphaned` signal.
-    EmitOrphan,
-}
-
-impl OnParentDeath {
-    /// Reads `"stop"`, `"continue"` or `"emit_orphan"`.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "stop" => OnParentDeath::Stop,
-            "continue" => OnParentDeath::Continue,
-            "emit_orphan" => OnParentDeath::EmitOrphan,
-            _ => return None,
-        })
-    }
-
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnParentDeath::Stop => "stop",
-            OnParentDeath::Continue => "continue",
-            OnParentDeath::EmitOrphan => "emit_orphan",
-        }
-    }
-}
-
-/// What the error policy decides about one error (see
-/// [`ErrorPolicy::custom`]).
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ErrorDecision {
-    /// Keep going.
-    Continue,
-    /// Stop the agent with this reason.
-    Stop(StopReason),
-}
-
-/// One error handed to the error policy.
-///
-/// The error is the one of the [`Directive::Error`](crate::Directive::Error)
-/// with its details unsanitised (the policy runs in the process). Its cause
-/// is there too: a failed instruction is an execution error "instruction
-/// failed" whose `reason` detail is the action's error envelope
-/// (`{type, message, details, retryable}`: e.g. `validation_error` with the
-/// failing field in `details.path`, or "action NAME panicked: MESSAGE").
-/// [`signal`](ErrorEvent::signal) is the signal whose processing failed.
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct ErrorEvent<'a> {
-    /// The agent's id.
-    pub agent_id: &'a str,
-    /// The error.
-    pub error: &'a Error,
-    /// Where it happened (the Error directive's context: `instruction`,
-    /// `routing`, `cmd`, `directive`, …).
-    pub context: &'a str,
-    /// How many errors the agent has seen, this one included.
-    pub error_count: u32,
-    /// The signal whose processing failed (for a strategy's `init`, a
-    /// signal `jido.strategy.init`).
-    pub signal: &'a Signal,
-}
-
-type ErrorFn = dyn Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync;
-
-/// How an agent reacts to [`Directive::Error`](crate::Directive::Error)s.
-///
-/// ```
-/// use jido::server::{ErrorDecision, ErrorPolicy};
-/// use jido::directive::StopReason;
-///
-/// let policy = ErrorPolicy::custom(|ev| {
-///     Ok(if ev.context == "routing" { ErrorDecision::Continue } else { ErrorDecision::Stop(StopReason::from("bad")) })
-/// });
-/// # let _ = policy;
-/// let _ = ErrorPolicy::max_errors(3);
-/// ```
-#[non_exhaustive]
-#[derive(Clone, Default)]
-pub enum ErrorPolicy {
-    /// Log `"agent <id> [<context>]: <message>"` at error level (the
-    /// default). Every policy logs this line first (event
-    /// `jido.agent_server.error`, fields `agent_id`, `context`, `policy`,
-    /// `error_type`, `signal_id`, `signal_type`, `details`), with the
-    /// details sanitised as in [`Error::to_envelope`] (secret-looking keys
-    /// `"[REDACTED]"`, depth, item and string bounds) and the message cut
-    /// like a sanitised string.
-    #[default]
-    LogOnly,
-    /// Log, then stop with the reason `"agent_error: <message>"` (the
-    /// message cut like a sanitised string).
-    StopOnError,
-    /// Log, then emit `jido.agent.error` through this dispatch (`None`:
-    /// like an Emit without dispatch, e.g. back to the agent itself). Its
-    /// data: Jido's `error` (the message), `context` and `agent_id`, plus
-    /// `error_type` (the error kind, e.g. `"execution_error"`), `details`
-    /// (sanitised as in [`Error::to_envelope`]: a failed instruction's
-    /// cause is under `details.reason`), `retryable`, and `signal_id` /
-    /// `signal_type` of the signal whose processing failed. Strings are
-    /// cut to [`SANITIZE_MAX_STRING`](crate::error::SANITIZE_MAX_STRING)
-    /// characters.
-    ///
-    /// No error loop: an error raised while processing a
-    /// `jido.agent.error` signal is logged and counted but emits no
-    /// further `jido.agent.error`, so one failure yields exactly one error
-    /// signal even when it comes back to a catch-all route.
-    EmitSignal(Option<DispatchConfig>),
-    /// Log and count; stop with `"max_errors_exceeded: <count>"` once the
-    /// count reaches `n` (≥ 1).
-    MaxErrors(u32),
-    /// A function deciding per error. Its panics and `Err` returns are
-    /// logged and ignored (the agent continues).
-    Custom(Arc<ErrorFn>),
-}
-
-impl ErrorPolicy {
-    /// [`ErrorPolicy::MaxErrors`].
-    pub fn max_errors(n: u32) -> Self {
-        ErrorPolicy::MaxErrors(n)
-    }
-
-    /// [`ErrorPolicy::EmitSignal`] through `dispatch`.
-    pub fn emit_signal(dispatch: DispatchConfig) -> Self {
-        ErrorPolicy::EmitSignal(Some(dispatch))
-    }
-
-    /// [`ErrorPolicy::Custom`].
-    pub fn custom(
-        f: impl Fn(&ErrorEvent<'_>) -> Result<ErrorDecision> + Send + Sync + 'static,
-    ) -> Self {
-        ErrorPolicy::Custom(Arc::new(f))
-    }
-
-    /// Reads `"log_only"`, `"stop_on_error"`, `"emit_signal"` (to the
-    /// default dispatch) or `{"max_errors": n}`.
-    ///
-    /// # Errors
-    ///
-    /// A configuration error "invalid error policy" for anything else.
-    pub fn from_json(value: &Value) -> Result<Self> {
-        match value {
-            Value::String(s) if s == "log_only" => Ok(ErrorPolicy::LogOnly),
-            Value::String(s) if s == "stop_on_error" => Ok(ErrorPolicy::StopOnError),
-            Value::String(s) if s == "emit_signal" => Ok(ErrorPolicy::EmitSignal(None)),
-            Value::Object(map) if map.len() == 1 => match map.get("max_errors") {
-                Some(n) => n
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .map(ErrorPolicy::MaxErrors)
-                    .ok_or_else(|| invalid_policy(value)),
-                None => Err(invalid_policy(value)),
-            },
-            _ => Err(invalid_policy(value)),
-        }
-    }
-
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            ErrorPolicy::LogOnly => "log_only",
-            ErrorPolicy::StopOnError => "stop_on_error",
-            ErrorPolicy::EmitSignal(_) => "emit_signal",
-            ErrorPolicy::MaxErrors(_) => "max_errors",
-            ErrorPolicy::Custom(_) => "custom",
-        }
-    }
-}
-
-fn invalid_policy(value: &Value) -> Error {
-    Error::configuration("invalid error policy")
-        .with_detail("option", "error_policy")
-        .with_detail("value", value.clone())
-}
-
-impl fmt::Debug for ErrorPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ErrorPolicy::MaxErrors(n) => write!(f, "MaxErrors({n})"),
-            ErrorPolicy::EmitSignal(d) => f.debug_tuple("EmitSignal").field(d).finish(),
-            other => f.write_str(other.name()),
-        }
-    }
-}
 
 /// A child's reference to its parent agent: id, the tag the parent tracks
 /// it under, free metadata, and the parent's actor.
@@ -468,7 +266,7 @@ impl ServerOptions {
     }
 
     /// Whether signals marked untrusted (see "Trust" on
-    /// [`Signal`]) may use the runtime's reserved types `jido.agent.*`
+    /// [`Signal`](crate::signal::Signal)) may use the runtime's reserved types `jido.agent.*`
     /// (default `false`).
     ///
     /// By default an untrusted `jido.agent.stop`, `jido.agent.child.*`,
@@ -573,74 +371,18 @@ impl ServerOptions {
         self
     }
 
-    /// Reads the JSON options of a
-    /// [`Directive::SpawnAgent`](crate::Directive::SpawnAgent): `id`,
-    /// `initial_state` (object), `on_parent_death` (`"stop"`,
-    /// `"continue"`, `"emit_orphan"`), `max_queue_size`, `max_pending_signals`,
-    /// `max_concurrent_dispatches`, `debug`, `error_policy` (see
-    /// [`ErrorPolicy::from_json`]), `allow_untrusted_runtime_signals`,
-    /// `fail_calls_on_action_error`.
+    /// Reads server options that arrive as JSON: the keys of
+    /// [`ChildOptions::from_json`] (`id`, `initial_state`,
+    /// `on_parent_death`, `max_queue_size`, `max_pending_signals`,
+    /// `max_concurrent_dispatches`, `debug`, `error_policy`,
+    /// `allow_untrusted_runtime_signals`, `fail_calls_on_action_error`).
     ///
     /// # Errors
     ///
     /// A configuration error naming the `option` for an unknown key or a
     /// bad value.
     pub fn from_json(opts: &Map<String, Value>) -> Result<Self> {
-        let bad = |key: &str, value: &Value| {
-            Error::configuration(format!("invalid server option: {key}"))
-                .with_detail("option", key.to_owned())
-                .with_detail("value", value.clone())
-        };
-        let count = |key: &str, value: &Value| {
-            value
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| bad(key, value))
-        };
-        let mut out = ServerOptions::new();
-        for (key, value) in opts {
-            match key.as_str() {
-                "id" => match value {
-                    Value::String(s) => out = out.id(s.clone()),
-                    Value::Null => {}
-                    _ => return Err(bad(key, value)),
-                },
-                "initial_state" => match value {
-                    Value::Object(m) => out.initial_state = Some(m.clone()),
-                    _ => return Err(bad(key, value)),
-                },
-                "on_parent_death" => {
-                    out.on_parent_death = Some(
-                        value
-                            .as_str()
-                            .and_then(OnParentDeath::parse)
-                            .ok_or_else(|| bad(key, value))?,
-                    );
-                }
-                "max_queue_size" => out.max_queue_size = Some(count(key, value)?),
-                "max_pending_signals" => out.max_pending_signals = Some(count(key, value)?),
-                "max_concurrent_dispatches" => {
-                    out.max_concurrent_dispatches = Some(count(key, value)?)
-                }
-                "debug" => out.debug = Some(value.as_bool().ok_or_else(|| bad(key, value))?),
-                "allow_untrusted_runtime_signals" => {
-                    out.allow_untrusted_runtime_signals =
-                        Some(value.as_bool().ok_or_else(|| bad(key, value))?);
-                }
-                "fail_calls_on_action_error" => {
-                    out.fail_calls_on_action_error =
-                        Some(value.as_bool().ok_or_else(|| bad(key, value))?);
-                }
-                "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
-                _ => {
-                    return Err(
-                        Error::configuration(format!("unknown server option: {key}"))
-                            .with_detail("option", key.clone()),
-                    );
-                }
-            }
-        }
-        Ok(out)
+        ChildOptions::from_json(opts).map(Self::from)
     }
 
     /// These options with every unset one taken from `defaults`
@@ -693,6 +435,26 @@ impl ServerOptions {
                 .with_detail("value", 0));
         }
         Ok(())
+    }
+}
+
+impl From<ChildOptions> for ServerOptions {
+    /// The server options a [`ChildOptions`] sets; everything else unset.
+    fn from(o: ChildOptions) -> Self {
+        Self {
+            id: o.id,
+            initial_state: o.initial_state,
+            default_dispatch: o.default_dispatch,
+            error_policy: o.error_policy,
+            max_queue_size: o.max_queue_size,
+            max_pending_signals: o.max_pending_signals,
+            max_concurrent_dispatches: o.max_concurrent_dispatches,
+            on_parent_death: o.on_parent_death,
+            debug: o.debug,
+            allow_untrusted_runtime_signals: o.allow_untrusted_runtime_signals,
+            fail_calls_on_action_error: o.fail_calls_on_action_error,
+            ..Self::default()
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use crate::agent::{AgentState, external_directives};
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
 use crate::instruction::Instruction;
-use crate::state::{StateMap, StateValue};
+use crate::state::{StateArray, StateMap, StateValue};
 
 /// The strategy command an FSM instruction result comes back as (the
 /// `result_action` of the FSM's [`Directive::RunInstruction`]s).
@@ -53,7 +53,10 @@ const PROCESSING: &str = "processing";
 /// `"strategy_command"`.
 ///
 /// The machine lives in the agent state at `__strategy__.machine`
-/// (`status`, `processed_count`, `last_result`, `error`, `transitions`);
+/// (`status`, `processed_count`, `last_result`, `error`, `history` — the
+/// latest transitions as `{from, to}`, at most
+/// [`history_limit`](Fsm::history_limit) — and `transitions`); read it
+/// typed with [`Fsm::state_of`];
 /// the pending instructions and deferred directives are kept outside the
 /// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed: an
 /// agent restored from a checkpoint taken mid-batch goes back to the
@@ -105,7 +108,11 @@ pub struct Fsm {
     initial_state: String,
     transitions: Vec<(String, Vec<String>)>,
     auto_transition: bool,
+    history_limit: usize,
 }
+
+/// Default number of transitions an FSM keeps in its history (20).
+pub const DEFAULT_FSM_HISTORY: usize = 20;
 
 impl Default for Fsm {
     fn default() -> Self {
@@ -131,7 +138,93 @@ impl Fsm {
                 t("failed", &["idle"]),
             ],
             auto_transition: true,
+            history_limit: DEFAULT_FSM_HISTORY,
         }
+    }
+
+    /// How many of the latest transitions the machine keeps in its
+    /// history (default [`DEFAULT_FSM_HISTORY`], 20; 0 keeps none).
+    #[must_use]
+    pub fn history_limit(mut self, n: usize) -> Self {
+        self.history_limit = n;
+        self
+    }
+
+    /// The machine of `agent`, typed: current state, recent transitions,
+    /// counters, last result and error, pending instructions; `None` when
+    /// the agent holds no FSM state (another strategy's; an FSM agent has
+    /// its machine from the start).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use jido::prelude::*;
+    /// use jido::strategy::{Fsm, FsmTransition};
+    /// use serde_json::json;
+    /// # #[derive(Clone, serde::Deserialize, schemars::JsonSchema)] struct P {}
+    /// # struct Ping;
+    /// # impl Action for Ping {
+    /// #     type Params = P; type Output = serde_json::Value;
+    /// #     const NAME: &'static str = "ping";
+    /// #     async fn run(&self, _: P, _: &Context) -> jido::Result<serde_json::Value> { Ok(json!({})) }
+    /// # }
+    /// # struct Machine;
+    /// # impl Agent for Machine {
+    /// #     const NAME: &'static str = "machine"; type Schema = ();
+    /// #     fn strategy(&self) -> DynStrategy { DynStrategy::new(Fsm::new()) }
+    /// # }
+    /// let mut agent = AgentState::new(Machine, AgentOptions::new());
+    /// let fsm = Fsm::state_of(&agent).unwrap();
+    /// assert_eq!((fsm.current.as_str(), fsm.history.len()), ("idle", 0));
+    /// agent.cmd(vec![Instruction::new(Ping), Instruction::new(Ping)], ExecOptions::new()).await;
+    ///
+    /// let fsm = Fsm::state_of(&agent).unwrap();
+    /// assert_eq!(fsm.current, "processing");
+    /// assert_eq!(fsm.history, [FsmTransition::new("idle", "processing")]);
+    /// assert_eq!((fsm.processed_count, fsm.pending), (0, 1));
+    /// # }
+    /// ```
+    pub fn state_of(agent: &AgentState) -> Option<FsmState> {
+        let machine = read_machine(agent)?;
+        let history = machine
+            .history
+            .iter()
+            .filter_map(|t| {
+                let t = t.as_object()?;
+                Some(FsmTransition::new(
+                    t.get("from")?.as_str()?,
+                    t.get("to")?.as_str()?,
+                ))
+            })
+            .collect();
+        let transitions = machine
+            .transitions
+            .iter()
+            .map(|(from, to)| {
+                let to = to
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (from.to_owned(), to)
+            })
+            .collect();
+        let pending = agent
+            .strategy_ext::<FsmRun>()
+            .map_or(0, |run| run.pending.len());
+        Some(FsmState {
+            current: machine.status,
+            history,
+            processed_count: machine.processed_count,
+            last_result: (!machine.last_result.is_null()).then(|| machine.last_result.to_json()),
+            error: (!machine.error.is_null()).then(|| machine.error.to_json()),
+            transitions,
+            pending,
+        })
     }
 
     /// The state the machine starts in and returns to after a batch.
@@ -182,6 +275,7 @@ impl Fsm {
             processed_count: 0,
             last_result: StateValue::Null,
             error: StateValue::Null,
+            history: StateArray::new(),
             transitions: self
                 .transitions
                 .iter()
@@ -205,7 +299,7 @@ impl Fsm {
 
     fn start_batch(&self, agent: &mut AgentState, batch: Vec<Instruction>) -> Vec<Directive> {
         let mut machine = self.ensure_machine(agent);
-        if let Err(e) = machine.transition(PROCESSING) {
+        if let Err(e) = machine.transition(PROCESSING, self.history_limit) {
             return vec![Directive::error(e, error_context::FSM_TRANSITION)];
         }
         machine.error = StateValue::Null;
@@ -223,11 +317,11 @@ impl Fsm {
             .strategy_ext_mut::<FsmRun>()
             .and_then(|run| run.pending.pop_front());
         if let Some(instruction) = next {
-            return vec![Directive::RunInstruction {
-                instruction: Box::new(instruction),
-                result_action: FSM_RESULT_ACTION.to_owned(),
-                meta: serde_json::Map::new(),
-            }];
+            return vec![
+                Directive::run_instruction(instruction)
+                    .result_action(FSM_RESULT_ACTION)
+                    .into(),
+            ];
         }
         let mut directives = agent
             .strategy_ext_mut::<FsmRun>()
@@ -235,7 +329,7 @@ impl Fsm {
             .unwrap_or_default();
         agent.clear_strategy_ext();
         if self.auto_transition {
-            match machine.transition(&self.initial_state) {
+            match machine.transition(&self.initial_state, self.history_limit) {
                 Ok(()) => write_machine(agent, &machine),
                 Err(e) => directives.push(Directive::error(e, error_context::FSM_TRANSITION)),
             }
@@ -299,6 +393,7 @@ impl Strategy for Fsm {
                 "fsm batch lost on restore; returning to {}",
                 self.initial_state
             );
+            machine.record(&self.initial_state, self.history_limit);
             machine.status = self.initial_state.clone();
             write_machine(agent, &machine);
         }
@@ -370,6 +465,8 @@ struct Machine {
     processed_count: u64,
     last_result: StateValue,
     error: StateValue,
+    /// The latest transitions, oldest first: `{"from", "to"}` objects.
+    history: StateArray,
     transitions: StateMap,
 }
 
@@ -387,21 +484,27 @@ impl Machine {
             None | Some(StateValue::Null) => StateMap::new(),
             Some(v) => v.as_object()?.clone(),
         };
+        let history = match m.get("history") {
+            None | Some(StateValue::Null) => StateArray::new(),
+            Some(v) => v.as_array()?.clone(),
+        };
         Some(Self {
             status: m.get("status")?.as_str()?.to_owned(),
             processed_count,
             last_result: m.get("last_result").cloned().unwrap_or_default(),
             error: m.get("error").cloned().unwrap_or_default(),
+            history,
             transitions,
         })
     }
 
     fn to_state(&self) -> StateMap {
-        let mut m = StateMap::with_capacity(5);
+        let mut m = StateMap::with_capacity(6);
         m.insert("status", self.status.as_str());
         m.insert("processed_count", self.processed_count);
         m.insert("last_result", self.last_result.clone());
         m.insert("error", self.error.clone());
+        m.insert("history", self.history.clone());
         m.insert("transitions", self.transitions.clone());
         m
     }
@@ -415,8 +518,9 @@ impl Machine {
             .is_some_and(|targets| targets.iter().any(|t| t.as_str() == Some(to)))
     }
 
-    fn transition(&mut self, to: &str) -> Result<(), Error> {
+    fn transition(&mut self, to: &str, history_limit: usize) -> Result<(), Error> {
         if self.allows(to) {
+            self.record(to, history_limit);
             self.status = to.to_owned();
             Ok(())
         } else {
@@ -426,6 +530,67 @@ impl Machine {
                 .with_retry(false))
         }
     }
+}
+
+impl Machine {
+    /// Adds `status → to` to the history, keeping the latest `limit`
+    /// entries: O(1) until the limit is reached, then O(limit).
+    fn record(&mut self, to: &str, limit: usize) {
+        if limit == 0 {
+            return;
+        }
+        let mut entry = StateMap::with_capacity(2);
+        entry.insert("from", self.status.as_str());
+        entry.insert("to", to);
+        self.history.push(entry);
+        let len = self.history.len();
+        if len > limit {
+            self.history = self.history.iter().skip(len - limit).cloned().collect();
+        }
+    }
+}
+
+/// One transition of an FSM: `from → to`.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FsmTransition {
+    /// The state left.
+    pub from: String,
+    /// The state entered.
+    pub to: String,
+}
+
+impl FsmTransition {
+    /// `from → to`.
+    pub fn new(from: impl Into<String>, to: impl Into<String>) -> Self {
+        Self {
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+}
+
+/// An FSM's machine in an agent, typed (see [`Fsm::state_of`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub struct FsmState {
+    /// The current state, e.g. `"idle"` or `"processing"`.
+    pub current: String,
+    /// The latest transitions, oldest first (at most
+    /// [`Fsm::history_limit`]); a state restored mid-batch going back to
+    /// the initial state is recorded too.
+    pub history: Vec<FsmTransition>,
+    /// Instructions that succeeded so far.
+    pub processed_count: u64,
+    /// The last successful instruction's output, if any.
+    pub last_result: Option<Value>,
+    /// The failure reason of the batch's last failed instruction, if any
+    /// (cleared when a batch starts).
+    pub error: Option<Value>,
+    /// The allowed transitions, `from → [to, …]`.
+    pub transitions: Vec<(String, Vec<String>)>,
+    /// Instructions of the running batch not started yet.
+    pub pending: usize,
 }
 
 /// The non-JSON part of a running batch.

@@ -92,7 +92,7 @@ mod fsm;
 
 pub use behavior_tree::BehaviorTree;
 pub use direct::Direct;
-pub use fsm::{FSM_RESULT_ACTION, Fsm};
+pub use fsm::{DEFAULT_FSM_HISTORY, FSM_RESULT_ACTION, Fsm, FsmState, FsmTransition};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -548,6 +548,66 @@ impl Snapshot {
     pub fn is_running(&self) -> bool {
         self.status.is_running()
     }
+
+    /// The detail `key`, if the strategy gave one.
+    pub fn detail(&self, key: &str) -> Option<&Value> {
+        self.details.get(key)
+    }
+
+    /// The result decoded as a `T`; `Ok(None)` without a result.
+    ///
+    /// ```
+    /// use jido::strategy::{Snapshot, SnapshotStatus};
+    /// use serde_json::json;
+    ///
+    /// let mut snap = Snapshot::new(SnapshotStatus::Success);
+    /// snap.result = Some(json!({"total": 3}));
+    /// snap.details.insert("tick_count".into(), json!(4));
+    ///
+    /// #[derive(serde::Deserialize, Debug, PartialEq)]
+    /// struct Out { total: i64 }
+    /// assert_eq!(snap.result_as::<Out>()?, Some(Out { total: 3 }));
+    /// assert_eq!(snap.detail_as::<u64>("tick_count")?, Some(4));
+    /// assert_eq!(snap.detail_as::<u64>("missing")?, None);
+    /// let err = snap.detail_as::<String>("tick_count").unwrap_err();
+    /// assert_eq!(err.message(), "invalid snapshot detail tick_count: invalid type: integer `4`, expected a string");
+    /// # Ok::<(), jido::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A validation error "invalid snapshot result: REASON" when the
+    /// result is not a `T`.
+    pub fn result_as<T: serde::de::DeserializeOwned>(&self) -> crate::error::Result<Option<T>> {
+        self.result
+            .as_ref()
+            .map(|v| {
+                T::deserialize(v)
+                    .map_err(|e| Error::validation(format!("invalid snapshot result: {e}")))
+            })
+            .transpose()
+    }
+
+    /// The detail `key` decoded as a `T`; `Ok(None)` without it.
+    ///
+    /// # Errors
+    ///
+    /// A validation error "invalid snapshot detail KEY: REASON" (detail
+    /// `key`) when the detail is not a `T`.
+    pub fn detail_as<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> crate::error::Result<Option<T>> {
+        self.details
+            .get(key)
+            .map(|v| {
+                T::deserialize(v).map_err(|e| {
+                    Error::validation(format!("invalid snapshot detail {key}: {e}"))
+                        .with_detail("key", key.to_owned())
+                })
+            })
+            .transpose()
+    }
 }
 
 /// An execution model for an agent's `cmd`. Only [`cmd`](Strategy::cmd) is
@@ -904,7 +964,7 @@ pub async fn instruction_feedback(
 /// use jido::strategy::run_instruction_directive;
 ///
 /// let mut agent = AgentState::new(A, AgentOptions::new());
-/// let directive = Directive::run_instruction(Instruction::new(Ping));
+/// let directive: Directive = Directive::run_instruction(Instruction::new(Ping)).into();
 /// let feedback = run_instruction_directive(&agent, &directive, &Exec::new()).await.unwrap();
 /// assert!(agent.cmd(feedback, ExecOptions::new()).await.is_empty());
 /// assert_eq!(agent.state()["pong"], true);

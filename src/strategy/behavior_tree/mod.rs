@@ -136,8 +136,15 @@
 //! ```json
 //! {"module": "behavior_tree", "status": "idle", "tick_count": 0,
 //!  "last_result": null, "error": null, "blackboard": {},
-//!  "tree": {"clock": "<process clock id>", "nodes": [ … one entry per node … ]}}
+//!  "tree": {"clock": "<process clock id>", "nodes": [ … one entry per node … ],
+//!           "statuses": [ … each node's status at the last tick, or null … ]}}
 //! ```
+//!
+//! Read it typed with [`BehaviorTree::state_of`] (status, tick count,
+//! result, error, blackboard, node statuses), [`BehaviorTree::blackboard`]
+//! and [`BehaviorTree::statuses`]. A halt or reset clears the node
+//! statuses. To tick one node or subtree in a test, with no agent and no
+//! strategy, use a [`TreeHarness`].
 //!
 //! The tree's runtime memory is plain JSON in `tree.nodes` (pre-order), so
 //! it survives a checkpoint and restore. Two limits: wait start times are
@@ -159,14 +166,16 @@
 //! `jido.bt.halt`, `jido.bt.reset`, `jido.bt.scheduled_tick` → the matching
 //! command.
 
+mod harness;
 mod node;
 mod runner;
 mod tree;
 
+pub use harness::TreeHarness;
 pub use node::{
-    BLACKBOARD_REF, Blackboard, Leaf, LeafContext, Node, Param, Status, action, condition, failer,
-    inverter, leaf, parallel, parallel_with, repeat, retry, selector, sequence, set_blackboard,
-    succeeder, wait,
+    BLACKBOARD_REF, Blackboard, Leaf, LeafContext, Node, Param, Status, TickStatus, action,
+    condition, failer, inverter, leaf, parallel, parallel_with, repeat, retry, selector, sequence,
+    set_blackboard, succeeder, wait,
 };
 pub use tree::Tree;
 
@@ -325,6 +334,79 @@ impl BehaviorTree {
         self.load(agent.state()).blackboard
     }
 
+    /// The tree's state in `agent`, typed: status, tick count, last result,
+    /// error, blackboard and every node's status at the last tick; `None`
+    /// when the agent holds no behaviour-tree state (another strategy's;
+    /// `init`, run when the agent value is built, writes it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::prelude::*;
+    /// use jido::strategy::behavior_tree::*;
+    /// use serde_json::json;
+    ///
+    /// let bt = BehaviorTree::new(selector([
+    ///     condition("charged", |bb, _| bb.get("battery").and_then(|b| b.as_i64()) >= Some(20)),
+    ///     set_blackboard([("docking", json!(true))]),
+    /// ]))?
+    /// .with_blackboard([("battery", json!(5))]);
+    ///
+    /// struct Robot(BehaviorTree);
+    /// impl Agent for Robot {
+    ///     const NAME: &'static str = "robot";
+    ///     type Schema = ();
+    ///     fn strategy(&self) -> DynStrategy { DynStrategy::new(self.0.clone()) }
+    /// }
+    /// let mut robot = AgentState::new(Robot(bt.clone()), AgentOptions::new());
+    /// robot.tick(CmdOptions::new()).await;
+    ///
+    /// let state = bt.state_of(&robot).unwrap();
+    /// assert_eq!(state.status, SnapshotStatus::Success);
+    /// assert_eq!((state.tick_count, state.error), (1, None));
+    /// assert_eq!(state.blackboard["docking"], json!(true));
+    /// let statuses: Vec<_> = state.nodes.iter().map(|n| (n.kind, n.status)).collect();
+    /// assert_eq!(statuses, [
+    ///     ("Selector", Some(TickStatus::Success)),
+    ///     ("Condition", Some(TickStatus::Failure)),
+    ///     ("SetBlackboard", Some(TickStatus::Success)),
+    /// ]);
+    /// # Ok(()) }
+    /// ```
+    pub fn state_of(&self, agent: &AgentState) -> Option<BehaviorTreeState> {
+        if !has_state(agent) {
+            return None;
+        }
+        let bt = self.load(agent.state());
+        let nodes = self.node_statuses(&bt.tree);
+        Some(BehaviorTreeState {
+            status: SnapshotStatus::parse(&bt.status).unwrap_or(SnapshotStatus::Failure),
+            tick_count: bt.tick_count,
+            last_result: (!bt.last_result.is_null()).then(|| bt.last_result.to_json()),
+            error: (!bt.error.is_null()).then(|| bt.error.to_json()),
+            blackboard: bt.blackboard,
+            nodes,
+        })
+    }
+
+    /// Every node's status at the agent's last tick, pre-order (the root
+    /// first); a node not ticked then (or any node before the first tick,
+    /// or after a halt or reset) has none.
+    pub fn statuses(&self, agent: &AgentState) -> Vec<NodeStatus> {
+        let tree = if has_state(agent) {
+            self.load(agent.state()).tree
+        } else {
+            StateValue::Null
+        };
+        self.node_statuses(&tree)
+    }
+
+    fn node_statuses(&self, tree: &StateValue) -> Vec<NodeStatus> {
+        let ts = self.tree.state_from_json(Some(&tree.to_json()));
+        node_statuses(&self.tree, ts.statuses())
+    }
+
     fn fresh(&self) -> BtState {
         BtState {
             status: "idle".into(),
@@ -481,6 +563,7 @@ impl BehaviorTree {
     fn halt(&self, bt: &mut BtState) {
         let mut ts = self.tree.state_from_json(Some(&bt.tree.to_json()));
         self.tree.halt(&mut ts);
+        ts.clear_statuses();
         bt.tree = self.tree.state_to_json(&ts).into();
         bt.status = "idle".into();
         bt.error = StateValue::Null;
@@ -555,6 +638,66 @@ impl BehaviorTree {
     }
 }
 
+/// Whether `agent` holds behaviour-tree state.
+fn has_state(agent: &AgentState) -> bool {
+    matches!(
+        agent.state().get(STRATEGY_KEY),
+        Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
+    )
+}
+
+/// The nodes of `tree` with their `statuses`, pre-order.
+fn node_statuses(tree: &Tree, statuses: &[Option<TickStatus>]) -> Vec<NodeStatus> {
+    statuses
+        .iter()
+        .enumerate()
+        .map(|(id, status)| {
+            let (kind, name) = tree.describe(id);
+            NodeStatus {
+                id,
+                kind,
+                name: name.map(str::to_owned),
+                status: *status,
+            }
+        })
+        .collect()
+}
+
+/// A behaviour tree's state in an agent, typed (see
+/// [`BehaviorTree::state_of`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub struct BehaviorTreeState {
+    /// Idle, running, success or failure (an error tick ends in failure,
+    /// with [`error`](BehaviorTreeState::error) set).
+    pub status: SnapshotStatus,
+    /// Ticks run so far.
+    pub tick_count: u64,
+    /// The last action node's output (`last_result`), if any.
+    pub last_result: Option<Value>,
+    /// The error envelope of a tick that ended in an error, if any.
+    pub error: Option<Value>,
+    /// The blackboard.
+    pub blackboard: Blackboard,
+    /// Every node's status at the last tick, pre-order.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// One node of a tree and its status at the last tick.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// The node's pre-order number (the root is 0), as in
+    /// [`Tree::to_mermaid`].
+    pub id: usize,
+    /// The node's type: `"Sequence"`, `"Selector"`, `"Action"`, …
+    pub kind: &'static str,
+    /// Its name ([`Node::named`], or an action's or leaf's own name).
+    pub name: Option<String>,
+    /// What it returned at the last tick; `None` when it was not ticked.
+    pub status: Option<TickStatus>,
+}
+
 struct BtState {
     status: String,
     tick_count: u64,
@@ -582,11 +725,7 @@ impl Strategy for BehaviorTree {
     }
 
     fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
-        let ours = matches!(
-            agent.state().get(STRATEGY_KEY),
-            Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
-        );
-        if !ours {
+        if !has_state(agent) {
             let mut bt = self.fresh();
             bt.tree = self.tree.state_to_json(&self.tree.new_state()).into();
             Self::store(agent.state_mut(), bt);
@@ -615,12 +754,8 @@ impl Strategy for BehaviorTree {
     }
 
     fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
-        let has_state = matches!(
-            agent.state().get(STRATEGY_KEY),
-            Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
-        );
         let bt = self.load(agent.state());
-        let status = if has_state {
+        let status = if has_state(agent) {
             SnapshotStatus::parse(&bt.status).unwrap_or(SnapshotStatus::Failure)
         } else {
             SnapshotStatus::Idle

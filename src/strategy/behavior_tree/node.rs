@@ -60,6 +60,61 @@ impl Status {
     }
 }
 
+/// The kind of a [`Status`] without its error: what a node returned at
+/// the last tick, as kept in the tree's memory (see
+/// [`BehaviorTree::statuses`](super::BehaviorTree::statuses)).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TickStatus {
+    /// [`Status::Success`].
+    Success,
+    /// [`Status::Failure`].
+    Failure,
+    /// [`Status::Running`].
+    Running,
+    /// [`Status::Error`].
+    Error,
+}
+
+impl TickStatus {
+    /// The kind of `status`.
+    pub fn of(status: &Status) -> Self {
+        match status {
+            Status::Success => TickStatus::Success,
+            Status::Failure => TickStatus::Failure,
+            Status::Running => TickStatus::Running,
+            Status::Error(_) => TickStatus::Error,
+        }
+    }
+
+    /// `"success"`, `"failure"`, `"running"` or `"error"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TickStatus::Success => "success",
+            TickStatus::Failure => "failure",
+            TickStatus::Running => "running",
+            TickStatus::Error => "error",
+        }
+    }
+
+    /// Reads what [`as_str`](TickStatus::as_str) writes.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "success" => TickStatus::Success,
+            "failure" => TickStatus::Failure,
+            "running" => TickStatus::Running,
+            "error" => TickStatus::Error,
+            _ => return None,
+        })
+    }
+}
+
+impl From<&Status> for TickStatus {
+    fn from(status: &Status) -> Self {
+        TickStatus::of(status)
+    }
+}
+
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -242,7 +242,20 @@ async fn memory_round_trips_through_json() {
     // Memory from another process: wait starts are dropped, the rest kept.
     let mut foreign = json.clone();
     foreign["clock"] = json!("other");
-    let restored = tree.state_from_json(Some(&foreign));
+    let mut restored = tree.state_from_json(Some(&foreign));
+    // The node statuses of the last tick are kept too.
+    assert_eq!(
+        restored.statuses(),
+        [
+            Some(TickStatus::Running),
+            Some(TickStatus::Running),
+            None,
+            None,
+            None,
+            None
+        ]
+    );
+    restored.clear_statuses();
     assert_eq!(restored, tree.new_state());
 
     // Memory for another tree shape is discarded.

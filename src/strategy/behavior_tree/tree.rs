@@ -9,7 +9,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::node::{BLACKBOARD_REF, Blackboard, Kind, Leaf, LeafContext, Node, Predicate, Status};
+use super::node::{
+    BLACKBOARD_REF, Blackboard, Kind, Leaf, LeafContext, Node, Predicate, Status, TickStatus,
+};
 use super::runner::{ActionRunner, apply_outcome};
 use crate::action::DynAction;
 use crate::agent::AgentState;
@@ -215,6 +217,7 @@ impl Tree {
     pub(crate) fn new_state(&self) -> TreeState {
         TreeState {
             mem: (0..self.nodes.len()).map(|id| self.fresh(id)).collect(),
+            last: vec![None; self.nodes.len()],
         }
     }
 
@@ -252,7 +255,14 @@ impl Tree {
                     .unwrap_or_else(|| self.fresh(id))
             })
             .collect();
-        TreeState { mem }
+        let last = match obj.get("statuses") {
+            Some(Value::Array(s)) if s.len() == self.nodes.len() => s
+                .iter()
+                .map(|v| v.as_str().and_then(TickStatus::parse))
+                .collect(),
+            _ => vec![None; self.nodes.len()],
+        };
+        TreeState { mem, last }
     }
 
     fn mem_from_json(&self, id: usize, v: &Value, same_clock: bool) -> Option<Mem> {
@@ -293,7 +303,8 @@ impl Tree {
     }
 
     /// The JSON form of `state`: `{"clock": <process clock id>, "nodes":
-    /// [one entry per node, pre-order]}`.
+    /// [one entry per node, pre-order], "statuses": [each node's status at
+    /// the last tick, or null]}`.
     pub(crate) fn state_to_json(&self, state: &TreeState) -> Value {
         let nodes = state
             .mem
@@ -317,9 +328,15 @@ impl Tree {
                 (Mem::None, _) => Value::Null,
             })
             .collect();
-        let mut obj = Map::with_capacity(2);
+        let statuses = state
+            .last
+            .iter()
+            .map(|s| s.map_or(Value::Null, |s| Value::from(s.as_str())))
+            .collect();
+        let mut obj = Map::with_capacity(3);
         obj.insert("clock".into(), Value::String(clock_id().to_owned()));
         obj.insert("nodes".into(), Value::Array(nodes));
+        obj.insert("statuses".into(), Value::Array(statuses));
         Value::Object(obj)
     }
 
@@ -353,9 +370,27 @@ impl Tree {
         state: &'a mut TreeState,
         cx: &'a mut TickCx<'_>,
     ) -> BoxFuture<'a, Status> {
-        self.tick_node(0, state, cx)
+        self.tick_subtree(0, state, cx)
     }
 
+    /// Ticks the subtree under node `id` once (the whole tree for 0); the
+    /// statuses of the previous tick are forgotten first.
+    pub(crate) fn tick_subtree<'a>(
+        &'a self,
+        id: usize,
+        state: &'a mut TreeState,
+        cx: &'a mut TickCx<'_>,
+    ) -> BoxFuture<'a, Status> {
+        state.clear_statuses();
+        self.tick_node(id, state, cx)
+    }
+
+    /// The nodes as (type name, name), pre-order.
+    pub(crate) fn describe(&self, id: usize) -> (&'static str, Option<&str>) {
+        (self.nodes[id].kind.type_name(), self.name_of(id))
+    }
+
+    /// Ticks node `id` and records its status.
     fn tick_node<'a, 'c: 'a>(
         &'a self,
         id: usize,
@@ -363,229 +398,236 @@ impl Tree {
         cx: &'a mut TickCx<'c>,
     ) -> BoxFuture<'a, Status> {
         Box::pin(async move {
-            let node = &self.nodes[id];
-            match &node.kind {
-                FlatKind::Sequence | FlatKind::Selector => {
-                    // A sequence moves on while its children succeed, a
-                    // selector while they fail; running out of children
-                    // gives that same status, any other result ends it.
-                    let advance = if matches!(node.kind, FlatKind::Sequence) {
-                        Status::Success
-                    } else {
-                        Status::Failure
-                    };
-                    let mut i = st.index(id);
-                    loop {
-                        let Some(&child) = node.children.get(i) else {
-                            st.mem[id] = Mem::Index(0);
-                            return advance;
-                        };
-                        match self.tick_node(child, st, cx).await {
-                            status if status == advance => i += 1,
-                            Status::Running => {
-                                st.mem[id] = Mem::Index(i);
-                                return Status::Running;
-                            }
-                            other => {
-                                st.mem[id] = Mem::Index(0);
-                                return other;
-                            }
-                        }
-                    }
-                }
-                FlatKind::Parallel { success, failure } => {
-                    let mut results = match &st.mem[id] {
-                        Mem::Results(r) => r.clone(),
-                        _ => vec![None; node.children.len()],
-                    };
-                    let mut error = None;
-                    for (k, &child) in node.children.iter().enumerate() {
-                        if results[k].is_some() {
-                            continue;
-                        }
-                        match self.tick_node(child, st, cx).await {
-                            Status::Success => results[k] = Some(true),
-                            Status::Failure => results[k] = Some(false),
-                            Status::Running => {}
-                            Status::Error(e) => {
-                                // The errored child is finished: mark it so it is not halted.
-                                results[k] = Some(false);
-                                error = Some(e);
-                                break;
-                            }
-                        }
-                    }
-                    let succeeded = results.iter().filter(|r| **r == Some(true)).count();
-                    let failed = results.iter().filter(|r| **r == Some(false)).count();
-                    let unfinished = results.len() - succeeded - failed;
-                    let status = if let Some(e) = error {
-                        Status::Error(e)
-                    } else if succeeded >= *success {
-                        Status::Success
-                    } else if failed >= *failure || unfinished == 0 {
-                        Status::Failure
-                    } else {
-                        st.mem[id] = Mem::Results(results);
-                        return Status::Running;
-                    };
-                    for (k, &child) in node.children.iter().enumerate() {
-                        if results[k].is_none() {
-                            self.halt_subtree(child, st);
-                        }
-                    }
-                    st.mem[id] = self.fresh(id);
-                    status
-                }
-                FlatKind::Inverter => match self.tick_node(node.children[0], st, cx).await {
-                    Status::Success => Status::Failure,
-                    Status::Failure => Status::Success,
-                    other => other,
-                },
-                FlatKind::Succeeder => match self.tick_node(node.children[0], st, cx).await {
-                    Status::Failure => Status::Success,
-                    other => other,
-                },
-                FlatKind::Failer => match self.tick_node(node.children[0], st, cx).await {
-                    Status::Success => Status::Failure,
-                    other => other,
-                },
-                FlatKind::Repeat(count) => {
-                    let child = node.children[0];
-                    let done = st.count(id);
-                    match self.tick_node(child, st, cx).await {
-                        Status::Success => {
-                            let done = done + 1;
-                            if done >= *count {
-                                st.mem[id] = Mem::Count(0);
-                                Status::Success
-                            } else {
-                                self.halt_subtree(child, st);
-                                st.mem[id] = Mem::Count(done);
-                                cx.wake_in(Duration::ZERO);
-                                Status::Running
-                            }
-                        }
-                        Status::Running => Status::Running,
-                        other => {
-                            st.mem[id] = Mem::Count(0);
-                            other
-                        }
-                    }
-                }
-                FlatKind::Retry(retries) => {
-                    let child = node.children[0];
-                    let attempt = st.count(id);
-                    let status = self.tick_node(child, st, cx).await;
-                    let again = match &status {
-                        Status::Failure => true,
-                        Status::Error(e) => e.retryable(),
-                        _ => false,
-                    };
-                    match status {
-                        Status::Running => Status::Running,
-                        _ if again && attempt < *retries => {
-                            self.halt_subtree(child, st);
-                            st.mem[id] = Mem::Count(attempt + 1);
-                            cx.wake_in(Duration::ZERO);
-                            Status::Running
-                        }
-                        other => {
-                            st.mem[id] = Mem::Count(0);
-                            other
-                        }
-                    }
-                }
-                FlatKind::Wait(duration) => {
-                    let now = Instant::now();
-                    match st.mem[id] {
-                        Mem::Wait(Some(started)) => {
-                            let elapsed = now.saturating_duration_since(started);
-                            if elapsed >= *duration {
-                                st.mem[id] = Mem::Wait(None);
-                                Status::Success
-                            } else {
-                                cx.wake_in(*duration - elapsed);
-                                Status::Running
-                            }
-                        }
-                        _ => {
-                            st.mem[id] = Mem::Wait(Some(now));
-                            cx.wake_in(*duration);
-                            Status::Running
-                        }
-                    }
-                }
-                FlatKind::Condition(predicate) => {
-                    let (bb, state) = (&*cx.blackboard, cx.agent.state());
-                    match std::panic::catch_unwind(AssertUnwindSafe(|| predicate(bb, state))) {
-                        Ok(true) => Status::Success,
-                        Ok(false) => Status::Failure,
-                        Err(panic) => {
-                            let name = self.name_of(id).unwrap_or("condition");
-                            let msg = crate::exec::panic_message(&*panic);
-                            Status::Error(
-                                Error::execution(format!("condition {name} panicked: {msg}"))
-                                    .with_detail("node", name.to_owned())
-                                    .with_detail("panic", msg),
-                            )
-                        }
-                    }
-                }
-                FlatKind::SetBlackboard(entries) => {
-                    cx.blackboard
-                        .extend(entries.iter().map(|(k, v)| (k, StateValue::from(v))));
+            let status = self.tick_node_once(id, st, cx).await;
+            st.last[id] = Some(TickStatus::of(&status));
+            status
+        })
+    }
+
+    /// Ticks node `id` (its children through [`tick_node`](Tree::tick_node),
+    /// which boxes the recursion).
+    async fn tick_node_once(&self, id: usize, st: &mut TreeState, cx: &mut TickCx<'_>) -> Status {
+        let node = &self.nodes[id];
+        match &node.kind {
+            FlatKind::Sequence | FlatKind::Selector => {
+                // A sequence moves on while its children succeed, a
+                // selector while they fail; running out of children
+                // gives that same status, any other result ends it.
+                let advance = if matches!(node.kind, FlatKind::Sequence) {
                     Status::Success
-                }
-                FlatKind::Action {
-                    action,
-                    params,
-                    opts,
-                } => {
-                    let params = resolve_params(params, cx.blackboard);
-                    let snapshot = cx.agent.state().clone();
-                    let outcome = cx.runner.run(action, params, *opts, snapshot).await;
-                    let (result, directives) = apply_outcome(cx.agent, outcome);
-                    cx.directives.extend(directives);
-                    match result {
-                        Ok(output) => {
-                            cx.blackboard.insert("last_result", Value::Object(output));
-                            Status::Success
-                        }
-                        Err(error) => {
-                            cx.blackboard.insert("error", error.to_envelope());
-                            Status::Error(error)
-                        }
-                    }
-                }
-                FlatKind::Leaf(leaf) => {
-                    let Mem::Leaf(memory) = &mut st.mem[id] else {
-                        return Status::Error(Error::internal("leaf memory missing"));
+                } else {
+                    Status::Failure
+                };
+                let mut i = st.index(id);
+                loop {
+                    let Some(&child) = node.children.get(i) else {
+                        st.mem[id] = Mem::Index(0);
+                        return advance;
                     };
-                    let before = memory.clone();
-                    let mut lcx = LeafContext {
-                        blackboard: &mut *cx.blackboard,
-                        agent_state: cx.agent.state(),
-                        sequence: cx.sequence,
-                        directives: &mut cx.directives,
-                        wake: &mut cx.wake,
-                    };
-                    match std::panic::catch_unwind(AssertUnwindSafe(|| leaf.tick(memory, &mut lcx)))
-                    {
-                        Ok(status) => status,
-                        Err(panic) => {
-                            *memory = before;
-                            let name = leaf.name().to_owned();
-                            let msg = crate::exec::panic_message(&*panic);
-                            Status::Error(
-                                Error::execution(format!("leaf {name} panicked: {msg}"))
-                                    .with_detail("node", name)
-                                    .with_detail("panic", msg),
-                            )
+                    match self.tick_node(child, st, cx).await {
+                        status if status == advance => i += 1,
+                        Status::Running => {
+                            st.mem[id] = Mem::Index(i);
+                            return Status::Running;
+                        }
+                        other => {
+                            st.mem[id] = Mem::Index(0);
+                            return other;
                         }
                     }
                 }
             }
-        })
+            FlatKind::Parallel { success, failure } => {
+                let mut results = match &st.mem[id] {
+                    Mem::Results(r) => r.clone(),
+                    _ => vec![None; node.children.len()],
+                };
+                let mut error = None;
+                for (k, &child) in node.children.iter().enumerate() {
+                    if results[k].is_some() {
+                        continue;
+                    }
+                    match self.tick_node(child, st, cx).await {
+                        Status::Success => results[k] = Some(true),
+                        Status::Failure => results[k] = Some(false),
+                        Status::Running => {}
+                        Status::Error(e) => {
+                            // The errored child is finished: mark it so it is not halted.
+                            results[k] = Some(false);
+                            error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let succeeded = results.iter().filter(|r| **r == Some(true)).count();
+                let failed = results.iter().filter(|r| **r == Some(false)).count();
+                let unfinished = results.len() - succeeded - failed;
+                let status = if let Some(e) = error {
+                    Status::Error(e)
+                } else if succeeded >= *success {
+                    Status::Success
+                } else if failed >= *failure || unfinished == 0 {
+                    Status::Failure
+                } else {
+                    st.mem[id] = Mem::Results(results);
+                    return Status::Running;
+                };
+                for (k, &child) in node.children.iter().enumerate() {
+                    if results[k].is_none() {
+                        self.halt_subtree(child, st);
+                    }
+                }
+                st.mem[id] = self.fresh(id);
+                status
+            }
+            FlatKind::Inverter => match self.tick_node(node.children[0], st, cx).await {
+                Status::Success => Status::Failure,
+                Status::Failure => Status::Success,
+                other => other,
+            },
+            FlatKind::Succeeder => match self.tick_node(node.children[0], st, cx).await {
+                Status::Failure => Status::Success,
+                other => other,
+            },
+            FlatKind::Failer => match self.tick_node(node.children[0], st, cx).await {
+                Status::Success => Status::Failure,
+                other => other,
+            },
+            FlatKind::Repeat(count) => {
+                let child = node.children[0];
+                let done = st.count(id);
+                match self.tick_node(child, st, cx).await {
+                    Status::Success => {
+                        let done = done + 1;
+                        if done >= *count {
+                            st.mem[id] = Mem::Count(0);
+                            Status::Success
+                        } else {
+                            self.halt_subtree(child, st);
+                            st.mem[id] = Mem::Count(done);
+                            cx.wake_in(Duration::ZERO);
+                            Status::Running
+                        }
+                    }
+                    Status::Running => Status::Running,
+                    other => {
+                        st.mem[id] = Mem::Count(0);
+                        other
+                    }
+                }
+            }
+            FlatKind::Retry(retries) => {
+                let child = node.children[0];
+                let attempt = st.count(id);
+                let status = self.tick_node(child, st, cx).await;
+                let again = match &status {
+                    Status::Failure => true,
+                    Status::Error(e) => e.retryable(),
+                    _ => false,
+                };
+                match status {
+                    Status::Running => Status::Running,
+                    _ if again && attempt < *retries => {
+                        self.halt_subtree(child, st);
+                        st.mem[id] = Mem::Count(attempt + 1);
+                        cx.wake_in(Duration::ZERO);
+                        Status::Running
+                    }
+                    other => {
+                        st.mem[id] = Mem::Count(0);
+                        other
+                    }
+                }
+            }
+            FlatKind::Wait(duration) => {
+                let now = Instant::now();
+                match st.mem[id] {
+                    Mem::Wait(Some(started)) => {
+                        let elapsed = now.saturating_duration_since(started);
+                        if elapsed >= *duration {
+                            st.mem[id] = Mem::Wait(None);
+                            Status::Success
+                        } else {
+                            cx.wake_in(*duration - elapsed);
+                            Status::Running
+                        }
+                    }
+                    _ => {
+                        st.mem[id] = Mem::Wait(Some(now));
+                        cx.wake_in(*duration);
+                        Status::Running
+                    }
+                }
+            }
+            FlatKind::Condition(predicate) => {
+                let (bb, state) = (&*cx.blackboard, cx.agent.state());
+                match std::panic::catch_unwind(AssertUnwindSafe(|| predicate(bb, state))) {
+                    Ok(true) => Status::Success,
+                    Ok(false) => Status::Failure,
+                    Err(panic) => {
+                        let name = self.name_of(id).unwrap_or("condition");
+                        let msg = crate::exec::panic_message(&*panic);
+                        Status::Error(
+                            Error::execution(format!("condition {name} panicked: {msg}"))
+                                .with_detail("node", name.to_owned())
+                                .with_detail("panic", msg),
+                        )
+                    }
+                }
+            }
+            FlatKind::SetBlackboard(entries) => {
+                cx.blackboard
+                    .extend(entries.iter().map(|(k, v)| (k, StateValue::from(v))));
+                Status::Success
+            }
+            FlatKind::Action {
+                action,
+                params,
+                opts,
+            } => {
+                let params = resolve_params(params, cx.blackboard);
+                let snapshot = cx.agent.state().clone();
+                let outcome = cx.runner.run(action, params, *opts, snapshot).await;
+                let (result, directives) = apply_outcome(cx.agent, outcome);
+                cx.directives.extend(directives);
+                match result {
+                    Ok(output) => {
+                        cx.blackboard.insert("last_result", Value::Object(output));
+                        Status::Success
+                    }
+                    Err(error) => {
+                        cx.blackboard.insert("error", error.to_envelope());
+                        Status::Error(error)
+                    }
+                }
+            }
+            FlatKind::Leaf(leaf) => {
+                let Mem::Leaf(memory) = &mut st.mem[id] else {
+                    return Status::Error(Error::internal("leaf memory missing"));
+                };
+                let before = memory.clone();
+                let mut lcx = LeafContext {
+                    blackboard: &mut *cx.blackboard,
+                    agent_state: cx.agent.state(),
+                    sequence: cx.sequence,
+                    directives: &mut cx.directives,
+                    wake: &mut cx.wake,
+                };
+                match std::panic::catch_unwind(AssertUnwindSafe(|| leaf.tick(memory, &mut lcx))) {
+                    Ok(status) => status,
+                    Err(panic) => {
+                        *memory = before;
+                        let name = leaf.name().to_owned();
+                        let msg = crate::exec::panic_message(&*panic);
+                        Status::Error(
+                            Error::execution(format!("leaf {name} panicked: {msg}"))
+                                .with_detail("node", name)
+                                .with_detail("panic", msg),
+                        )
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -672,13 +714,24 @@ fn flatten(node: Node, out: &mut Vec<Flat>) -> Result<usize> {
     Ok(id)
 }
 
-/// Runtime memory of a tree: one entry per node, pre-order.
+/// Runtime memory of a tree: one entry per node, pre-order, and each
+/// node's status at the last tick.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TreeState {
     mem: Vec<Mem>,
+    last: Vec<Option<TickStatus>>,
 }
 
 impl TreeState {
+    /// Each node's status at the last tick (`None`: not ticked in it).
+    pub(crate) fn statuses(&self) -> &[Option<TickStatus>] {
+        &self.last
+    }
+
+    pub(crate) fn clear_statuses(&mut self) {
+        self.last.fill(None);
+    }
+
     fn index(&self, id: usize) -> usize {
         match self.mem[id] {
             Mem::Index(i) => i,

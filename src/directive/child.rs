@@ -1,0 +1,433 @@
+//! What a child agent is started with: [`ChildOptions`], its
+//! [`OnParentDeath`] policy, and the [`SpawnAgent`] builder behind
+//! [`Directive::spawn_agent`].
+
+use serde_json::{Map, Value};
+
+use super::{Directive, ErrorPolicy, Restart};
+use crate::agent::AgentState;
+use crate::error::{Error, Result};
+use crate::signal::dispatch::DispatchConfig;
+
+/// What a child agent does when its parent ends (stops, crashes or is
+/// killed).
+///
+/// ```
+/// use jido::directive::OnParentDeath;
+///
+/// assert_eq!(OnParentDeath::parse("emit_orphan"), Some(OnParentDeath::EmitOrphan));
+/// assert_eq!(OnParentDeath::default(), OnParentDeath::Stop);
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnParentDeath {
+    /// Stop with the reason `"shutdown: parent_down: <parent's reason>"`
+    /// (the default). The child's own children then apply their policy.
+    #[default]
+    Stop,
+    /// Keep running: the parent is dropped and `__orphaned_from__` records
+    /// it.
+    Continue,
+    /// As [`Continue`](OnParentDeath::Continue), and process one
+    /// `jido.agent.orphaned` signal.
+    EmitOrphan,
+}
+
+impl OnParentDeath {
+    /// Reads `"stop"`, `"continue"` or `"emit_orphan"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "stop" => OnParentDeath::Stop,
+            "continue" => OnParentDeath::Continue,
+            "emit_orphan" => OnParentDeath::EmitOrphan,
+            _ => return None,
+        })
+    }
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnParentDeath::Stop => "stop",
+            OnParentDeath::Continue => "continue",
+            OnParentDeath::EmitOrphan => "emit_orphan",
+        }
+    }
+}
+
+/// Server options of a child agent started by
+/// [`Directive::SpawnAgent`]: the subset of
+/// [`ServerOptions`](crate::server::ServerOptions) a parent may choose for
+/// its child. Every option left unset takes the instance's default, then
+/// Jido's (see `ServerOptions`). The child's parent, instance, restart
+/// policy and custom directive executors come from the parent and the
+/// directive, not from here.
+///
+/// | option | default for a child |
+/// |---|---|
+/// | `id` | `"<parent id>/<tag>"` |
+/// | `on_parent_death` | [`OnParentDeath::Stop`] |
+/// | `initial_state` | none (merged shallowly over the child's state) |
+/// | `default_dispatch` | none |
+/// | `error_policy` | [`ErrorPolicy::LogOnly`] |
+/// | `max_queue_size`, `max_pending_signals` | 10 000 (≥ 1) |
+/// | `max_concurrent_dispatches` | 64 (≥ 1) |
+/// | `debug` | false |
+/// | `allow_untrusted_runtime_signals` | false |
+/// | `fail_calls_on_action_error` | true |
+///
+/// A value out of range (a size of 0) is refused when the child starts:
+/// the start fails, is logged, and the parent keeps nothing of it.
+///
+/// # Examples
+///
+/// ```
+/// use jido::directive::{ChildOptions, ErrorPolicy, OnParentDeath};
+/// use serde_json::json;
+///
+/// let opts = ChildOptions::new()
+///     .id("worker-1")
+///     .on_parent_death(OnParentDeath::Continue)
+///     .error_policy(ErrorPolicy::max_errors(3))
+///     .max_queue_size(100);
+/// assert_eq!(opts.get_id(), Some("worker-1"));
+/// assert_eq!(opts.get_on_parent_death(), Some(OnParentDeath::Continue));
+/// assert_eq!(opts.get_max_queue_size(), Some(100));
+///
+/// // Options that arrive as data (a signal, an LLM tool call):
+/// let data = json!({"id": "worker-1", "on_parent_death": "continue", "max_queue_size": 100});
+/// let parsed = ChildOptions::from_json(data.as_object().unwrap())?;
+/// assert_eq!(parsed.get_on_parent_death(), Some(OnParentDeath::Continue));
+/// # Ok::<(), jido::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ChildOptions {
+    pub(crate) id: Option<String>,
+    pub(crate) initial_state: Option<Map<String, Value>>,
+    pub(crate) default_dispatch: Option<DispatchConfig>,
+    pub(crate) error_policy: Option<ErrorPolicy>,
+    pub(crate) max_queue_size: Option<usize>,
+    pub(crate) max_pending_signals: Option<usize>,
+    pub(crate) max_concurrent_dispatches: Option<usize>,
+    pub(crate) on_parent_death: Option<OnParentDeath>,
+    pub(crate) debug: Option<bool>,
+    pub(crate) allow_untrusted_runtime_signals: Option<bool>,
+    pub(crate) fail_calls_on_action_error: Option<bool>,
+}
+
+impl ChildOptions {
+    /// Nothing set: every option takes its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The child's id (an empty id counts as none: `"<parent id>/<tag>"`).
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        let id = id.into();
+        self.id = (!id.is_empty()).then_some(id);
+        self
+    }
+
+    /// What the child does when its parent ends.
+    #[must_use]
+    pub fn on_parent_death(mut self, policy: OnParentDeath) -> Self {
+        self.on_parent_death = Some(policy);
+        self
+    }
+
+    /// State merged (shallowly) over the child's state at start.
+    #[must_use]
+    pub fn initial_state(mut self, state: Map<String, Value>) -> Self {
+        self.initial_state = Some(state);
+        self
+    }
+
+    /// Where the child's Emit directives without a dispatch go.
+    #[must_use]
+    pub fn default_dispatch(mut self, dispatch: DispatchConfig) -> Self {
+        self.default_dispatch = Some(dispatch);
+        self
+    }
+
+    /// The child's error policy.
+    #[must_use]
+    pub fn error_policy(mut self, policy: ErrorPolicy) -> Self {
+        self.error_policy = Some(policy);
+        self
+    }
+
+    /// The most directives the child's queue holds (≥ 1).
+    #[must_use]
+    pub fn max_queue_size(mut self, n: usize) -> Self {
+        self.max_queue_size = Some(n);
+        self
+    }
+
+    /// The most signals that may wait while the child is busy (≥ 1).
+    #[must_use]
+    pub fn max_pending_signals(mut self, n: usize) -> Self {
+        self.max_pending_signals = Some(n);
+        self
+    }
+
+    /// The most Emit dispatches the child runs at once in tasks (≥ 1).
+    #[must_use]
+    pub fn max_concurrent_dispatches(mut self, n: usize) -> Self {
+        self.max_concurrent_dispatches = Some(n);
+        self
+    }
+
+    /// Debug mode for the child (keeps its last 500 events).
+    #[must_use]
+    pub fn debug(mut self, on: bool) -> Self {
+        self.debug = Some(on);
+        self
+    }
+
+    /// Whether untrusted signals may use the reserved `jido.agent.*` types
+    /// on the child (default `false`).
+    #[must_use]
+    pub fn allow_untrusted_runtime_signals(mut self, allow: bool) -> Self {
+        self.allow_untrusted_runtime_signals = Some(allow);
+        self
+    }
+
+    /// Whether a `call` to the child whose actions failed answers with the
+    /// error (default `true`; `false` is Jido's behaviour).
+    #[must_use]
+    pub fn fail_calls_on_action_error(mut self, on: bool) -> Self {
+        self.fail_calls_on_action_error = Some(on);
+        self
+    }
+
+    /// The id, if set.
+    pub fn get_id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// The parent-death policy, if set.
+    pub fn get_on_parent_death(&self) -> Option<OnParentDeath> {
+        self.on_parent_death
+    }
+
+    /// The initial state, if set.
+    pub fn get_initial_state(&self) -> Option<&Map<String, Value>> {
+        self.initial_state.as_ref()
+    }
+
+    /// The default dispatch, if set.
+    pub fn get_default_dispatch(&self) -> Option<&DispatchConfig> {
+        self.default_dispatch.as_ref()
+    }
+
+    /// The error policy, if set.
+    pub fn get_error_policy(&self) -> Option<&ErrorPolicy> {
+        self.error_policy.as_ref()
+    }
+
+    /// The directive queue bound, if set.
+    pub fn get_max_queue_size(&self) -> Option<usize> {
+        self.max_queue_size
+    }
+
+    /// The pending signal bound, if set.
+    pub fn get_max_pending_signals(&self) -> Option<usize> {
+        self.max_pending_signals
+    }
+
+    /// The concurrent dispatch bound, if set.
+    pub fn get_max_concurrent_dispatches(&self) -> Option<usize> {
+        self.max_concurrent_dispatches
+    }
+
+    /// Debug mode, if set.
+    pub fn get_debug(&self) -> Option<bool> {
+        self.debug
+    }
+
+    /// Whether untrusted runtime signals are allowed, if set.
+    pub fn get_allow_untrusted_runtime_signals(&self) -> Option<bool> {
+        self.allow_untrusted_runtime_signals
+    }
+
+    /// Whether calls fail on action errors, if set.
+    pub fn get_fail_calls_on_action_error(&self) -> Option<bool> {
+        self.fail_calls_on_action_error
+    }
+
+    /// Reads options that arrive as JSON (a signal's data, an LLM tool
+    /// call): `id` (string or null), `initial_state` (object),
+    /// `on_parent_death` (`"stop"`, `"continue"`, `"emit_orphan"`),
+    /// `max_queue_size`, `max_pending_signals`, `max_concurrent_dispatches`
+    /// (non-negative integers), `debug`, `allow_untrusted_runtime_signals`,
+    /// `fail_calls_on_action_error` (booleans), `error_policy` (see [`ErrorPolicy::from_json`]).
+    ///
+    /// # Errors
+    ///
+    /// A configuration error "unknown server option: KEY" for another key,
+    /// "invalid server option: KEY" for a bad value (details `option`,
+    /// `value`), or the error policy's "invalid error policy".
+    pub fn from_json(opts: &Map<String, Value>) -> Result<Self> {
+        let bad = |key: &str, value: &Value| {
+            Error::configuration(format!("invalid server option: {key}"))
+                .with_detail("option", key.to_owned())
+                .with_detail("value", value.clone())
+        };
+        let count = |key: &str, value: &Value| {
+            value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad(key, value))
+        };
+        let flag = |key: &str, value: &Value| value.as_bool().ok_or_else(|| bad(key, value));
+        let mut out = ChildOptions::new();
+        for (key, value) in opts {
+            match key.as_str() {
+                "id" => match value {
+                    Value::String(s) => out = out.id(s.clone()),
+                    Value::Null => {}
+                    _ => return Err(bad(key, value)),
+                },
+                "initial_state" => match value {
+                    Value::Object(m) => out.initial_state = Some(m.clone()),
+                    _ => return Err(bad(key, value)),
+                },
+                "on_parent_death" => {
+                    out.on_parent_death = Some(
+                        value
+                            .as_str()
+                            .and_then(OnParentDeath::parse)
+                            .ok_or_else(|| bad(key, value))?,
+                    );
+                }
+                "max_queue_size" => out.max_queue_size = Some(count(key, value)?),
+                "max_pending_signals" => out.max_pending_signals = Some(count(key, value)?),
+                "max_concurrent_dispatches" => {
+                    out.max_concurrent_dispatches = Some(count(key, value)?);
+                }
+                "debug" => out.debug = Some(flag(key, value)?),
+                "allow_untrusted_runtime_signals" => {
+                    out.allow_untrusted_runtime_signals = Some(flag(key, value)?);
+                }
+                "fail_calls_on_action_error" => {
+                    out.fail_calls_on_action_error = Some(flag(key, value)?);
+                }
+                "error_policy" => out.error_policy = Some(ErrorPolicy::from_json(value)?),
+                _ => {
+                    return Err(
+                        Error::configuration(format!("unknown server option: {key}"))
+                            .with_detail("option", key.clone()),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A [`Directive::SpawnAgent`] being built: returned by
+/// [`Directive::spawn_agent`], turned into a [`Directive`] (or an
+/// [`Effect`](crate::effect::Effect)) with `.into()` — [`Context::push_effect`](crate::Context::push_effect)
+/// takes it as is.
+///
+/// Defaults: no options (see [`ChildOptions`]), empty meta, the
+/// [`Restart::Transient`] policy.
+///
+/// # Examples
+///
+/// ```
+/// # use jido::prelude::*;
+/// # struct Worker;
+/// # impl Agent for Worker { const NAME: &'static str = "worker"; type Schema = (); }
+/// use jido::directive::{OnParentDeath, Restart};
+/// use serde_json::json;
+///
+/// let worker = AgentState::new(Worker, AgentOptions::new());
+/// let d: Directive = Directive::spawn_agent(worker, "w1")
+///     .id("orders/w1")
+///     .on_parent_death(OnParentDeath::EmitOrphan)
+///     .restart(Restart::Permanent)
+///     .meta(json!({"role": "worker"}).as_object().unwrap().clone())
+///     .into();
+///
+/// let Directive::SpawnAgent { tag, options, meta, restart, .. } = &d else { unreachable!() };
+/// assert_eq!(tag, "w1");
+/// assert_eq!(options.get_id(), Some("orders/w1"));
+/// assert_eq!(options.get_on_parent_death(), Some(OnParentDeath::EmitOrphan));
+/// assert_eq!(*restart, Restart::Permanent);
+/// assert_eq!(meta["role"], "worker");
+/// ```
+#[must_use = "a SpawnAgent does nothing until it is turned into a Directive"]
+#[derive(Debug, Clone)]
+pub struct SpawnAgent {
+    agent: AgentState,
+    tag: String,
+    options: ChildOptions,
+    meta: Map<String, Value>,
+    restart: Restart,
+}
+
+impl SpawnAgent {
+    /// Starts `agent` as a child tracked under `tag`, with the defaults.
+    pub fn new(agent: AgentState, tag: impl Into<String>) -> Self {
+        Self {
+            agent,
+            tag: tag.into(),
+            options: ChildOptions::new(),
+            meta: Map::new(),
+            restart: Restart::default(),
+        }
+    }
+
+    /// The child's id (default `"<parent id>/<tag>"`).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.options = self.options.id(id);
+        self
+    }
+
+    /// What the child does when its parent ends (default
+    /// [`OnParentDeath::Stop`]).
+    pub fn on_parent_death(mut self, policy: OnParentDeath) -> Self {
+        self.options = self.options.on_parent_death(policy);
+        self
+    }
+
+    /// State merged (shallowly) over the child's state at start.
+    pub fn initial_state(mut self, state: Map<String, Value>) -> Self {
+        self.options = self.options.initial_state(state);
+        self
+    }
+
+    /// The child's server options, replacing any set before (`id`,
+    /// `on_parent_death` and `initial_state` included).
+    pub fn options(mut self, options: ChildOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Free metadata handed to the child with its parent reference
+    /// (`__parent__.meta`), and carried by `jido.agent.child.started`.
+    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// The restart policy under the instance supervisor (default
+    /// [`Restart::Transient`]).
+    pub fn restart(mut self, restart: Restart) -> Self {
+        self.restart = restart;
+        self
+    }
+}
+
+impl From<SpawnAgent> for Directive {
+    fn from(s: SpawnAgent) -> Self {
+        Directive::SpawnAgent {
+            agent: s.agent,
+            tag: s.tag,
+            options: s.options,
+            meta: s.meta,
+            restart: s.restart,
+        }
+    }
+}
