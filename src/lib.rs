@@ -15,6 +15,8 @@
 //! * The [runtime](server) runs each agent as a ractor actor, routes
 //!   signals to `cmd`, executes directives and keeps the agent hierarchy
 //!   through supervision events.
+//! * The AI layer (`ai`, feature `ai`): LLM and tool directives with their
+//!   signal contract, tools from actions, the model interface.
 //!
 //! The pure core (everything but `server` and `signal::dispatch`) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.
