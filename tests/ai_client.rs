@@ -235,7 +235,7 @@ fn tool_request() -> LlmRequest {
     }];
     req.tool_choice = ToolChoice::Any;
     req.max_tokens = Some(40);
-    req.temperature = Some(0.0);
+    req.temperature = Some(0.2);
     req.stop = vec!["\n".into()];
     req
 }
@@ -302,7 +302,7 @@ async fn generate_sends_the_openai_request_and_reads_the_answer() {
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["stream"], false);
     assert_eq!(body["max_tokens"], 40);
-    assert_eq!(body["temperature"], 0.0);
+    assert_eq!(body["temperature"], 0.2);
     assert_eq!(body["stop"], json!(["\n"]));
     assert_eq!(body["tool_choice"], "required");
     assert_eq!(body["tools"][0]["function"]["name"], "multiply");

@@ -141,7 +141,8 @@ impl GenaiClient {
             .with_capture_reasoning_content(true)
             .with_capture_tool_calls(true);
         if let Some(t) = req.temperature {
-            options = options.with_temperature(f64::from(t));
+            // Through the decimal text: 0.2f32 is sent as 0.2, not 0.20000000298.
+            options = options.with_temperature(t.to_string().parse().unwrap_or(f64::from(t)));
         }
         if let Some(n) = req.max_tokens {
             options = options.with_max_tokens(n);

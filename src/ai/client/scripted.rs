@@ -168,9 +168,10 @@ impl Script {
     /// Token counts reported with the last turn added (tool calls or
     /// answer; ignored after `fail` and `stall`).
     pub fn usage(mut self, usage: Usage) -> Self {
-        match self.turns.last_mut() {
-            Some(Turn::Calls { usage: u, .. } | Turn::Answer { usage: u, .. }) => *u = Some(usage),
-            _ => {}
+        if let Some(Turn::Calls { usage: u, .. } | Turn::Answer { usage: u, .. }) =
+            self.turns.last_mut()
+        {
+            *u = Some(usage);
         }
         self
     }
