@@ -1,5 +1,5 @@
 //! The AI layer (feature `ai`): LLM and tool directives with their signal
-//! contracts, the [`LlmClient`](client::LlmClient) interface and reasoning
+//! contracts, the [`LlmClient`] interface and reasoning
 //! strategies.
 //!
 //! Work in progress: [`client`] holds the model interface every other part
