@@ -37,8 +37,19 @@ running() {
   [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null
 }
 
+# Needs only python3 (no curl).
 healthy() {
-  curl -sf --max-time 2 "${1%/v1}/health" >/dev/null 2>&1
+  python3 - "${1%/v1}/health" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=2).read()
+PY
+}
+
+port_taken() {
+  python3 - "$1" <<'PY' >/dev/null 2>&1
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+PY
 }
 
 install() {
@@ -147,14 +158,15 @@ start() {
   fi
   [[ -f $PIDFILE ]] && rm -f "$PIDFILE"
   local began=$SECONDS
+  if [[ $PORT != 0 ]] && port_taken "$PORT"; then
+    say "port $PORT is already taken (set JIDO_LLM_PORT, or 0 for a free one)"
+    exit 1
+  fi
   install
   write_server_py
   local port=$PORT
   if [[ $port == 0 ]]; then
     port=$(free_port)
-  elif curl -s --max-time 2 "http://127.0.0.1:$port/" >/dev/null 2>&1; then
-    say "port $port is already taken (set JIDO_LLM_PORT, or 0 for a free one)"
-    exit 1
   fi
   local url="http://127.0.0.1:$port/v1"
   mkdir -p "$DIR/model"
