@@ -200,8 +200,8 @@ pub struct LlmRequest {
     /// Structured output: the answer must be JSON following this schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<JsonSchemaFormat>,
-    /// Whole-request timeout (for a stream: until the first byte; see
-    /// [`LlmRequest::stream_idle_timeout`]).
+    /// Whole-request timeout (for a stream: until its first event; after
+    /// that [`LlmRequest::stream_idle_timeout`] applies).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_millis")]
     pub timeout: Option<Duration>,
     /// A stream that delivers nothing (no content, no fragment) for this long
