@@ -86,9 +86,25 @@ impl DirectiveContext<'_> {
 }
 
 /// The executor of a custom directive type (Jido's `DirectiveExec`
-/// protocol). Register it with
-/// [`ServerOptions::directive_exec`](super::ServerOptions::directive_exec)
-/// or [`JidoConfig::directive_exec`](super::JidoConfig::directive_exec).
+/// protocol).
+///
+/// # Registering executors: once, inherited
+///
+/// Register an executor once, where it should apply; it is looked up by
+/// the directive's type when a directive of that type is executed:
+///
+/// * for every agent of an instance:
+///   [`JidoConfig::directive_exec`](super::JidoConfig::directive_exec)
+///   (the instance's default options);
+/// * for one agent: [`ServerOptions::directive_exec`](super::ServerOptions::directive_exec)
+///   (an agent's own executor wins over the instance's for the same type);
+/// * children started by SpawnAgent inherit their parent's executors
+///   (with the instance's under them), so a tree of agents needs nothing
+///   registered per child.
+///
+/// Extensions register theirs the same way (the AI layer's `AiRuntime`
+/// has `register_instance(JidoConfig)` and `register(ServerOptions)`).
+///
 /// A custom directive without an executor is an error: a warning
 /// `jido.agent_server.directive.unhandled`, and a configuration error "no
 /// executor for directive TYPE" (details `directive_type`, `agent_id`;
