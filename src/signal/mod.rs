@@ -211,15 +211,76 @@ impl std::fmt::Debug for Trust {
     }
 }
 
-/// A fresh UUIDv7, as a 36-character string.
+/// A fresh UUIDv7, as a 36-character string (encoded straight into the
+/// string, without the formatting machinery: this is on every signal's
+/// path).
 pub(crate) fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid::Uuid::now_v7()
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_owned()
 }
 
 /// The current UTC time in RFC 3339 with microseconds, e.g.
 /// `2026-01-02T03:04:05.123456Z`.
 pub(crate) fn now_rfc3339() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
+    let now = std::time::SystemTime::now();
+    match now.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => rfc3339_micros(since.as_secs(), since.subsec_micros())
+            .unwrap_or_else(|| Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
+        Err(_) => Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true),
+    }
+}
+
+/// `secs` (since the Unix epoch) and `micros` written as
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, the way chrono writes them with
+/// `SecondsFormat::Micros` (hand-written: chrono's formatter costs ~250 ns
+/// per signal); `None` past the year 9999.
+fn rfc3339_micros(secs: u64, micros: u32) -> Option<String> {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (hour, min, sec) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = i64::try_from(days).ok()? + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    let mut out = [0u8; 27];
+    let mut put = |at: usize, value: u64, width: usize| {
+        let mut v = value;
+        for i in (0..width).rev() {
+            out[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, year as u64, 4);
+    put(5, month as u64, 2);
+    put(8, day as u64, 2);
+    put(11, hour, 2);
+    put(14, min, 2);
+    put(17, sec, 2);
+    put(20, u64::from(micros), 6);
+    for (at, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (26, b'Z'),
+    ] {
+        out[at] = c;
+    }
+    std::str::from_utf8(&out).ok().map(str::to_owned)
 }
 
 impl Signal {
@@ -690,5 +751,47 @@ mod tests {
         assert!(depth_exceeds(&nested(4), 3));
         assert!(!depth_exceeds(&json!({"a": [1, {"b": 2}]}), 3));
         assert!(depth_exceeds(&json!({"a": [1, {"b": [2]}]}), 3));
+    }
+}
+
+#[cfg(test)]
+mod time_format_tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_micros_matches_chrono() {
+        for (secs, micros) in [
+            (0u64, 0u32),
+            (951_782_400, 1),           // 2000-02-29
+            (1_709_164_799, 999_999),   // 2024-02-28T23:59:59
+            (1_709_251_199, 123_456),   // 2024-02-29T23:59:59
+            (4_102_444_800, 500_000),   // 2100-01-01
+            (253_402_300_799, 999_999), // 9999-12-31T23:59:59
+        ] {
+            let chrono = DateTime::<Utc>::from_timestamp(secs as i64, micros * 1000)
+                .unwrap()
+                .to_rfc3339_opts(SecondsFormat::Micros, true);
+            assert_eq!(
+                rfc3339_micros(secs, micros).as_deref(),
+                Some(chrono.as_str())
+            );
+        }
+        assert_eq!(rfc3339_micros(253_402_300_800, 0), None);
+        // Every day of four centuries around now.
+        for day in 0..146_097u64 {
+            let secs = 946_684_800 + day * 86_400 + 3_723;
+            let chrono = DateTime::<Utc>::from_timestamp(secs as i64, 7_000)
+                .unwrap()
+                .to_rfc3339_opts(SecondsFormat::Micros, true);
+            assert_eq!(rfc3339_micros(secs, 7), Some(chrono));
+        }
+    }
+
+    #[test]
+    fn new_id_is_a_uuid_v7() {
+        let id = new_id();
+        let parsed = uuid::Uuid::parse_str(&id).unwrap();
+        assert_eq!(parsed.get_version_num(), 7);
+        assert_eq!(parsed.hyphenated().to_string(), id);
     }
 }
