@@ -351,14 +351,26 @@ impl Actor for AgentServer {
 
 impl AgentServerState {
     fn init(myself: ActorRef<AgentMsg>, args: AgentServerArgs) -> Result<Self> {
-        let restart_args = args.clone();
+        // Kept only for agents the instance may restart (the default,
+        // `temporary`, never is): a copy of the agent and its options.
+        let may_restart = args
+            .options
+            .restart
+            .or_else(|| {
+                args.options
+                    .jido
+                    .as_ref()
+                    .and_then(|j| j.defaults().restart)
+            })
+            .is_some_and(|r| r != crate::directive::Restart::Temporary);
+        let restart_args = (args.supervised && may_restart).then(|| args.clone());
         let AgentServerArgs {
             mut agent,
             options,
             supervised,
         } = args;
-        let options = match &options.jido {
-            Some(jido) => options.clone().or(jido.defaults()),
+        let options = match options.jido.clone() {
+            Some(jido) => options.or(jido.defaults()),
             None => options,
         };
         options.validate()?;
@@ -437,7 +449,9 @@ impl AgentServerState {
         if let Some(jido) = &state.jido {
             jido.register(&id, AgentRef::new(myself.clone(), Arc::clone(&id)))?;
             state.registered = true;
-            if supervised && restart != crate::directive::Restart::Temporary {
+            if let Some(restart_args) = restart_args
+                .filter(|_| supervised && restart != crate::directive::Restart::Temporary)
+            {
                 jido.register_restart(myself.get_id(), restart_args);
             }
         }
@@ -445,9 +459,11 @@ impl AgentServerState {
             state.bind_parent(&myself, parent);
         }
         state.sync_reserved();
-        let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
-        for d in init_directives {
-            state.queue.push_back((Arc::clone(&init_signal), d));
+        if !init_directives.is_empty() {
+            let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
+            for d in init_directives {
+                state.queue.push_back((Arc::clone(&init_signal), d));
+            }
         }
         Ok(state)
     }
@@ -685,17 +701,21 @@ impl AgentServerState {
     ) -> Prepared {
         let targets = targets.into_iter();
         let Work { signal, reply } = work;
-        let data = signal
-            .data()
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Map::new()));
+        // The signal's data, copied once for each route that takes it as
+        // its params (an instruction owns its params); no other copy.
+        let data = || {
+            signal
+                .data()
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new()))
+        };
         let mut commands = Vec::with_capacity(targets.len());
         let mut tick = false;
         for target in targets {
             match target {
                 RouteTarget::Action(a) => {
                     commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(data.clone()),
+                        Instruction::new(a.clone()).with_params(data()),
                     ));
                 }
                 RouteTarget::ActionWithParams(a, p) => {
@@ -704,7 +724,7 @@ impl AgentServerState {
                     ));
                 }
                 RouteTarget::StrategyCmd(name) => {
-                    commands.push(Command::strategy(name.clone(), data.clone()));
+                    commands.push(Command::strategy(name.clone(), data()));
                 }
                 RouteTarget::StrategyTick => tick = true,
             }
