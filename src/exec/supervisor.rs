@@ -129,6 +129,22 @@ impl TaskSupervisor {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.spawn_inner(future, None)
+    }
+
+    /// Spawns `future` in one wrapper (each layer of async wrapping would
+    /// copy the future once more): it ends with `None` at shutdown, and
+    /// with `tracked`, records whether a thread is inside its `poll` (see
+    /// [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
+    fn spawn_inner<F>(
+        &self,
+        future: F,
+        tracked: Option<Arc<AtomicU8>>,
+    ) -> Result<JoinHandle<Option<F::Output>>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         if self.is_shut_down() {
             return Err(Error::cancelled("task supervisor is shut down"));
         }
@@ -136,13 +152,29 @@ impl TaskSupervisor {
         Ok(self.tracker.spawn(async move {
             let mut future = pin!(future);
             // Made before the flag is first read: a shutdown in between
-            // completes it.
+            // completes it. Registered only once the future has to wait.
             let mut stopped = pin!(shutdown.notify.notified());
             std::future::poll_fn(|cx| {
                 if shutdown.is_set() {
                     return Poll::Ready(None);
                 }
-                if let Poll::Ready(out) = future.as_mut().poll(cx) {
+                let out = match &tracked {
+                    None => future.as_mut().poll(cx),
+                    Some(state) => {
+                        if state
+                            .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
+                            .is_err()
+                        {
+                            // Abandoned: the task is being aborted; never
+                            // poll the future again.
+                            return Poll::Pending;
+                        }
+                        let out = future.as_mut().poll(cx);
+                        state.store(IDLE, Ordering::Release);
+                        out
+                    }
+                };
+                if let Poll::Ready(out) = out {
                     return Poll::Ready(Some(out));
                 }
                 stopped.as_mut().poll(cx).map(|()| None)
@@ -200,24 +232,7 @@ impl TaskSupervisor {
         F::Output: Send + 'static,
     {
         let state = Arc::new(AtomicU8::new(IDLE));
-        let polled = Arc::clone(&state);
-        let handle = self.spawn(async move {
-            let mut future = pin!(future);
-            std::future::poll_fn(move |cx| {
-                if polled
-                    .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    // Abandoned: the task is being aborted; never poll the
-                    // future again.
-                    return Poll::Pending;
-                }
-                let out = future.as_mut().poll(cx);
-                polled.store(IDLE, Ordering::Release);
-                out
-            })
-            .await
-        })?;
+        let handle = self.spawn_inner(future, Some(Arc::clone(&state)))?;
         Ok(TrackedTask {
             handle,
             state,
@@ -299,6 +314,10 @@ impl<T> TrackedTask<T> {
 
 impl<T> Drop for TrackedTask<T> {
     fn drop(&mut self) {
-        self.handle.abort();
+        // A finished task needs no abort (which would take the join
+        // handle's slow path).
+        if !self.handle.is_finished() {
+            self.handle.abort();
+        }
     }
 }

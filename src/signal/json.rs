@@ -132,7 +132,7 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
         datacontenttype: datacontenttype.map(String::into_boxed_str),
         dataschema,
         data,
-        extensions: raw.extensions,
+        extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
     })
 }
@@ -298,7 +298,7 @@ impl Signal {
         if let Some(data) = &self.data {
             map.insert("data".into(), data.clone());
         }
-        for (k, v) in &self.extensions {
+        for (k, v) in self.extensions.iter() {
             map.insert(k.clone(), v.clone());
         }
         map
@@ -332,7 +332,7 @@ impl Signal {
         if let Some(v) = &self.data {
             map.serialize_entry("data", v)?;
         }
-        for (k, v) in &self.extensions {
+        for (k, v) in self.extensions.iter() {
             map.serialize_entry(k, v)?;
         }
         map.end()
