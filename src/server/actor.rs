@@ -1110,8 +1110,13 @@ impl AgentServerState {
         } = item;
         match result {
             Ok(directives) => {
+                // The reserved keys can only have moved if the `cmd` wrote
+                // the state (a write makes a new top-level map).
+                let wrote = !agent.state().ptr_eq(self.agent.state());
                 self.agent = agent;
-                self.sync_reserved();
+                if wrote {
+                    self.sync_reserved();
+                }
                 let n = directives.len();
                 let max = self.settings.max_queue_size;
                 let answer = if self.queue.len() + n > max {

@@ -171,7 +171,8 @@ pub const RESERVED_ATTRIBUTES: [&str; 10] = [
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signal {
     pub(crate) id: String,
-    pub(crate) source: String,
+    /// Borrowed for the default source: no allocation per signal.
+    pub(crate) source: std::borrow::Cow<'static, str>,
     pub(crate) ty: String,
     pub(crate) subject: Option<String>,
     pub(crate) time: Option<String>,
@@ -350,7 +351,7 @@ impl Signal {
         let data = (!data.is_null()).then_some(data);
         Self {
             id: new_id(),
-            source: DEFAULT_SOURCE.to_owned(),
+            source: std::borrow::Cow::Borrowed(DEFAULT_SOURCE),
             ty: ty.into(),
             subject: None,
             time: Some(now_rfc3339()),
@@ -378,7 +379,7 @@ impl Signal {
         SignalBuilder {
             ty: self.ty,
             id: Some(self.id),
-            source: Some(self.source),
+            source: Some(self.source.into_owned()),
             subject: self.subject,
             time: Some(self.time.map_or(TimeAttr::Absent, TimeAttr::Raw)),
             datacontenttype: self.datacontenttype.map(String::from),
