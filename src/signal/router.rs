@@ -573,7 +573,7 @@ impl<T> Node<T> {
             return;
         };
         if !self.exact.is_empty() {
-            if let Some(child) = self.exact.get(*seg) {
+            if let Some(child) = self.exact.get(seg) {
                 child.collect(segs, i + 1, nested, out, memo);
             }
         }
