@@ -203,6 +203,32 @@ impl DynAction {
 
     /// Erases `action`.
     pub fn new<A: Action>(action: A) -> Self {
+        // Every value of a zero-sized action without drop glue is the same
+        // value: one shared handle per type, so a million agents routing to
+        // it do not hold a million copies (~160 B each) and an instruction
+        // made from it allocates nothing.
+        if std::mem::size_of::<A>() == 0 && !std::mem::needs_drop::<A>() {
+            use std::any::TypeId;
+            use std::collections::HashMap;
+            use std::sync::{OnceLock, PoisonError, RwLock};
+            type Shared = RwLock<HashMap<TypeId, Arc<dyn Erased>>>;
+            static SHARED: OnceLock<Shared> = OnceLock::new();
+            let shared = SHARED.get_or_init(Shared::default);
+            let id = TypeId::of::<A>();
+            if let Some(found) = shared
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&id)
+            {
+                return Self(Arc::clone(found));
+            }
+            let erased: Arc<dyn Erased> = Arc::new(Typed {
+                action,
+                meta: A::metadata(),
+            });
+            let mut map = shared.write().unwrap_or_else(PoisonError::into_inner);
+            return Self(Arc::clone(map.entry(id).or_insert(erased)));
+        }
         Self(Arc::new(Typed {
             action,
             meta: A::metadata(),

@@ -572,10 +572,12 @@ impl Run<'_> {
                 Err(panic) => Err(panicked(name, &*panic)),
             };
         };
-        // Not boxed: boxing shrinks the inline runs' future a little but
-        // costs the default (spawned) path an allocation; measured, the
-        // default path matters more.
-        self.run_in_task(actx, deadline, started, span).await
+        // Boxed: the task, its timer and the wait for shutdown would
+        // otherwise take most of every run's future (~1.5 KB), which is
+        // built and moved at each level of every `cmd`, inline or not; the
+        // spawned path already allocates (the task), one more is cheaper
+        // than the moves.
+        Box::pin(self.run_in_task(actx, deadline, started, span)).await
     }
 
     /// An attempt in a supervised task under the deadline.

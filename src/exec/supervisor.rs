@@ -1,14 +1,14 @@
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio::time::error::Elapsed;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
@@ -56,15 +56,36 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug)]
 pub struct TaskSupervisor {
     tracker: TaskTracker,
-    token: CancellationToken,
+    shutdown: Arc<Shutdown>,
     grace: Duration,
+}
+
+/// The shutdown signal of a supervisor: a flag read without a lock on
+/// every spawn and poll, and a `Notify` that wakes the tasks and callers
+/// that wait (they register with it only once they have to wait, so a task
+/// that finishes in its first poll takes no lock).
+#[derive(Debug, Default)]
+struct Shutdown {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl Shutdown {
+    fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    fn set(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
 }
 
 impl Default for TaskSupervisor {
     fn default() -> Self {
         Self {
             tracker: TaskTracker::new(),
-            token: CancellationToken::new(),
+            shutdown: Arc::default(),
             grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
@@ -108,16 +129,57 @@ impl TaskSupervisor {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        if self.token.is_cancelled() {
+        self.spawn_inner(future, None)
+    }
+
+    /// Spawns `future` in one wrapper (each layer of async wrapping would
+    /// copy the future once more): it ends with `None` at shutdown, and
+    /// with `tracked`, records whether a thread is inside its `poll` (see
+    /// [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
+    fn spawn_inner<F>(
+        &self,
+        future: F,
+        tracked: Option<Arc<AtomicU8>>,
+    ) -> Result<JoinHandle<Option<F::Output>>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if self.is_shut_down() {
             return Err(Error::cancelled("task supervisor is shut down"));
         }
-        let token = self.token.clone();
+        let shutdown = Arc::clone(&self.shutdown);
         Ok(self.tracker.spawn(async move {
-            tokio::select! {
-                biased;
-                () = token.cancelled() => None,
-                out = future => Some(out),
-            }
+            let mut future = pin!(future);
+            // Made before the flag is first read: a shutdown in between
+            // completes it. Registered only once the future has to wait.
+            let mut stopped = pin!(shutdown.notify.notified());
+            std::future::poll_fn(|cx| {
+                if shutdown.is_set() {
+                    return Poll::Ready(None);
+                }
+                let out = match &tracked {
+                    None => future.as_mut().poll(cx),
+                    Some(state) => {
+                        if state
+                            .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
+                            .is_err()
+                        {
+                            // Abandoned: the task is being aborted; never
+                            // poll the future again.
+                            return Poll::Pending;
+                        }
+                        let out = future.as_mut().poll(cx);
+                        state.store(IDLE, Ordering::Release);
+                        out
+                    }
+                };
+                if let Poll::Ready(out) = out {
+                    return Poll::Ready(Some(out));
+                }
+                stopped.as_mut().poll(cx).map(|()| None)
+            })
+            .await
         }))
     }
 
@@ -128,7 +190,7 @@ impl TaskSupervisor {
 
     /// Whether [`shutdown`](TaskSupervisor::shutdown) was called.
     pub fn is_shut_down(&self) -> bool {
-        self.token.is_cancelled()
+        self.shutdown.is_set()
     }
 
     /// Cancels every task, refuses new ones, and waits until all have
@@ -142,7 +204,7 @@ impl TaskSupervisor {
 
     /// As [`shutdown`](TaskSupervisor::shutdown), waiting at most `grace`.
     pub async fn shutdown_timeout(&self, grace: Duration) -> usize {
-        self.token.cancel();
+        self.shutdown.set();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())
             .await
@@ -170,28 +232,11 @@ impl TaskSupervisor {
         F::Output: Send + 'static,
     {
         let state = Arc::new(AtomicU8::new(IDLE));
-        let polled = Arc::clone(&state);
-        let handle = self.spawn(async move {
-            let mut future = pin!(future);
-            std::future::poll_fn(move |cx| {
-                if polled
-                    .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_err()
-                {
-                    // Abandoned: the task is being aborted; never poll the
-                    // future again.
-                    return Poll::Pending;
-                }
-                let out = future.as_mut().poll(cx);
-                polled.store(IDLE, Ordering::Release);
-                out
-            })
-            .await
-        })?;
+        let handle = self.spawn_inner(future, Some(Arc::clone(&state)))?;
         Ok(TrackedTask {
             handle,
             state,
-            token: self.token.clone(),
+            shutdown: Arc::clone(&self.shutdown),
         })
     }
 }
@@ -207,7 +252,7 @@ pub(crate) struct TrackedTask<T> {
     handle: JoinHandle<Option<T>>,
     state: Arc<AtomicU8>,
     /// The supervisor's: its shutdown answers the waiting caller at once.
-    token: CancellationToken,
+    shutdown: Arc<Shutdown>,
 }
 
 /// What waiting for a [`TrackedTask`] gave: `Err` when the deadline
@@ -221,11 +266,24 @@ impl<T> TrackedTask<T> {
     /// its thread is blocked; when the deadline passes, it returns
     /// `Err(Elapsed)` with the task still running (the caller abandons it).
     pub(crate) async fn join_until(&mut self, deadline: Instant) -> Joined<T> {
-        let token = self.token.clone();
-        tokio::select! {
-            biased;
-            joined = tokio::time::timeout_at(deadline, &mut self.handle) => return joined,
-            () = token.cancelled() => {}
+        let shutdown = Arc::clone(&self.shutdown);
+        let stopped = shutdown.notify.notified();
+        let joined = {
+            let mut stopped = pin!(stopped);
+            let mut joined = pin!(tokio::time::timeout_at(deadline, &mut self.handle));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(joined) = joined.as_mut().poll(cx) {
+                    return Poll::Ready(Some(joined));
+                }
+                if shutdown.is_set() {
+                    return Poll::Ready(None);
+                }
+                stopped.as_mut().poll(cx).map(|()| None)
+            })
+            .await
+        };
+        if let Some(joined) = joined {
+            return joined;
         }
         self.abandon().await;
         Ok(Ok(None))
@@ -256,6 +314,10 @@ impl<T> TrackedTask<T> {
 
 impl<T> Drop for TrackedTask<T> {
     fn drop(&mut self) {
-        self.handle.abort();
+        // A finished task needs no abort (which would take the join
+        // handle's slow path).
+        if !self.handle.is_finished() {
+            self.handle.abort();
+        }
     }
 }

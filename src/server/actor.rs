@@ -20,7 +20,7 @@ use super::agent_ref::{
 };
 use super::cron::CronJob;
 use super::hierarchy::{ChildInfo, Pending};
-use super::inflight::{DoneItem, Inbox, Reply, Sink, Work};
+use super::inflight::{ActorWaker, DoneItem, Inbox, LocalCmd, Reply, Sink, Work};
 use super::msg::{AgentMsg, Internal};
 use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
@@ -114,13 +114,25 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The work running off the handler.
+/// The work in flight: one `cmd` the actor drives itself, or a batch
+/// running in a task.
 pub(crate) struct InFlight {
     generation: u64,
     /// Signals of the batch not settled yet (for the pending count).
     unsettled: usize,
-    inbox: Arc<Inbox>,
-    _task: AbortOnDrop<Option<()>>,
+    running: Running,
+}
+
+enum Running {
+    /// A signal's `cmd` with the Direct strategy, polled by the actor (see
+    /// [`LocalCmd`]).
+    Local(LocalCmd),
+    /// A batch in a task of the instance's task supervisor, whose results
+    /// come back through the inbox.
+    Task {
+        inbox: Arc<Inbox>,
+        _task: AbortOnDrop<Option<()>>,
+    },
 }
 
 /// A routed signal ready for `cmd`.
@@ -167,6 +179,9 @@ pub struct AgentServerState {
     pub(crate) jido: Option<Jido>,
     /// Allocated on first use: most agents never need it.
     pub(crate) extras: Option<Box<Extras>>,
+    /// Wakes the actor when its local `cmd` can make progress; made on the
+    /// first signal.
+    pub(crate) waker: Option<Arc<ActorWaker>>,
 }
 
 /// The options an AgentServer consults while it runs (the rest of
@@ -339,14 +354,26 @@ impl Actor for AgentServer {
 
 impl AgentServerState {
     fn init(myself: ActorRef<AgentMsg>, args: AgentServerArgs) -> Result<Self> {
-        let restart_args = args.clone();
+        // Kept only for agents the instance may restart (the default,
+        // `temporary`, never is): a copy of the agent and its options.
+        let may_restart = args
+            .options
+            .restart
+            .or_else(|| {
+                args.options
+                    .jido
+                    .as_ref()
+                    .and_then(|j| j.defaults().restart)
+            })
+            .is_some_and(|r| r != crate::directive::Restart::Temporary);
+        let restart_args = (args.supervised && may_restart).then(|| args.clone());
         let AgentServerArgs {
             mut agent,
             options,
             supervised,
         } = args;
-        let options = match &options.jido {
-            Some(jido) => options.clone().or(jido.defaults()),
+        let options = match options.jido.clone() {
+            Some(jido) => options.or(jido.defaults()),
             None => options,
         };
         options.validate()?;
@@ -401,6 +428,7 @@ impl AgentServerState {
             exec,
             jido,
             extras: None,
+            waker: None,
             settings: Settings {
                 max_queue_size: max_queue_size.unwrap_or(super::DEFAULT_MAX_QUEUE_SIZE),
                 max_pending: max_pending_signals.unwrap_or(super::DEFAULT_MAX_PENDING_SIGNALS),
@@ -431,7 +459,9 @@ impl AgentServerState {
                 parent.as_ref().map(|p| p.id.as_str()),
             )?;
             state.registered = true;
-            if supervised && restart != crate::directive::Restart::Temporary {
+            if let Some(restart_args) = restart_args
+                .filter(|_| supervised && restart != crate::directive::Restart::Temporary)
+            {
                 jido.register_restart(myself.get_id(), restart_args);
             }
         }
@@ -439,9 +469,11 @@ impl AgentServerState {
             state.bind_parent(&myself, parent);
         }
         state.sync_reserved();
-        let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
-        for d in init_directives {
-            state.queue.push_back((Arc::clone(&init_signal), d));
+        if !init_directives.is_empty() {
+            let init_signal = Arc::new(Signal::new("jido.strategy.init", Value::Null));
+            for d in init_directives {
+                state.queue.push_back((Arc::clone(&init_signal), d));
+            }
         }
         Ok(state)
     }
@@ -625,6 +657,7 @@ impl AgentServerState {
     /// Starts the next piece of work when nothing is in flight: queued
     /// directives first (one per `Drain` message), then the next signal.
     pub(crate) fn advance(&mut self, myself: &ActorRef<AgentMsg>) {
+        let mut started = 0;
         loop {
             if self.stopping || self.in_flight.is_some() {
                 return;
@@ -646,6 +679,16 @@ impl AgentServerState {
                 }
                 return;
             };
+            if started == MAX_BATCH {
+                // Signals that finish at once (inline actions) do not hold
+                // the mailbox for more than a batch: the rest start after
+                // the messages that arrived meanwhile.
+                self.pending.push_front(work);
+                self.status = ServerStatus::Processing;
+                let _ = myself.send_message(AgentMsg::internal(Internal::Poll));
+                return;
+            }
+            started += 1;
             self.start_signal(myself, work);
         }
     }
@@ -668,17 +711,21 @@ impl AgentServerState {
     ) -> Prepared {
         let targets = targets.into_iter();
         let Work { signal, reply } = work;
-        let data = signal
-            .data()
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Map::new()));
+        // The signal's data, copied once for each route that takes it as
+        // its params (an instruction owns its params); no other copy.
+        let data = || {
+            signal
+                .data()
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Map::new()))
+        };
         let mut commands = Vec::with_capacity(targets.len());
         let mut tick = false;
         for target in targets {
             match target {
                 RouteTarget::Action(a) => {
                     commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(data.clone()),
+                        Instruction::new(a.clone()).with_params(data()),
                     ));
                 }
                 RouteTarget::ActionWithParams(a, p) => {
@@ -687,7 +734,7 @@ impl AgentServerState {
                     ));
                 }
                 RouteTarget::StrategyCmd(name) => {
-                    commands.push(Command::strategy(name.clone(), data.clone()));
+                    commands.push(Command::strategy(name.clone(), data()));
                 }
                 RouteTarget::StrategyTick => tick = true,
             }
@@ -710,6 +757,9 @@ impl AgentServerState {
         let Some(first) = self.prepare(first) else {
             return;
         };
+        if !first.tick && self.agent.strategy().is_direct() {
+            return self.start_local(myself, first);
+        }
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             let Some(work) = self.pending.pop_front() else {
@@ -798,6 +848,64 @@ impl AgentServerState {
         });
     }
 
+    /// Starts a signal's `cmd` (Direct strategy) driven by the actor itself
+    /// and polls it once: a `cmd` whose actions run inline finishes here,
+    /// one whose action runs in a task (the default) waits for it without
+    /// holding the mailbox, and is polled again when the task is done.
+    fn start_local(&mut self, myself: &ActorRef<AgentMsg>, p: Prepared) {
+        tracing::debug!(
+            name: "jido.agent_server.signal.start",
+            target: "jido::agent_server",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = p.signal.ty(),
+            jido_instance = self.instance_name(),
+            "jido.agent_server.signal.start"
+        );
+        let span = tracing::debug_span!(
+            target: "jido::agent_server",
+            "jido.agent_server.signal",
+            agent_id = %self.id,
+            agent_module = self.agent.name(),
+            signal_type = p.signal.ty(),
+            signal_id = p.signal.id(),
+            batch = 1,
+            jido_instance = self.instance_name(),
+        );
+        let fut = local_cmd(self.agent.clone(), p, self.exec.clone()).instrument(span);
+        self.next_id += 1;
+        self.status = ServerStatus::Processing;
+        self.in_flight = Some(InFlight {
+            generation: self.next_id,
+            unsettled: 1,
+            running: Running::Local(Box::pin(fut)),
+        });
+        self.poll_local(myself);
+    }
+
+    /// Polls the local `cmd` in flight, if any; settles it when it is
+    /// done.
+    fn poll_local(&mut self, myself: &ActorRef<AgentMsg>) {
+        let Some(InFlight {
+            running: Running::Local(fut),
+            ..
+        }) = self.in_flight.as_mut()
+        else {
+            return;
+        };
+        let waker = self
+            .waker
+            .get_or_insert_with(|| Arc::new(ActorWaker::new(myself.clone())));
+        waker.polling();
+        let waker = futures::task::waker_ref(waker);
+        let mut cx = std::task::Context::from_waker(&waker);
+        if let std::task::Poll::Ready(item) = fut.as_mut().poll(&mut cx) {
+            self.in_flight = None;
+            self.settle(item);
+            self.check_waiters();
+        }
+    }
+
     /// Runs `work` on a copy of the agent in a supervised task; each
     /// finished `cmd` comes back through the batch's inbox (see
     /// [`Sink`]).
@@ -822,8 +930,10 @@ impl AgentServerState {
                 self.in_flight = Some(InFlight {
                     generation,
                     unsettled: batch,
-                    inbox,
-                    _task: AbortOnDrop(task),
+                    running: Running::Task {
+                        inbox,
+                        _task: AbortOnDrop(task),
+                    },
                 });
             }
             Err(err) => {
@@ -913,7 +1023,10 @@ impl AgentServerState {
             .in_flight
             .as_ref()
             .filter(|f| f.generation == generation)
-            .map(|f| Arc::clone(&f.inbox))
+            .and_then(|f| match &f.running {
+                Running::Task { inbox, .. } => Some(Arc::clone(inbox)),
+                Running::Local(_) => None,
+            })
         else {
             return;
         };
@@ -944,8 +1057,13 @@ impl AgentServerState {
     /// the unfinished one is cancelled, and a `cmd` that finishes after
     /// this answers its own caller.
     fn abandon_in_flight(&mut self) {
-        if let Some(f) = self.in_flight.take() {
-            for item in f.inbox.close() {
+        // A local `cmd` is dropped with its caller's reply port.
+        if let Some(InFlight {
+            running: Running::Task { inbox, .. },
+            ..
+        }) = self.in_flight.take()
+        {
+            for item in inbox.close() {
                 self.settle(item);
             }
         }
@@ -957,11 +1075,22 @@ impl AgentServerState {
     /// Stop directive or a stopping error policy ends it early.
     pub(crate) async fn finish_accepted(&mut self, myself: &ActorRef<AgentMsg>) {
         loop {
-            if let Some(inbox) = self.in_flight.as_ref().map(|f| Arc::clone(&f.inbox)) {
-                inbox.ready().await;
-                self.settle_taken(inbox.take());
-                self.check_waiters();
-                continue;
+            match self.in_flight.as_mut().map(|f| &mut f.running) {
+                Some(Running::Task { inbox, .. }) => {
+                    let inbox = Arc::clone(inbox);
+                    inbox.ready().await;
+                    self.settle_taken(inbox.take());
+                    self.check_waiters();
+                    continue;
+                }
+                Some(Running::Local(fut)) => {
+                    let item = fut.as_mut().await;
+                    self.in_flight = None;
+                    self.settle(item);
+                    self.check_waiters();
+                    continue;
+                }
+                None => {}
             }
             if let Some((signal, directive)) = self.queue.pop_front() {
                 let outcome = self.exec_directive(myself, signal, directive).await;
@@ -991,8 +1120,13 @@ impl AgentServerState {
         } = item;
         match result {
             Ok(directives) => {
+                // The reserved keys can only have moved if the `cmd` wrote
+                // the state (a write makes a new top-level map).
+                let wrote = !agent.state().ptr_eq(self.agent.state());
                 self.agent = agent;
-                self.sync_reserved();
+                if wrote {
+                    self.sync_reserved();
+                }
                 let failure = match &reply {
                     Some(_) if self.settings.fail_calls_on_action_error => {
                         call_failure(&directives, &self.id)
@@ -1141,6 +1275,10 @@ impl AgentServerState {
                 let _ = reply.send(());
             }
             Internal::Progress(generation) => self.on_progress(myself, generation),
+            Internal::Poll => {
+                self.poll_local(myself);
+                self.advance(myself);
+            }
             Internal::Drain => return true,
             Internal::ChildStarted(started) => self.on_child_started(myself, *started),
             Internal::CronTick(job_id, generation) => {
@@ -1411,4 +1549,38 @@ fn call_failure(directives: &[Directive], agent_id: &str) -> Option<Error> {
         }
         _ => None,
     })
+}
+
+/// The `cmd` of one routed signal on a copy of the agent, as a future the
+/// actor drives (see [`LocalCmd`]). A panic in the strategy or a hook
+/// becomes an execution error and leaves the agent unchanged (the copy is
+/// dropped).
+fn local_cmd(
+    mut agent: AgentState,
+    p: Prepared,
+    exec: Exec,
+) -> impl Future<Output = DoneItem> + Send {
+    // The clock is read only when the duration is reported.
+    let started =
+        tracing::enabled!(target: "jido::agent_server", tracing::Level::WARN).then(Instant::now);
+    let Prepared {
+        signal,
+        reply,
+        commands,
+        tick: _,
+    } = p;
+    let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
+    async move {
+        let result = AssertUnwindSafe(agent.cmd_commands(commands, &opts))
+            .catch_unwind()
+            .await
+            .map_err(|p| Error::execution(format!("agent cmd panicked: {}", panic_message(&*p))));
+        DoneItem {
+            signal,
+            reply,
+            agent,
+            result,
+            duration_us: started.map_or(0, |s| s.elapsed().as_micros() as u64),
+        }
+    }
 }

@@ -228,6 +228,11 @@ impl AgentRef {
         &self.id
     }
 
+    /// The id, shared (the registry keys on it without a copy).
+    pub(crate) fn shared_id(&self) -> &Arc<str> {
+        &self.id
+    }
+
     /// The raw actor, e.g. to link, monitor or supervise it yourself.
     pub fn actor_ref(&self) -> &ActorRef<AgentMsg> {
         &self.actor

@@ -10,8 +10,11 @@
 //! `cmd` that finishes after the inbox was closed answers its own caller.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use futures::task::ArcWake;
 use ractor::{ActorRef, RpcReplyPort};
 use tokio::sync::Notify;
 
@@ -46,6 +49,47 @@ impl DoneItem {
     fn answer_unsettled(self) {
         if let Some(reply) = self.reply {
             let _ = reply.send(self.result.map(|_| self.agent));
+        }
+    }
+}
+
+/// One signal's `cmd` driven by the actor itself, without a task of its
+/// own: the handler polls it when it starts and again each time it is
+/// woken (see [`ActorWaker`]), and settles it as soon as it is ready.
+/// Dropping it (the agent stopped) drops its caller's reply port: the
+/// caller gets `Cancelled`.
+pub(crate) type LocalCmd = Pin<Box<dyn Future<Output = DoneItem> + Send>>;
+
+/// The waker of an actor's [`LocalCmd`]: a wake is a `Poll` message to the
+/// actor, one per burst of wakes (the flag is cleared when the actor
+/// polls).
+pub(crate) struct ActorWaker {
+    actor: ActorRef<AgentMsg>,
+    woken: AtomicBool,
+}
+
+impl ActorWaker {
+    pub(crate) fn new(actor: ActorRef<AgentMsg>) -> Self {
+        Self {
+            actor,
+            woken: AtomicBool::new(false),
+        }
+    }
+
+    /// Called right before the actor polls: wakes from now on send a new
+    /// message.
+    pub(crate) fn polling(&self) {
+        self.woken.store(false, Ordering::Release);
+    }
+}
+
+impl ArcWake for ActorWaker {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        if !arc_self.woken.swap(true, Ordering::AcqRel) {
+            // A stopped actor has nothing left to poll.
+            let _ = arc_self
+                .actor
+                .send_message(AgentMsg::internal(Internal::Poll));
         }
     }
 }

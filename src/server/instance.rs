@@ -132,9 +132,11 @@ impl JidoConfig {
 }
 
 #[derive(Default)]
+/// Both maps share the agent's id (the `Arc<str>` of its handle): no
+/// copy of it per agent.
 struct Registry {
-    by_id: HashMap<String, AgentRef>,
-    by_actor: HashMap<ActorId, String>,
+    by_id: HashMap<Arc<str>, AgentRef>,
+    by_actor: HashMap<ActorId, Arc<str>>,
 }
 
 pub(crate) struct Shared {
@@ -510,10 +512,15 @@ impl Jido {
         }
         let agent = agent.in_instance(&self.inner.shared);
         let actor = agent.actor_ref().get_id();
-        if let Some(old) = reg.by_id.insert(id.to_owned(), agent) {
+        let key = if agent.id() == id {
+            Arc::clone(agent.shared_id())
+        } else {
+            Arc::from(id)
+        };
+        if let Some(old) = reg.by_id.insert(Arc::clone(&key), agent) {
             reg.by_actor.remove(&old.actor_ref().get_id());
         }
-        reg.by_actor.insert(actor, id.to_owned());
+        reg.by_actor.insert(actor, key);
         drop(reg);
         if supervised {
             self.inner.shared.exits().started(actor, id, parent);
@@ -813,7 +820,7 @@ impl RootState {
         // registered under the parent's id (a parent that restarted is a
         // new actor).
         if let Some(parent) = args.options.parent.as_mut()
-            && let Some(live) = self.shared.registry().by_id.get(&parent.id)
+            && let Some(live) = self.shared.registry().by_id.get(parent.id.as_str())
             && live.is_alive()
         {
             parent.actor = live.actor_ref().clone();

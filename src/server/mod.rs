@@ -7,9 +7,12 @@
 //!   `ActorRef<`[`AgentMsg`]`>`, whatever its type; [`AgentRef`] wraps it
 //!   with `call`, `cast`, `state`, `status`, `await_completion` and
 //!   `stop`.
-//! * An agent takes **one signal at a time**, in arrival order. Its `cmd`
-//!   runs off the actor's handler in a supervised task, so queries, stop
-//!   and supervision events are served while a long action runs.
+//! * An agent takes **one signal at a time**, in arrival order. Its actions
+//!   run in supervised tasks (unless made inline with a zero timeout), so
+//!   queries, stop and supervision events are served while a long action
+//!   runs: with the Direct strategy the actor drives the `cmd` itself and
+//!   is woken when an action's task ends; other strategies run the whole
+//!   `cmd` in a supervised task.
 //! * The [directives](crate::directive) a `cmd` returns are queued and
 //!   executed **one per message** (built-ins, then custom ones through
 //!   [`DirectiveExec`]); errors go to the [`ErrorPolicy`].

@@ -170,6 +170,9 @@ pub(crate) enum Internal {
     SetDebug(bool, RpcReplyPort<()>),
     /// Finished `cmd`s are waiting in the in-flight batch's inbox.
     Progress(u64),
+    /// The `cmd` the actor drives itself was woken (or more waiting
+    /// signals may start).
+    Poll,
     Drain,
     ChildStarted(Box<ChildStarted>),
     CronTick(String, u64),
@@ -195,6 +198,7 @@ impl Internal {
             Internal::RecentEvents(..) => "recent_events",
             Internal::SetDebug(..) => "set_debug",
             Internal::Progress(_) => "progress",
+            Internal::Poll => "poll",
             Internal::Drain => "drain",
             Internal::ChildStarted(_) => "child_started",
             Internal::CronTick(..) => "cron_tick",

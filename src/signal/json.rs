@@ -125,14 +125,18 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     };
     Ok(Signal {
         id,
-        source,
+        source: if source == super::DEFAULT_SOURCE {
+            std::borrow::Cow::Borrowed(super::DEFAULT_SOURCE)
+        } else {
+            std::borrow::Cow::Owned(source)
+        },
         ty,
         subject,
         time,
         datacontenttype: datacontenttype.map(String::into_boxed_str),
         dataschema,
         data,
-        extensions: raw.extensions,
+        extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
     })
 }
@@ -282,7 +286,7 @@ impl Signal {
         let mut map = Map::with_capacity(9 + self.extensions.len());
         map.insert("specversion".into(), specversion.into());
         map.insert("id".into(), self.id.clone().into());
-        map.insert("source".into(), self.source.clone().into());
+        map.insert("source".into(), self.source.to_string().into());
         map.insert("type".into(), self.ty.clone().into());
         let optional = [
             ("subject", self.subject.as_deref()),
@@ -298,7 +302,7 @@ impl Signal {
         if let Some(data) = &self.data {
             map.insert("data".into(), data.clone());
         }
-        for (k, v) in &self.extensions {
+        for (k, v) in self.extensions.iter() {
             map.insert(k.clone(), v.clone());
         }
         map
@@ -315,7 +319,7 @@ impl Signal {
         let mut map = serializer.serialize_map(Some(len))?;
         map.serialize_entry("specversion", specversion)?;
         map.serialize_entry("id", &self.id)?;
-        map.serialize_entry("source", &self.source)?;
+        map.serialize_entry("source", &*self.source)?;
         map.serialize_entry("type", &self.ty)?;
         if let Some(v) = &self.subject {
             map.serialize_entry("subject", v)?;
@@ -332,7 +336,7 @@ impl Signal {
         if let Some(v) = &self.data {
             map.serialize_entry("data", v)?;
         }
-        for (k, v) in &self.extensions {
+        for (k, v) in self.extensions.iter() {
             map.serialize_entry(k, v)?;
         }
         map.end()
