@@ -50,10 +50,12 @@
 //! ```
 
 mod erased;
-mod ops;
 
-pub(crate) use ops::{apply_effects, external_directives};
-pub use ops::{apply_state_op, deep_merge};
+pub(crate) use crate::effect::{apply_effects, external_directives};
+pub use crate::state::{
+    ORPHANED_FROM_KEY, PARENT_KEY, RESERVED_KEYS, STRATEGY_KEY, apply_state_op, deep_merge,
+    parent_id_of,
+};
 
 use std::any::Any;
 use std::fmt;
@@ -78,27 +80,6 @@ use crate::signal::Signal;
 use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, StrategyContext};
 
 use erased::{Definition, ErasedAgent};
-
-/// Reserved state key holding the strategy's own state.
-pub const STRATEGY_KEY: &str = "__strategy__";
-/// Reserved state key holding the parent reference (`{id, tag, meta}`),
-/// written by the runtime while the agent has a live parent.
-pub const PARENT_KEY: &str = "__parent__";
-/// Reserved state key holding the former parent reference after the
-/// parent died and the agent continued as an orphan.
-pub const ORPHANED_FROM_KEY: &str = "__orphaned_from__";
-/// Every reserved state key. Strict validation keeps them.
-pub const RESERVED_KEYS: [&str; 3] = [STRATEGY_KEY, PARENT_KEY, ORPHANED_FROM_KEY];
-
-/// The id of the live parent recorded in an agent state (`__parent__.id`),
-/// if any.
-pub fn parent_id_of(state: &StateMap) -> Option<&str> {
-    state
-        .get(PARENT_KEY)?
-        .get("id")?
-        .as_str()
-        .filter(|id| !id.is_empty())
-}
 
 /// A typed state schema: defaults, validation and typed reads. `()` means
 /// no schema.

@@ -299,7 +299,7 @@ impl Directive {
     /// # }
     /// ```
     pub fn emit_to_parent_of(state: &crate::state::StateMap, signal: Signal) -> Option<Self> {
-        let parent_id = crate::agent::parent_id_of(state)?;
+        let parent_id = crate::state::parent_id_of(state)?;
         Some(Directive::EmitToParent {
             signal,
             parent_id: parent_id.to_owned(),
