@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::action::{ActionMetadata, DynAction};
 use crate::effect::Effect;
 use crate::error::{Error, Result};
-use crate::exec::Exec;
+use crate::executor::Exec;
 use crate::signal::Signal;
 use crate::state::StateMap;
 

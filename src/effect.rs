@@ -53,7 +53,10 @@ impl From<crate::directive::RunInstruction> for Effect {
 
 /// Applies the state operations among `effects` to `state`, in order, and
 /// returns the other effects as directives, in order.
-pub(crate) fn apply_effects(state: &mut crate::state::StateMap, effects: Vec<Effect>) -> Vec<Directive> {
+pub(crate) fn apply_effects(
+    state: &mut crate::state::StateMap,
+    effects: Vec<Effect>,
+) -> Vec<Directive> {
     let mut directives = Vec::new();
     for effect in effects {
         match effect {

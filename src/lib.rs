@@ -54,6 +54,7 @@ pub mod directive;
 pub mod effect;
 pub mod error;
 pub mod exec;
+mod executor;
 pub mod instruction;
 pub mod server;
 pub mod signal;

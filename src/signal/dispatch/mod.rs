@@ -583,7 +583,7 @@ async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
 }
 
 fn adapter_panicked(target: &dyn Dispatch, panic: &(dyn std::any::Any + Send)) -> Error {
-    let message = crate::exec::panic_message(panic);
+    let message = crate::executor::panic_message(panic);
     Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
         .with_detail("reason", "exception")
         .with_detail("panic", message)
