@@ -5,7 +5,15 @@
 //! applies the result; every other effect is a [`Directive`] handed to the
 //! runtime, in order.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::time::Instant;
+
+use crate::action::DynAction;
+use crate::action_metadata::HasMetadata;
+use crate::context::Context;
 use crate::directive::Directive;
+use crate::executor::Exec;
 pub use crate::state::StateOp;
 
 /// One effect of an action.
@@ -76,4 +84,51 @@ pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
             Effect::Directive(d) => Some(d),
         })
         .collect()
+}
+
+/// The effects one attempt pushed, in order: the sink a context built by
+/// Exec holds (type-erased, see [`Context`]'s fields).
+type EffectSink = Mutex<Vec<Effect>>;
+
+impl Context {
+    /// Records an effect (a state operation or a directive) of the running
+    /// action. Exec returns the effects of the last attempt beside its
+    /// output, or beside its error. Only the context Exec hands to an
+    /// action collects effects: on a context built by hand (not yet given
+    /// to a run) they are discarded.
+    pub fn push_effect(&self, effect: impl Into<Effect>) {
+        if let Some(sink) = self.sink() {
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(effect.into());
+        }
+    }
+
+    /// Takes the effects pushed so far (none without a sink).
+    pub(crate) fn take_effects(&self) -> Vec<Effect> {
+        match self.sink() {
+            Some(sink) => std::mem::take(&mut *sink.lock().unwrap_or_else(PoisonError::into_inner)),
+            None => Vec::new(),
+        }
+    }
+
+    /// The context of one attempt (or compensation) of `action`: the
+    /// caller's values and state, the action's metadata, the resolved
+    /// deadline and the one nested runs inherit, the executor running it,
+    /// and a fresh effect sink.
+    pub(crate) fn for_attempt(
+        &self,
+        action: &DynAction,
+        deadline: Option<Instant>,
+        nested_deadline: Option<Instant>,
+        exec: Exec,
+    ) -> Self {
+        let sink: Arc<EffectSink> = Arc::default();
+        let action: Arc<dyn HasMetadata> = action.erased().clone();
+        self.for_run(action, deadline, nested_deadline, exec, sink)
+    }
+
+    fn sink(&self) -> Option<&EffectSink> {
+        self.effect_sink()?.downcast_ref::<EffectSink>()
+    }
 }

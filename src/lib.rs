@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+mod action_metadata;
 pub mod agent;
 #[cfg(feature = "ai")]
 pub mod ai;
