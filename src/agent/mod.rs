@@ -72,7 +72,7 @@ use serde_json::{Map, Value};
 use crate::state::{StateMap, StateValue};
 
 use crate::action::DynAction;
-use crate::directive::{Directive, error_context};
+use crate::directive::{ChildAgent, ChildValue, Directive, error_context};
 use crate::effect::{Effect, StateOp};
 use crate::error::{Error, Result};
 use crate::exec::{Exec, ExecOptions};
@@ -1021,5 +1021,62 @@ impl fmt::Debug for AgentState {
             .field("agent", &self.def.metadata().name)
             .field("state", &self.state)
             .finish_non_exhaustive()
+    }
+}
+
+impl Directive {
+    /// Emits `signal` to the parent of `agent`, or `None` when the agent
+    /// has no live parent (no `__parent__` entry with an `id`, which is also
+    /// the case after it was orphaned).
+    ///
+    /// ```
+    /// # use jido::prelude::*;
+    /// # use jido::agent::AgentOptions;
+    /// # struct Child;
+    /// # impl Agent for Child { const NAME: &'static str = "child"; type Schema = (); }
+    /// use jido::signal::Signal;
+    /// use serde_json::json;
+    ///
+    /// let mut agent = AgentState::new(Child, AgentOptions::new());
+    /// assert!(Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).is_none());
+    ///
+    /// agent.state_mut().insert("__parent__", json!({"id": "boss", "tag": "worker"}));
+    /// let d = Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).unwrap();
+    /// assert!(matches!(d, Directive::EmitToParent { ref parent_id, .. } if parent_id == "boss"));
+    /// ```
+    pub fn emit_to_parent(agent: &AgentState, signal: Signal) -> Option<Self> {
+        Self::emit_to_parent_of(agent.state(), signal)
+    }
+}
+
+impl ChildValue for AgentState {
+    fn id(&self) -> &str {
+        AgentState::id(self)
+    }
+}
+
+impl From<AgentState> for ChildAgent {
+    fn from(agent: AgentState) -> Self {
+        ChildAgent::from_value(Arc::new(agent))
+    }
+}
+
+impl ChildAgent {
+    /// The child agent (`None` never happens for a `ChildAgent` built
+    /// from an [`AgentState`], the only way to build one).
+    pub fn agent(&self) -> Option<&AgentState> {
+        let value: &dyn Any = &**self.value();
+        value.downcast_ref::<AgentState>()
+    }
+
+    /// The child agent, by value (cheap: an agent's state is shared, see
+    /// [`AgentState`]). `None` as for [`agent`](ChildAgent::agent).
+    pub fn into_agent(self) -> Option<AgentState> {
+        self.agent().cloned()
+    }
+
+    /// Whether the child is an agent of type `A`.
+    pub fn is<A: Agent>(&self) -> bool {
+        self.agent().is_some_and(AgentState::is::<A>)
     }
 }
