@@ -48,6 +48,7 @@
 pub mod action;
 mod action_metadata;
 pub mod agent;
+mod agent_data;
 #[cfg(feature = "ai")]
 pub mod ai;
 pub mod context;
