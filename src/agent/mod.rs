@@ -52,11 +52,11 @@
 mod erased;
 
 pub use crate::agent_data::AgentData;
-pub(crate) use crate::effect::external_directives;
 pub use crate::state::{
     ORPHANED_FROM_KEY, PARENT_KEY, RESERVED_KEYS, STRATEGY_KEY, apply_state_op, deep_merge,
     parent_id_of,
 };
+pub use crate::strategy::{RouteTarget, SignalRoute};
 
 use std::any::Any;
 use std::fmt;
@@ -72,7 +72,6 @@ use serde_json::{Map, Value};
 
 use crate::state::{StateMap, StateValue};
 
-use crate::action::DynAction;
 use crate::directive::{ChildAgent, ChildValue, Directive, error_context};
 use crate::error::{Error, Result};
 use crate::exec::{Exec, ExecOptions};
@@ -99,55 +98,6 @@ pub trait StateSchema:
 impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema
     for T
 {
-}
-
-/// What a route sends a matching signal to.
-#[non_exhaustive]
-#[derive(Debug, Clone)]
-pub enum RouteTarget {
-    /// Run this action with the signal's data as params.
-    Action(DynAction),
-    /// Run this action with these fixed params.
-    ActionWithParams(DynAction, Value),
-    /// Send a strategy command (the signal's data as its params).
-    StrategyCmd(String),
-    /// Run one strategy tick.
-    StrategyTick,
-}
-
-/// A signal route declared by an agent or a strategy.
-#[derive(Debug, Clone)]
-pub struct SignalRoute {
-    /// The signal type pattern (`*` one segment, `**` one or more).
-    pub path: String,
-    /// Where matching signals go.
-    pub target: RouteTarget,
-    /// Priority in -100..=100; `None` takes the source's default (agent 0,
-    /// strategy 50).
-    pub priority: Option<i32>,
-}
-
-impl SignalRoute {
-    /// A route from `path` to `target` with the source's default priority.
-    pub fn new(path: impl Into<String>, target: RouteTarget) -> Self {
-        Self {
-            path: path.into(),
-            target,
-            priority: None,
-        }
-    }
-
-    /// A route from `path` to `action` (the signal's data as params).
-    pub fn action(path: impl Into<String>, action: impl Into<DynAction>) -> Self {
-        Self::new(path, RouteTarget::Action(action.into()))
-    }
-
-    /// Sets the priority.
-    #[must_use]
-    pub fn with_priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
 }
 
 /// Default route priority of an agent's own routes.
