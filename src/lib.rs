@@ -177,7 +177,7 @@ pub use signal::Signal;
 /// The items most programs need.
 pub mod prelude {
     pub use crate::action::{Action, ActionMetadata, Compensation, DynAction};
-    pub use crate::agent::{Agent, AgentOptions, AgentState, CmdOptions};
+    pub use crate::agent::{Agent, AgentData, AgentOptions, AgentState, CmdOptions};
     pub use crate::context::Context;
     pub use crate::directive::Directive;
     pub use crate::effect::{Effect, StateOp};
