@@ -536,12 +536,7 @@ async fn route_targets_action_fixed_params_strategy_command_and_tick() {
 
 struct Panicky;
 impl Strategy for Panicky {
-    async fn cmd(
-        &self,
-        _: &mut AgentData,
-        _: Vec<Command>,
-        _: &StrategyContext,
-    ) -> Vec<Directive> {
+    async fn cmd(&self, _: &mut AgentData, _: Vec<Command>, _: &StrategyContext) -> Vec<Directive> {
         panic!("strategy exploded")
     }
 }
