@@ -495,7 +495,7 @@ impl AgentState {
     /// A checkpoint: `{"version", "agent", "id", "state"}` where `version`
     /// and `agent` are the agent type's [`VERSION`](Agent::VERSION) and
     /// [`NAME`](Agent::NAME). Strategy data kept outside the JSON state
-    /// ([`AgentState::strategy_ext`]) is not included.
+    /// ([`AgentData::strategy_ext`](crate::agent::AgentData::strategy_ext)) is not included.
     pub fn checkpoint(&self) -> Value {
         let meta = self.def.metadata();
         serde_json::json!({

@@ -59,7 +59,7 @@ const PROCESSING: &str = "processing";
 /// [`history_limit`](Fsm::history_limit) — and `transitions`); read it
 /// typed with [`Fsm::state_of`];
 /// the pending instructions and deferred directives are kept outside the
-/// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed: an
+/// JSON state ([`AgentData::strategy_ext`](crate::agent::AgentData::strategy_ext)) and are not checkpointed: an
 /// agent restored from a checkpoint taken mid-batch goes back to the
 /// initial state when the runtime runs `init` (a warning is logged).
 ///

@@ -1,6 +1,6 @@
 //! Strategies: how an agent's `cmd` runs its instructions.
 //!
-//! A [`Strategy`] sits between [`AgentState::cmd`] and Exec. It receives
+//! A [`Strategy`] sits between [`AgentState::cmd`](crate::AgentState::cmd) and Exec. It receives
 //! the normalised [`Command`]s (instructions to run, or commands addressed
 //! to the strategy itself) and returns the [`Directive`]s for the runtime.
 //! Its own state lives in the agent state under
@@ -167,7 +167,7 @@ impl From<Instruction> for Command {
     }
 }
 
-/// The shapes [`AgentState::cmd`] accepts: every shape
+/// The shapes [`AgentState::cmd`](crate::AgentState::cmd) accepts: every shape
 /// [`IntoInstructions`] accepts (an action, a [`DynAction`], an
 /// [`Instruction`], `(action, params)`, `(action, params, context)`,
 /// `(action, params, context, opts)`), a [`Command`], a `Vec` of any of
@@ -304,7 +304,7 @@ pub struct StrategyContext {
 
 impl StrategyContext {
     /// A context for agent type `agent_name` with no options, the global
-    /// executor and default exec options. [`AgentState::strategy_context`]
+    /// executor and default exec options. [`AgentState::strategy_context`](crate::AgentState::strategy_context)
     /// builds the real one.
     pub fn new(agent_name: &'static str) -> Self {
         Self {
@@ -619,7 +619,7 @@ impl Snapshot {
 /// A strategy value is shared by every agent of a definition: keep
 /// per-agent data in the agent state under [`STRATEGY_KEY`] (JSON,
 /// checkpointed) or, for what JSON cannot hold, in
-/// [`AgentState::set_strategy_ext`].
+/// [`AgentData::set_strategy_ext`](crate::agent::AgentData::set_strategy_ext).
 pub trait Strategy: Send + Sync + 'static {
     /// A name for logs and the `module` entry of strategy states.
     fn name(&self) -> &'static str {
