@@ -6,7 +6,7 @@
 //!
 //! * [Errors](error) are data: one [`Error`] with an [`ErrorKind`], JSON
 //!   details and the canonical envelope.
-//! * An agent's [state](state) is a JSON object shared between snapshots;
+//! * An agent's [`state`] is a JSON object shared between snapshots;
 //!   [`StateOp`](state::StateOp)s edit it.
 //! * [Signals](signal) (CloudEvents 1.0.2) are how everything talks to an
 //!   agent; the [router](signal::router) maps their types to targets and
