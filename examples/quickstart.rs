@@ -181,7 +181,7 @@ async fn process_order(_: Start, ctx: &Context) -> jido::Result<Value> {
 /// Direct, plus a first `work.start` right after the worker starts.
 struct Kickoff;
 impl Strategy for Kickoff {
-    fn init(&self, _: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, _: &mut AgentData, _: &StrategyContext) -> Vec<Directive> {
         vec![Directive::schedule(
             Duration::ZERO,
             Signal::new("work.start", json!({})),
@@ -189,7 +189,7 @@ impl Strategy for Kickoff {
     }
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {

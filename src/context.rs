@@ -1,16 +1,16 @@
 //! The context an action runs with.
 
+use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::action::{ActionMetadata, DynAction};
-use crate::effect::Effect;
-use crate::error::{Error, Result};
-use crate::exec::Exec;
+use crate::action_metadata::{ActionMetadata, HasMetadata};
+use crate::error::{Error, Result, json_type_name};
+use crate::executor::Exec;
 use crate::signal::Signal;
 use crate::state::StateMap;
 
@@ -34,7 +34,8 @@ use crate::state::StateMap;
 #[derive(Clone, Default)]
 pub struct Context {
     values: Map<String, Value>,
-    action: Option<DynAction>,
+    /// The running action (set by Exec), seen through its metadata.
+    action: Option<Arc<dyn HasMetadata>>,
     deadline: Option<Instant>,
     /// The deadline nested runs inherit: `deadline` set back by the nested
     /// margin in the contexts Exec builds for attempts, `deadline` itself
@@ -43,37 +44,15 @@ pub struct Context {
     state: Option<StateMap>,
     signal: Option<Arc<Signal>>,
     exec: Option<Exec>,
-    effects: EffectSink,
-}
-
-/// Where an action's effects go. Only the context Exec builds for an
-/// attempt has one: a context built by hand needs no allocation.
-#[derive(Clone, Default)]
-struct EffectSink(Option<Arc<Mutex<Vec<Effect>>>>);
-
-impl EffectSink {
-    fn active() -> Self {
-        Self(Some(Arc::default()))
-    }
-
-    fn push(&self, effect: Effect) {
-        if let Some(sink) = &self.0 {
-            sink.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(effect);
-        }
-    }
-
-    fn take(&self) -> Vec<Effect> {
-        match &self.0 {
-            Some(sink) => std::mem::take(
-                &mut *sink
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            ),
-            None => Vec::new(),
-        }
-    }
+    /// Where the attempt's effects go: only the context Exec builds for an
+    /// attempt has one, so a context built by hand needs no allocation.
+    ///
+    /// Held type-erased: an effect can be a directive, a directive can
+    /// carry an instruction, an instruction holds an action, and an action
+    /// takes a context, so the effect types sit above this module.
+    /// [`crate::effect`] gives the sink its type back
+    /// ([`Context::push_effect`]).
+    effects: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Context {
@@ -93,7 +72,7 @@ impl Context {
             Value::Null => Ok(Self::new()),
             other => Err(Error::validation(format!(
                 "invalid context type: expected a JSON object, got {}",
-                crate::action::json_type_name(&other)
+                json_type_name(&other)
             ))),
         }
     }
@@ -128,7 +107,7 @@ impl Context {
 
     /// The metadata of the running action (set by Exec).
     pub fn action(&self) -> Option<&ActionMetadata> {
-        self.action.as_ref().map(DynAction::meta)
+        self.action.as_deref().map(HasMetadata::metadata)
     }
 
     /// The absolute deadline of the current run, if any, on tokio's clock
@@ -239,39 +218,31 @@ impl Context {
         self
     }
 
-    /// Records an effect (a state operation or a directive) of the running
-    /// action. Exec returns the effects of the last attempt beside its
-    /// output, or beside its error. Only the context Exec hands to an
-    /// action collects effects: on a context built by hand (not yet given
-    /// to a run) they are discarded.
-    pub fn push_effect(&self, effect: impl Into<Effect>) {
-        self.effects.push(effect.into());
-    }
-
     pub(crate) fn set_values(&mut self, values: Map<String, Value>) {
         self.values = values;
     }
 
     /// The context of one attempt (or compensation): the caller's values
-    /// and state, the action's metadata, the resolved deadline and the one
-    /// nested runs inherit, the executor running it, and a fresh effect
-    /// sink.
-    pub(crate) fn for_attempt(
+    /// and state, the running action, the resolved deadline and the one
+    /// nested runs inherit, the executor running it, and the attempt's
+    /// effect sink (see [`crate::effect`]).
+    pub(crate) fn for_run(
         &self,
-        action: &DynAction,
+        action: Arc<dyn HasMetadata>,
         deadline: Option<Instant>,
         nested_deadline: Option<Instant>,
         exec: Exec,
+        effects: Arc<dyn Any + Send + Sync>,
     ) -> Self {
         Self {
             values: self.values.clone(),
-            action: Some(action.clone()),
+            action: Some(action),
             deadline,
             nested_deadline,
             state: self.state.clone(),
             signal: self.signal.clone(),
             exec: Some(exec),
-            effects: EffectSink::active(),
+            effects: Some(effects),
         }
     }
 
@@ -286,12 +257,14 @@ impl Context {
             state: Some(state),
             signal,
             exec: Some(exec),
-            effects: EffectSink::default(),
+            effects: None,
         }
     }
 
-    pub(crate) fn take_effects(&self) -> Vec<Effect> {
-        self.effects.take()
+    /// The effect sink of the attempt this context belongs to, if any
+    /// (read by [`crate::effect`]).
+    pub(crate) fn effect_sink(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.effects.as_deref()
     }
 }
 

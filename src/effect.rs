@@ -5,8 +5,16 @@
 //! applies the result; every other effect is a [`Directive`] handed to the
 //! runtime, in order.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::time::Instant;
+
+use crate::action::DynAction;
+use crate::action_metadata::HasMetadata;
+use crate::context::Context;
 use crate::directive::Directive;
-use crate::state::{StateMap, StateValue};
+use crate::executor::Exec;
+pub use crate::state::StateOp;
 
 /// One effect of an action.
 #[non_exhaustive]
@@ -19,127 +27,6 @@ pub enum Effect {
     State(StateOp),
     /// Ask the runtime to do something.
     Directive(Directive),
-}
-
-/// An edit of an agent's state, applied in order after the action's output
-/// is merged. State operations never appear among the returned directives.
-///
-/// Values are [`StateValue`]s: an action may write back (part of) the state
-/// it read through [`Context::state`](crate::Context::state) without a
-/// copy. The constructors take anything that converts, `serde_json` values
-/// included.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq)]
-pub enum StateOp {
-    /// Deep-merge a map into the state.
-    SetState(StateMap),
-    /// Replace the whole state.
-    ReplaceState(StateMap),
-    /// Remove top-level keys.
-    DeleteKeys(Vec<String>),
-    /// Set the value at a path, creating intermediate objects (an
-    /// intermediate value that is not an object is replaced by one). An
-    /// empty path replaces the whole state when the value is an object and
-    /// does nothing otherwise.
-    SetPath {
-        /// The keys from the top of the state down.
-        path: Vec<String>,
-        /// The value to put there.
-        value: StateValue,
-    },
-    /// Remove the value at a path (nothing happens when it is absent or
-    /// when the path is empty).
-    DeletePath(Vec<String>),
-    /// Append a value to the array at a path: O(log n) on a long array,
-    /// nothing else is copied. Intermediate objects are created as for
-    /// [`StateOp::SetPath`]; a missing value, or one that is not an array,
-    /// becomes a one-element array. An empty path does nothing.
-    Append {
-        /// The keys from the top of the state down to the array.
-        path: Vec<String>,
-        /// The value to append.
-        value: StateValue,
-    },
-}
-
-impl StateOp {
-    /// [`StateOp::SetPath`] from anything that lists the keys.
-    ///
-    /// ```
-    /// use jido::effect::StateOp;
-    /// use serde_json::json;
-    ///
-    /// let op = StateOp::set_path(["config", "retries"], json!(3));
-    /// assert_eq!(op, StateOp::SetPath { path: vec!["config".into(), "retries".into()], value: 3.into() });
-    /// ```
-    pub fn set_path<I, K>(path: I, value: impl Into<StateValue>) -> Self
-    where
-        I: IntoIterator<Item = K>,
-        K: Into<String>,
-    {
-        StateOp::SetPath {
-            path: path.into_iter().map(Into::into).collect(),
-            value: value.into(),
-        }
-    }
-
-    /// [`StateOp::Append`] from anything that lists the keys.
-    ///
-    /// ```
-    /// use jido::effect::StateOp;
-    /// use jido::state::StateMap;
-    /// use serde_json::json;
-    ///
-    /// let mut state = StateMap::new();
-    /// StateOp::append(["chat", "messages"], json!({"role": "user"})).apply(&mut state);
-    /// StateOp::append(["chat", "messages"], json!({"role": "assistant"})).apply(&mut state);
-    /// assert_eq!(state["chat"]["messages"][1]["role"], "assistant");
-    /// ```
-    pub fn append<I, K>(path: I, value: impl Into<StateValue>) -> Self
-    where
-        I: IntoIterator<Item = K>,
-        K: Into<String>,
-    {
-        StateOp::Append {
-            path: path.into_iter().map(Into::into).collect(),
-            value: value.into(),
-        }
-    }
-
-    /// [`StateOp::SetState`] from a map (a `serde_json` map or a
-    /// [`StateMap`]).
-    pub fn set_state(attrs: impl Into<StateMap>) -> Self {
-        StateOp::SetState(attrs.into())
-    }
-
-    /// [`StateOp::ReplaceState`] from a map (a `serde_json` map or a
-    /// [`StateMap`]).
-    pub fn replace_state(state: impl Into<StateMap>) -> Self {
-        StateOp::ReplaceState(state.into())
-    }
-
-    /// [`StateOp::DeletePath`] from anything that lists the keys.
-    pub fn delete_path<I, K>(path: I) -> Self
-    where
-        I: IntoIterator<Item = K>,
-        K: Into<String>,
-    {
-        StateOp::DeletePath(path.into_iter().map(Into::into).collect())
-    }
-
-    /// [`StateOp::DeleteKeys`] from anything that lists the keys.
-    pub fn delete_keys<I, K>(keys: I) -> Self
-    where
-        I: IntoIterator<Item = K>,
-        K: Into<String>,
-    {
-        StateOp::DeleteKeys(keys.into_iter().map(Into::into).collect())
-    }
-
-    /// Applies the operation to `state` (see [`crate::agent::apply_state_op`]).
-    pub fn apply(self, state: &mut StateMap) {
-        crate::agent::apply_state_op(state, self);
-    }
 }
 
 impl From<StateOp> for Effect {
@@ -169,5 +56,79 @@ impl From<crate::directive::Cron> for Effect {
 impl From<crate::directive::RunInstruction> for Effect {
     fn from(d: crate::directive::RunInstruction) -> Self {
         Effect::Directive(d.into())
+    }
+}
+
+/// Applies the state operations among `effects` to `state`, in order, and
+/// returns the other effects as directives, in order.
+pub(crate) fn apply_effects(
+    state: &mut crate::state::StateMap,
+    effects: Vec<Effect>,
+) -> Vec<Directive> {
+    let mut directives = Vec::new();
+    for effect in effects {
+        match effect {
+            Effect::State(op) => op.apply(state),
+            Effect::Directive(d) => directives.push(d),
+        }
+    }
+    directives
+}
+
+/// The directives among `effects`, dropping state operations.
+pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::State(_) => None,
+            Effect::Directive(d) => Some(d),
+        })
+        .collect()
+}
+
+/// The effects one attempt pushed, in order: the sink a context built by
+/// Exec holds (type-erased, see [`Context`]'s fields).
+type EffectSink = Mutex<Vec<Effect>>;
+
+impl Context {
+    /// Records an effect (a state operation or a directive) of the running
+    /// action. Exec returns the effects of the last attempt beside its
+    /// output, or beside its error. Only the context Exec hands to an
+    /// action collects effects: on a context built by hand (not yet given
+    /// to a run) they are discarded.
+    pub fn push_effect(&self, effect: impl Into<Effect>) {
+        if let Some(sink) = self.sink() {
+            sink.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(effect.into());
+        }
+    }
+
+    /// Takes the effects pushed so far (none without a sink).
+    pub(crate) fn take_effects(&self) -> Vec<Effect> {
+        match self.sink() {
+            Some(sink) => std::mem::take(&mut *sink.lock().unwrap_or_else(PoisonError::into_inner)),
+            None => Vec::new(),
+        }
+    }
+
+    /// The context of one attempt (or compensation) of `action`: the
+    /// caller's values and state, the action's metadata, the resolved
+    /// deadline and the one nested runs inherit, the executor running it,
+    /// and a fresh effect sink.
+    pub(crate) fn for_attempt(
+        &self,
+        action: &DynAction,
+        deadline: Option<Instant>,
+        nested_deadline: Option<Instant>,
+        exec: Exec,
+    ) -> Self {
+        let sink: Arc<EffectSink> = Arc::default();
+        let action: Arc<dyn HasMetadata> = action.erased().clone();
+        self.for_run(action, deadline, nested_deadline, exec, sink)
+    }
+
+    fn sink(&self) -> Option<&EffectSink> {
+        self.effect_sink()?.downcast_ref::<EffectSink>()
     }
 }

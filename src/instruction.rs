@@ -30,7 +30,7 @@ use uuid::Uuid;
 
 use crate::action::{Action, DynAction, json_type_name};
 use crate::error::{Error, Result};
-use crate::exec::ExecOptions;
+use crate::executor::ExecOptions;
 
 /// One action to run, with its params, context values and options.
 #[derive(Debug, Clone)]

@@ -1,24 +1,38 @@
 //! # jido
 //!
-//! Jido's agent model on the [`ractor`] actor framework.
+//! Jido's agent model on the [`ractor`] actor framework. The tour goes
+//! bottom-up, in the order of the [layers](#layers): each module uses only
+//! the ones before it.
 //!
-//! * [`Action`]s are typed, validated units of work ([`action`](mod@action)).
-//! * [`exec`] runs them with deadlines, retries and compensation.
-//! * [Agents](agent) are plain data ([`AgentState`]) whose `cmd` returns
-//!   new state plus [directives](directive): effects described as data.
-//! * [Strategies](strategy) decide how `cmd` runs its instructions:
-//!   [`Direct`](strategy::Direct), [`Fsm`](strategy::Fsm),
-//!   [`BehaviorTree`](strategy::BehaviorTree) or your own.
+//! * [Errors](error) are data: one [`Error`] with an [`ErrorKind`], JSON
+//!   details and the canonical envelope.
+//! * An agent's [`state`] is a JSON object shared between snapshots;
+//!   [`StateOp`](state::StateOp)s edit it.
 //! * [Signals](signal) (CloudEvents 1.0.2) are how everything talks to an
 //!   agent; the [router](signal::router) maps their types to targets and
 //!   [dispatch](signal::dispatch) delivers them.
+//! * [`Action`]s are typed, validated units of work ([`action`](mod@action));
+//!   they run with a [`Context`] ([`context`]) and are packaged with params
+//!   and [`ExecOptions`](exec::ExecOptions) as [`Instruction`]s
+//!   ([`instruction`]).
+//! * [Directives](directive) describe what the runtime should do (emit,
+//!   spawn, schedule, stop) as data; an action asks for them, and for state
+//!   operations, as [effects](effect).
+//! * [`exec`] runs actions with deadlines, retries and compensation.
+//! * [Strategies](strategy) decide how `cmd` runs its instructions against
+//!   an agent's data ([`AgentData`](agent::AgentData)):
+//!   [`Direct`](strategy::Direct), [`Fsm`](strategy::Fsm),
+//!   [`BehaviorTree`](strategy::BehaviorTree) or your own.
+//! * [Agents](agent) are plain values ([`AgentState`]) whose `cmd` returns
+//!   new state plus directives.
 //! * The [runtime](server) runs each agent as a ractor actor, routes
-//!   signals to `cmd`, executes directives and keeps the agent hierarchy
-//!   through supervision events.
+//!   signals to `cmd`, executes directives, delivers to actors and process
+//!   groups ([`ActorTarget`](server::ActorTarget)) and keeps the agent
+//!   hierarchy through supervision events.
 //! * The AI layer (`ai`, feature `ai`): LLM and tool directives with their
 //!   signal contract, tools from actions, the model interface.
 //!
-//! The pure core (everything but `server` and `signal::dispatch`) never
+//! The pure core (everything but `server` and the extensions) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.
 //!
 //! ```
@@ -43,10 +57,47 @@
 //! assert_eq!(out.output["greeting"], "hello, ann");
 //! # Ok(()) }
 //! ```
+//!
+//! # Layers
+//!
+//! Inside the pure core a module imports only from the layers below it
+//! (`scripts/module_cycles.py` checks that there is no import cycle), so
+//! the core reads bottom-up and a layer changes without touching the ones
+//! below. From the bottom:
+//!
+//! | layer | module | holds |
+//! |---|---|---|
+//! | 1 | [`error`] | [`Error`], [`ErrorKind`], the envelope and its sanitising |
+//! | 2 | [`state`] | the state value ([`StateMap`](state::StateMap)), [`StateOp`](state::StateOp), `deep_merge`, the reserved keys |
+//! | 2 | [`signal`] | the [`Signal`] envelope, its JSON and HTTP forms, the router |
+//! | 2 | `executor` (private, read at [`exec`]) | the nouns of a run: [`ExecOptions`](exec::ExecOptions), [`RetryPolicy`](exec::RetryPolicy), the [`TaskSupervisor`](exec::TaskSupervisor) and the [`Exec`](exec::Exec) handle |
+//! | 3 | [`signal::dispatch`] | [`DispatchConfig`](signal::dispatch::DispatchConfig), the [`Dispatch`](signal::dispatch::Dispatch) trait, the in-process and HTTP adapters |
+//! | 3 | `action_metadata` (private, read at [`action`](mod@action)) | [`ActionMetadata`](action::ActionMetadata), [`Compensation`](action::Compensation) |
+//! | 4 | [`context`] | [`Context`]: what an action sees (values, deadline, state, signal, executor, the running action's metadata) |
+//! | 5 | [`action`](mod@action) | the [`Action`] trait, [`DynAction`], `action_fn` |
+//! | 6 | [`instruction`] | [`Instruction`]: an action, its params, context values and options |
+//! | 7 | [`directive`] | [`Directive`] and its builders; a spawned child agent is held as a [`ChildAgent`](directive::ChildAgent) |
+//! | 8 | [`effect`] | [`Effect`](effect::Effect) (a state op or a directive), [`Context::push_effect`] |
+//! | 9 | [`exec`] | running an action: validation, deadline, retries, compensation, chains |
+//! | 10 | `agent_data` (private, read at [`agent`]) | [`AgentData`](agent::AgentData): an agent's id, state and strategy data |
+//! | 11 | [`strategy`] | the [`Strategy`](strategy::Strategy) trait, Direct, FSM, behaviour trees, [`SignalRoute`](strategy::SignalRoute) |
+//! | 12 | [`agent`] | the [`Agent`] trait, [`AgentState`] (= [`AgentData`](agent::AgentData) + the definition), `cmd`, checkpoints |
+//!
+//! Two links run against the data model and are held by small handles:
+//! a context holds its attempt's effect sink type-erased (an effect can be
+//! a directive that runs an action, which takes a context), and a
+//! `SpawnAgent` directive holds its child as a [`ChildAgent`](directive::ChildAgent)
+//! (an agent's `cmd` returns directives). Above the core sit the runtime
+//! ([`server`]: the `AgentServer` actor, directive execution, hierarchy,
+//! instances, the ractor dispatch targets) and the extensions (`ai`,
+//! `persist`, `cluster`), which use the core and never the other way
+//! round.
 #![warn(missing_docs)]
 
 pub mod action;
+mod action_metadata;
 pub mod agent;
+mod agent_data;
 #[cfg(feature = "ai")]
 pub mod ai;
 pub mod context;
@@ -54,6 +105,7 @@ pub mod directive;
 pub mod effect;
 pub mod error;
 pub mod exec;
+mod executor;
 pub mod instruction;
 pub mod server;
 pub mod signal;
@@ -174,7 +226,7 @@ pub use signal::Signal;
 /// The items most programs need.
 pub mod prelude {
     pub use crate::action::{Action, ActionMetadata, Compensation, DynAction};
-    pub use crate::agent::{Agent, AgentOptions, AgentState, CmdOptions};
+    pub use crate::agent::{Agent, AgentData, AgentOptions, AgentState, CmdOptions};
     pub use crate::context::Context;
     pub use crate::directive::Directive;
     pub use crate::effect::{Effect, StateOp};

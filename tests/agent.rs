@@ -173,7 +173,7 @@ impl Agent for Hooked {
 /// tick counts and schedules, and which declares a route.
 struct Recorder;
 impl Strategy for Recorder {
-    fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive> {
         let st = agent.strategy_state_mut();
         st.insert("module", json!("recorder"));
         st.insert("status", json!("waiting"));
@@ -195,7 +195,7 @@ impl Strategy for Recorder {
 
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
@@ -208,7 +208,7 @@ impl Strategy for Recorder {
         Vec::new()
     }
 
-    async fn tick(&self, agent: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
+    async fn tick(&self, agent: &mut AgentData, _: &StrategyContext) -> Vec<Directive> {
         let st = agent.strategy_state_mut();
         let ticks = st
             .get("ticks")

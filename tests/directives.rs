@@ -8,12 +8,13 @@ use std::time::Duration;
 use common::*;
 use jido::directive::{ChildSpec, CustomDirective, StopReason};
 use jido::prelude::*;
+use jido::server::ActorTarget;
 use jido::server::{
     AgentServerArgs, DirectiveContext, DirectiveExec, DirectiveResult, ErrorDecision, ErrorPolicy,
     Jido, JidoConfig, ServerOptions,
 };
 use jido::signal::Signal;
-use jido::signal::dispatch::{ActorTarget, ChannelTarget, DispatchConfig};
+use jido::signal::dispatch::{ChannelTarget, DispatchConfig};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use jido::server::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 use jido::signal::Signal;
 use jido::signal::dispatch::{
-    ActorTarget, BATCH_CONCURRENCY, ChannelTarget, CircuitSettings, CircuitState, ConsoleTarget,
-    DeliveryMode, Dispatch, DispatchConfig, GroupTarget, LogLevel, LoggerTarget, MAX_CONCURRENCY,
-    NoopTarget, SignalSink, circuit_state, reset_circuit,
+    BATCH_CONCURRENCY, ChannelTarget, CircuitSettings, CircuitState, ConsoleTarget, Dispatch,
+    DispatchConfig, LogLevel, LoggerTarget, MAX_CONCURRENCY, NoopTarget, circuit_state,
+    reset_circuit,
 };
 use jido::{Error, ErrorKind};
 use ractor::{Actor, ActorProcessingErr, ActorRef};

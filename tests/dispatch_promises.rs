@@ -13,14 +13,14 @@ use std::time::Duration;
 use common::{TestAgent, echo_agent, effects, noop, recv, sig};
 use futures::future::BoxFuture;
 use jido::prelude::*;
+use jido::server::ActorTarget;
 use jido::server::{
     AgentRef, DEFAULT_MAX_CONCURRENT_DISPATCHES, DirectiveContext, DirectiveExec, DirectiveResult,
     ErrorDecision, ErrorPolicy, Jido, JidoConfig, ServerOptions,
 };
 use jido::signal::Signal;
 use jido::signal::dispatch::{
-    ActorTarget, CIRCUIT_IDLE_TTL, ChannelTarget, CircuitBreakers, CircuitState, Dispatch,
-    DispatchConfig,
+    CIRCUIT_IDLE_TTL, ChannelTarget, CircuitBreakers, CircuitState, Dispatch, DispatchConfig,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};

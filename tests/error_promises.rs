@@ -423,13 +423,13 @@ impl Strategy for BadSnapshot {
     }
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
         Strategy::cmd(&Direct, agent, commands, ctx).await
     }
-    fn snapshot(&self, _: &AgentState, _: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, _: &AgentData, _: &StrategyContext) -> Snapshot {
         panic!("snapshot bug")
     }
 }

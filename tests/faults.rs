@@ -557,12 +557,12 @@ async fn shutdown_with_work_in_flight_answers_every_caller() {
 /// A strategy whose `init` crashes the agent at once.
 struct CrashOnStart;
 impl jido::strategy::Strategy for CrashOnStart {
-    fn init(&self, _: &mut AgentState, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
+    fn init(&self, _: &mut AgentData, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
         vec![Directive::custom(Crash)]
     }
     async fn cmd(
         &self,
-        _: &mut AgentState,
+        _: &mut AgentData,
         _: Vec<Command>,
         _: &jido::strategy::StrategyContext,
     ) -> Vec<Directive> {

@@ -452,7 +452,7 @@ impl Strategy for Recorder {
     }
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         _: &StrategyContext,
     ) -> Vec<Directive> {
@@ -472,7 +472,7 @@ impl Strategy for Recorder {
         }
         Vec::new()
     }
-    async fn tick(&self, agent: &mut AgentState, _: &StrategyContext) -> Vec<Directive> {
+    async fn tick(&self, agent: &mut AgentData, _: &StrategyContext) -> Vec<Directive> {
         let n = agent
             .state()
             .get("ticks")
@@ -536,12 +536,7 @@ async fn route_targets_action_fixed_params_strategy_command_and_tick() {
 
 struct Panicky;
 impl Strategy for Panicky {
-    async fn cmd(
-        &self,
-        _: &mut AgentState,
-        _: Vec<Command>,
-        _: &StrategyContext,
-    ) -> Vec<Directive> {
+    async fn cmd(&self, _: &mut AgentData, _: Vec<Command>, _: &StrategyContext) -> Vec<Directive> {
         panic!("strategy exploded")
     }
 }

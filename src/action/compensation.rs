@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::exec::ExecOptions;
+use crate::executor::ExecOptions;
 
 /// The options a compensation runs under, handed to
 /// [`Action::on_error`](super::Action::on_error): its own time limit and

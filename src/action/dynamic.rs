@@ -6,8 +6,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::{Action, ActionMetadata, CompensationOptions};
+use crate::action_metadata::HasMetadata;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, json_type_name};
 
 /// Any action, type-erased, cheap to clone.
 ///
@@ -35,8 +36,7 @@ pub struct DynAction(Arc<dyn Erased>);
 #[derive(Clone)]
 pub(crate) struct Prepared(pub(super) Arc<dyn Any + Send + Sync>);
 
-pub(crate) trait Erased: Send + Sync + 'static {
-    fn metadata(&self) -> &ActionMetadata;
+pub(crate) trait Erased: HasMetadata {
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
     fn run<'a>(
@@ -70,11 +70,13 @@ impl<A: Action> Typed<A> {
     }
 }
 
-impl<A: Action> Erased for Typed<A> {
+impl<A: Action> HasMetadata for Typed<A> {
     fn metadata(&self) -> &ActionMetadata {
         &self.meta
     }
+}
 
+impl<A: Action> Erased for Typed<A> {
     fn params_schema(&self) -> Value {
         A::params_schema()
     }
@@ -181,18 +183,6 @@ pub(crate) fn output_to_map<T: serde::Serialize>(
         .with_detail("action", action.to_owned())
         .with_retry(false)
         .with_source(err)),
-    }
-}
-
-/// The JSON type name of a value, for error messages.
-pub(crate) fn json_type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::dynamic::{Erased, Prepared, decode_params, output_to_map};
 use super::{ActionMetadata, Compensation, CompensationOptions, DynAction};
+use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result};
 
@@ -118,6 +119,17 @@ struct FnAction<P, O, F> {
     _types: PhantomData<fn(P) -> O>,
 }
 
+impl<P, O, F> HasMetadata for FnAction<P, O, F>
+where
+    P: 'static,
+    O: 'static,
+    F: Send + Sync + 'static,
+{
+    fn metadata(&self) -> &ActionMetadata {
+        &self.meta
+    }
+}
+
 impl<P, O, F, Fut> Erased for FnAction<P, O, F>
 where
     P: DeserializeOwned + JsonSchema + Clone + Send + Sync + 'static,
@@ -125,10 +137,6 @@ where
     F: Fn(P, Context) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<O>> + Send + 'static,
 {
-    fn metadata(&self) -> &ActionMetadata {
-        &self.meta
-    }
-
     fn params_schema(&self) -> Value {
         schemars::schema_for!(P).to_value()
     }

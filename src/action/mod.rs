@@ -57,13 +57,15 @@
 mod compensation;
 mod dynamic;
 mod function;
-mod metadata;
 
+pub use crate::action_metadata::{
+    ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name,
+};
+pub(crate) use crate::error::json_type_name;
 pub use compensation::CompensationOptions;
 pub use dynamic::DynAction;
-pub(crate) use dynamic::{Prepared, json_type_name};
+pub(crate) use dynamic::Prepared;
 pub use function::action_fn;
-pub use metadata::{ActionMetadata, Compensation, DEFAULT_COMPENSATION_TIMEOUT, validate_name};
 
 use std::future::Future;
 

@@ -50,10 +50,13 @@
 //! ```
 
 mod erased;
-mod ops;
 
-pub(crate) use ops::{apply_effects, external_directives};
-pub use ops::{apply_state_op, deep_merge};
+pub use crate::agent_data::AgentData;
+pub use crate::state::{
+    ORPHANED_FROM_KEY, PARENT_KEY, RESERVED_KEYS, STRATEGY_KEY, apply_state_op, deep_merge,
+    parent_id_of,
+};
+pub use crate::strategy::{RouteTarget, SignalRoute};
 
 use std::any::Any;
 use std::fmt;
@@ -69,36 +72,13 @@ use serde_json::{Map, Value};
 
 use crate::state::{StateMap, StateValue};
 
-use crate::action::DynAction;
-use crate::directive::{Directive, error_context};
-use crate::effect::{Effect, StateOp};
+use crate::directive::{ChildAgent, ChildValue, Directive, error_context};
 use crate::error::{Error, Result};
 use crate::exec::{Exec, ExecOptions};
 use crate::signal::Signal;
 use crate::strategy::{Command, DynStrategy, IntoCommands, Snapshot, StrategyContext};
 
 use erased::{Definition, ErasedAgent};
-
-/// Reserved state key holding the strategy's own state.
-pub const STRATEGY_KEY: &str = "__strategy__";
-/// Reserved state key holding the parent reference (`{id, tag, meta}`),
-/// written by the runtime while the agent has a live parent.
-pub const PARENT_KEY: &str = "__parent__";
-/// Reserved state key holding the former parent reference after the
-/// parent died and the agent continued as an orphan.
-pub const ORPHANED_FROM_KEY: &str = "__orphaned_from__";
-/// Every reserved state key. Strict validation keeps them.
-pub const RESERVED_KEYS: [&str; 3] = [STRATEGY_KEY, PARENT_KEY, ORPHANED_FROM_KEY];
-
-/// The id of the live parent recorded in an agent state (`__parent__.id`),
-/// if any.
-pub fn parent_id_of(state: &StateMap) -> Option<&str> {
-    state
-        .get(PARENT_KEY)?
-        .get("id")?
-        .as_str()
-        .filter(|id| !id.is_empty())
-}
 
 /// A typed state schema: defaults, validation and typed reads. `()` means
 /// no schema.
@@ -118,55 +98,6 @@ pub trait StateSchema:
 impl<T: Default + Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> StateSchema
     for T
 {
-}
-
-/// What a route sends a matching signal to.
-#[non_exhaustive]
-#[derive(Debug, Clone)]
-pub enum RouteTarget {
-    /// Run this action with the signal's data as params.
-    Action(DynAction),
-    /// Run this action with these fixed params.
-    ActionWithParams(DynAction, Value),
-    /// Send a strategy command (the signal's data as its params).
-    StrategyCmd(String),
-    /// Run one strategy tick.
-    StrategyTick,
-}
-
-/// A signal route declared by an agent or a strategy.
-#[derive(Debug, Clone)]
-pub struct SignalRoute {
-    /// The signal type pattern (`*` one segment, `**` one or more).
-    pub path: String,
-    /// Where matching signals go.
-    pub target: RouteTarget,
-    /// Priority in -100..=100; `None` takes the source's default (agent 0,
-    /// strategy 50).
-    pub priority: Option<i32>,
-}
-
-impl SignalRoute {
-    /// A route from `path` to `target` with the source's default priority.
-    pub fn new(path: impl Into<String>, target: RouteTarget) -> Self {
-        Self {
-            path: path.into(),
-            target,
-            priority: None,
-        }
-    }
-
-    /// A route from `path` to `action` (the signal's data as params).
-    pub fn action(path: impl Into<String>, action: impl Into<DynAction>) -> Self {
-        Self::new(path, RouteTarget::Action(action.into()))
-    }
-
-    /// Sets the priority.
-    #[must_use]
-    pub fn with_priority(mut self, priority: i32) -> Self {
-        self.priority = Some(priority);
-        self
-    }
 }
 
 /// Default route priority of an agent's own routes.
@@ -346,7 +277,14 @@ impl From<ExecOptions> for CmdOptions {
     }
 }
 
-/// The agent value: an id, a JSON-object state and its definition.
+/// The agent value: its [data](AgentData) (an id, a JSON-object state,
+/// strategy data) and its definition (the [`Agent`] type, its schema,
+/// hooks and strategy).
+///
+/// An `AgentState` derefs to its [`AgentData`]: `id()`, `state()`,
+/// `state_mut()`, `apply_output(…)`, the strategy data accessors, … are
+/// [`AgentData`]'s methods, and an `&mut AgentState` is accepted where a
+/// strategy function takes an `&mut AgentData`.
 ///
 /// Cloning is cheap (O(1)): the state is a [`StateMap`] whose objects and
 /// arrays are shared between clones; a write through one clone copies only
@@ -354,10 +292,8 @@ impl From<ExecOptions> for CmdOptions {
 /// to a long array costs O(log n).
 #[derive(Clone)]
 pub struct AgentState {
-    id: String,
-    state: StateMap,
+    data: AgentData,
     def: Arc<dyn ErasedAgent>,
-    ext: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl AgentState {
@@ -398,27 +334,11 @@ impl AgentState {
             _ => uuid::Uuid::now_v7().to_string(),
         };
         let mut agent = Self {
-            id,
-            state,
+            data: AgentData::new(id, state),
             def: Arc::new(def),
-            ext: None,
         };
         let _dropped = agent.init_strategy(CmdOptions::new());
         agent
-    }
-
-    /// The agent's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Changes the agent's id (the runtime uses it when a server option
-    /// names the id); an empty id is ignored.
-    pub fn set_id(&mut self, id: impl Into<String>) {
-        let id = id.into();
-        if !id.is_empty() {
-            self.id = id;
-        }
     }
 
     /// The agent type's name.
@@ -439,92 +359,6 @@ impl AgentState {
     /// The definition, when the agent is of type `A`.
     pub fn definition<A: Agent>(&self) -> Option<&A> {
         self.def.definition().downcast_ref::<A>()
-    }
-
-    /// The state. Reads look like serde_json's: `state()["key"]`,
-    /// `state().get("key")`, `.as_i64()`, comparisons with `json!` values.
-    /// `state().clone()` is an O(1) snapshot.
-    pub fn state(&self) -> &StateMap {
-        &self.state
-    }
-
-    /// The state, mutably. Writes through it copy only what they change
-    /// when the state is shared with a clone (see [`StateMap`]).
-    pub fn state_mut(&mut self) -> &mut StateMap {
-        &mut self.state
-    }
-
-    /// Replaces the whole state (a [`StateMap`] or a `serde_json` map).
-    pub fn replace_state(&mut self, state: impl Into<StateMap>) {
-        self.state = state.into();
-    }
-
-    /// Appends `value` to the array at `path` (see [`StateOp::Append`]):
-    /// O(log n) on a long array, nothing else copied.
-    ///
-    /// ```
-    /// # use jido::prelude::*;
-    /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
-    /// use serde_json::json;
-    ///
-    /// let mut agent = AgentState::new(A, AgentOptions::new());
-    /// agent.append(["messages"], json!({"role": "user", "content": "hi"}));
-    /// let snapshot = agent.clone();
-    /// agent.append(["messages"], json!({"role": "assistant", "content": "hello"}));
-    /// assert_eq!(snapshot.state()["messages"].as_array().unwrap().len(), 1);
-    /// assert_eq!(agent.state()["messages"][1]["content"], "hello");
-    /// ```
-    pub fn append<I, K>(&mut self, path: I, value: impl Into<StateValue>)
-    where
-        I: IntoIterator<Item = K>,
-        K: Into<String>,
-    {
-        apply_state_op(&mut self.state, StateOp::append(path, value));
-    }
-
-    /// Deep-merges `attrs` into the state (see [`deep_merge`]): nested
-    /// objects merge, any other value replaces.
-    ///
-    /// ```
-    /// # use jido::prelude::*;
-    /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
-    /// use serde_json::json;
-    ///
-    /// let mut agent = AgentState::new(A, AgentOptions::new());
-    /// agent.set(json!({"cfg": {"a": 1, "b": [1]}}).as_object().unwrap());
-    /// agent.set(json!({"cfg": {"b": [2]}}).as_object().unwrap());
-    /// assert_eq!(agent.state()["cfg"], json!({"a": 1, "b": [2]}));
-    /// ```
-    pub fn set(&mut self, attrs: impl Into<StateMap>) {
-        deep_merge(&mut self.state, attrs);
-    }
-
-    /// Applies one state operation (see [`apply_state_op`]).
-    pub fn apply_state_op(&mut self, op: StateOp) {
-        apply_state_op(&mut self.state, op);
-    }
-
-    /// Applies the state operations among `effects` in order and returns
-    /// the other effects as directives, in order.
-    pub fn apply_effects(&mut self, effects: Vec<Effect>) -> Vec<Directive> {
-        if effects.is_empty() {
-            return Vec::new();
-        }
-        apply_effects(&mut self.state, effects)
-    }
-
-    /// Applies a successful action result: deep-merges `output` into the
-    /// state (converting only what it writes), then applies `effects` (see
-    /// [`AgentState::apply_effects`]).
-    pub fn apply_output(
-        &mut self,
-        output: Map<String, Value>,
-        effects: Vec<Effect>,
-    ) -> Vec<Directive> {
-        if !output.is_empty() {
-            self.state.deep_merge_json(output);
-        }
-        self.apply_effects(effects)
     }
 
     /// Checks the state against the schema, keeping keys the schema does
@@ -612,10 +446,10 @@ impl AgentState {
     }
 
     fn validate_with(&mut self, strict: bool) -> Result<()> {
-        let Some(known) = self.def.validate(&self.state)? else {
+        let Some(known) = self.def.validate(self.data.state())? else {
             return Ok(());
         };
-        let state = &mut self.state;
+        let state = self.data.state_mut();
         if strict {
             let reserved: Vec<(&str, StateValue)> = RESERVED_KEYS
                 .iter()
@@ -644,7 +478,7 @@ impl AgentState {
     ///
     /// A validation error naming the failing field in its `path` detail.
     pub fn state_as<T: DeserializeOwned>(&self) -> Result<T> {
-        let state = erased::with_defaults(&self.state, self.def.defaults());
+        let state = erased::with_defaults(self.data.state(), self.def.defaults());
         serde_path_to_error::deserialize(&*state).map_err(|err| {
             let (path, reason) = field_error(err);
             Error::validation(format!("invalid state: {path}: {reason}"))
@@ -658,22 +492,17 @@ impl AgentState {
         self.def.state_schema()
     }
 
-    /// The id of the live parent (`__parent__.id`), if any.
-    pub fn parent_id(&self) -> Option<&str> {
-        parent_id_of(&self.state)
-    }
-
     /// A checkpoint: `{"version", "agent", "id", "state"}` where `version`
     /// and `agent` are the agent type's [`VERSION`](Agent::VERSION) and
     /// [`NAME`](Agent::NAME). Strategy data kept outside the JSON state
-    /// ([`AgentState::strategy_ext`]) is not included.
+    /// ([`AgentData::strategy_ext`](crate::agent::AgentData::strategy_ext)) is not included.
     pub fn checkpoint(&self) -> Value {
         let meta = self.def.metadata();
         serde_json::json!({
             "version": meta.version,
             "agent": meta.name,
-            "id": self.id,
-            "state": &self.state,
+            "id": self.data.id(),
+            "state": self.data.state(),
         })
     }
 
@@ -736,7 +565,7 @@ impl AgentState {
             .ok_or_else(|| invalid("missing state object"))?;
         let mut restored = Self::new(agent, AgentOptions::new().id(id));
         restored
-            .state
+            .state_mut()
             .extend(state.iter().map(|(k, v)| (k, StateValue::from(v))));
         Ok(restored)
     }
@@ -806,48 +635,6 @@ impl AgentState {
                     .map(|r| fill(r, AGENT_ROUTE_PRIORITY)),
             )
             .collect()
-    }
-
-    /// The strategy's state (`__strategy__`), if it is an object.
-    pub fn strategy_state(&self) -> Option<&StateMap> {
-        self.state.get(STRATEGY_KEY)?.as_object()
-    }
-
-    /// The strategy's state, mutably, created (or replaced, if it was not
-    /// an object) as an empty object. Writes copy only what they change.
-    pub fn strategy_state_mut(&mut self) -> &mut StateMap {
-        self.state.object_mut(STRATEGY_KEY)
-    }
-
-    /// Strategy data that cannot live in the JSON state (pending
-    /// instructions, deferred directives), when it is a `T`. It is not part
-    /// of checkpoints.
-    pub fn strategy_ext<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.ext.as_deref()?.downcast_ref::<T>()
-    }
-
-    /// The strategy data, mutably, when it is a `T` (copied first if shared
-    /// with a clone).
-    pub fn strategy_ext_mut<T: Any + Send + Sync + Clone>(&mut self) -> Option<&mut T> {
-        let arc = self.ext.as_mut()?;
-        if !(**arc).is::<T>() {
-            return None;
-        }
-        if Arc::get_mut(arc).is_none() {
-            let copy: T = (**arc).downcast_ref::<T>()?.clone();
-            *arc = Arc::new(copy);
-        }
-        Arc::get_mut(arc)?.downcast_mut::<T>()
-    }
-
-    /// Sets the strategy data.
-    pub fn set_strategy_ext<T: Any + Send + Sync>(&mut self, value: T) {
-        self.ext = Some(Arc::new(value));
-    }
-
-    /// Removes the strategy data.
-    pub fn clear_strategy_ext(&mut self) {
-        self.ext = None;
     }
 
     /// Runs `input` through the agent's strategy and returns the directives
@@ -1036,9 +823,56 @@ fn check_commands(mut commands: Vec<Command>) -> Result<Vec<Command>> {
 impl fmt::Debug for AgentState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentState")
-            .field("id", &self.id)
+            .field("id", &self.data.id())
             .field("agent", &self.def.metadata().name)
-            .field("state", &self.state)
+            .field("state", self.data.state())
             .finish_non_exhaustive()
+    }
+}
+
+impl ChildValue for AgentState {
+    fn id(&self) -> &str {
+        self.data.id()
+    }
+}
+
+impl From<AgentState> for ChildAgent {
+    fn from(agent: AgentState) -> Self {
+        ChildAgent::from_value(Arc::new(agent))
+    }
+}
+
+impl ChildAgent {
+    /// The child agent (`None` never happens for a `ChildAgent` built
+    /// from an [`AgentState`], the only way to build one).
+    pub fn agent(&self) -> Option<&AgentState> {
+        let value: &dyn Any = &**self.value();
+        value.downcast_ref::<AgentState>()
+    }
+
+    /// The child agent, by value (cheap: an agent's state is shared, see
+    /// [`AgentState`]). `None` as for [`agent`](ChildAgent::agent).
+    pub fn into_agent(self) -> Option<AgentState> {
+        self.agent().cloned()
+    }
+
+    /// Whether the child is an agent of type `A`.
+    pub fn is<A: Agent>(&self) -> bool {
+        self.agent().is_some_and(AgentState::is::<A>)
+    }
+}
+
+impl std::ops::Deref for AgentState {
+    type Target = AgentData;
+
+    /// The agent's data: what strategies work on.
+    fn deref(&self) -> &AgentData {
+        &self.data
+    }
+}
+
+impl std::ops::DerefMut for AgentState {
+    fn deref_mut(&mut self) -> &mut AgentData {
+        &mut self.data
     }
 }

@@ -2,10 +2,13 @@
 //! [`OnParentDeath`] policy, and the [`SpawnAgent`] builder behind
 //! [`Directive::spawn_agent`].
 
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::{Directive, ErrorPolicy, Restart};
-use crate::agent::AgentState;
 use crate::error::{Error, Result};
 use crate::signal::dispatch::DispatchConfig;
 
@@ -360,7 +363,7 @@ impl ChildOptions {
 #[must_use = "a SpawnAgent does nothing until it is turned into a Directive"]
 #[derive(Debug, Clone)]
 pub struct SpawnAgent {
-    agent: AgentState,
+    agent: ChildAgent,
     tag: String,
     options: ChildOptions,
     meta: Map<String, Value>,
@@ -369,9 +372,9 @@ pub struct SpawnAgent {
 
 impl SpawnAgent {
     /// Starts `agent` as a child tracked under `tag`, with the defaults.
-    pub fn new(agent: AgentState, tag: impl Into<String>) -> Self {
+    pub fn new(agent: impl Into<ChildAgent>, tag: impl Into<String>) -> Self {
         Self {
-            agent,
+            agent: agent.into(),
             tag: tag.into(),
             options: ChildOptions::new(),
             meta: Map::new(),
@@ -429,5 +432,60 @@ impl From<SpawnAgent> for Directive {
             meta: s.meta,
             restart: s.restart,
         }
+    }
+}
+
+/// The agent a [`Directive::SpawnAgent`] starts: an
+/// [`AgentState`](crate::AgentState), held opaquely.
+///
+/// Directives sit below agents in the core (an agent's `cmd` returns
+/// directives), so the directive holds its child agent through this small
+/// handle. Build it from an `AgentState` (`.into()`, or pass the agent
+/// where `impl Into<ChildAgent>` is taken, as in
+/// [`Directive::spawn_agent`]); read it back with
+/// [`agent`](ChildAgent::agent), [`into_agent`](ChildAgent::into_agent) or
+/// [`is`](ChildAgent::is). Cloning is cheap.
+///
+/// ```
+/// # use jido::prelude::*;
+/// # struct Worker;
+/// # impl Agent for Worker { const NAME: &'static str = "worker"; type Schema = (); }
+/// use jido::directive::ChildAgent;
+///
+/// let child = ChildAgent::from(AgentState::new(Worker, AgentOptions::new().id("w1")));
+/// assert_eq!(child.id(), "w1");
+/// assert!(child.is::<Worker>());
+/// assert_eq!(child.agent().map(|a| a.name()), Some("worker"));
+/// ```
+#[derive(Clone)]
+pub struct ChildAgent(Arc<dyn ChildValue>);
+
+/// What a [`ChildAgent`] holds: implemented by `AgentState` alone.
+pub(crate) trait ChildValue: Any + Send + Sync + fmt::Debug {
+    /// The agent's id.
+    fn id(&self) -> &str;
+}
+
+impl ChildAgent {
+    /// Holds `agent` (the agent layer builds it: `From<AgentState>`).
+    pub(crate) fn from_value(agent: Arc<dyn ChildValue>) -> Self {
+        Self(agent)
+    }
+
+    /// The held value, for the agent layer to take back.
+    pub(crate) fn value(&self) -> &Arc<dyn ChildValue> {
+        &self.0
+    }
+
+    /// The child agent's id (before the runtime applies the
+    /// [`ChildOptions`] id, if any).
+    pub fn id(&self) -> &str {
+        self.0.id()
+    }
+}
+
+impl fmt::Debug for ChildAgent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
     }
 }

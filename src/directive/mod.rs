@@ -51,7 +51,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use crate::agent::AgentState;
 use crate::error::{Error, Result};
 use crate::instruction::Instruction;
 use crate::signal::Signal;
@@ -62,7 +61,8 @@ mod child;
 mod error_policy;
 
 pub use builders::{Cron, RunInstruction};
-pub use child::{ChildOptions, OnParentDeath, SpawnAgent};
+pub(crate) use child::ChildValue;
+pub use child::{ChildAgent, ChildOptions, OnParentDeath, SpawnAgent};
 pub use error_policy::{ErrorDecision, ErrorEvent, ErrorPolicy};
 
 /// The `context` values of the Error directives built by the pure core.
@@ -161,7 +161,7 @@ pub enum Directive {
     /// policy (see [`ServerOptions::jido`](crate::server::ServerOptions::jido)).
     SpawnAgent {
         /// The child agent value (any agent type).
-        agent: AgentState,
+        agent: ChildAgent,
         /// The tag the parent knows the child by.
         tag: String,
         /// Server options for the child (`id`, `on_parent_death`, …);
@@ -259,29 +259,6 @@ impl Directive {
         }
     }
 
-    /// Emits `signal` to the parent of `agent`, or `None` when the agent
-    /// has no live parent (no `__parent__` entry with an `id`, which is also
-    /// the case after it was orphaned).
-    ///
-    /// ```
-    /// # use jido::prelude::*;
-    /// # use jido::agent::AgentOptions;
-    /// # struct Child;
-    /// # impl Agent for Child { const NAME: &'static str = "child"; type Schema = (); }
-    /// use jido::signal::Signal;
-    /// use serde_json::json;
-    ///
-    /// let mut agent = AgentState::new(Child, AgentOptions::new());
-    /// assert!(Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).is_none());
-    ///
-    /// agent.state_mut().insert("__parent__", json!({"id": "boss", "tag": "worker"}));
-    /// let d = Directive::emit_to_parent(&agent, Signal::new("done", json!({}))).unwrap();
-    /// assert!(matches!(d, Directive::EmitToParent { ref parent_id, .. } if parent_id == "boss"));
-    /// ```
-    pub fn emit_to_parent(agent: &AgentState, signal: Signal) -> Option<Self> {
-        Self::emit_to_parent_of(agent.state(), signal)
-    }
-
     /// As [`emit_to_parent`](Directive::emit_to_parent), from an agent's
     /// state: what an action sees as [`Context::state`](crate::Context::state).
     ///
@@ -299,7 +276,7 @@ impl Directive {
     /// # }
     /// ```
     pub fn emit_to_parent_of(state: &crate::state::StateMap, signal: Signal) -> Option<Self> {
-        let parent_id = crate::agent::parent_id_of(state)?;
+        let parent_id = crate::state::parent_id_of(state)?;
         Some(Directive::EmitToParent {
             signal,
             parent_id: parent_id.to_owned(),
@@ -345,7 +322,7 @@ impl Directive {
     ///     .into();
     /// assert_eq!(d.kind(), "spawn_agent");
     /// ```
-    pub fn spawn_agent(agent: AgentState, tag: impl Into<String>) -> SpawnAgent {
+    pub fn spawn_agent(agent: impl Into<ChildAgent>, tag: impl Into<String>) -> SpawnAgent {
         SpawnAgent::new(agent, tag)
     }
 

@@ -1,9 +1,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::supervisor::TrackedTask;
-use super::{DEFAULT_AWAIT_TIMEOUT, millis, panic_message};
 use crate::error::{Error, Result};
+use crate::executor::{DEFAULT_AWAIT_TIMEOUT, TrackedTask, millis, panic_message};
 
 /// The handle of a run started with [`Exec::run_async`](super::Exec::run_async)
 /// or [`Chain::spawn`](super::Chain::spawn).

@@ -62,22 +62,18 @@
 
 mod async_handle;
 mod chain;
-mod options;
-mod retry;
-mod supervisor;
 
+pub use crate::executor::{
+    DEFAULT_AWAIT_TIMEOUT, DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_TIMEOUT, Exec, ExecOptions, RetryPolicy, TaskSupervisor,
+    Telemetry,
+};
 pub use async_handle::AsyncHandle;
 pub use chain::{Chain, ChainOutcome};
-pub use options::{
-    DEFAULT_AWAIT_TIMEOUT, DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT, ExecOptions, Telemetry,
-};
-pub use retry::RetryPolicy;
-pub use supervisor::{DEFAULT_SHUTDOWN_GRACE, TaskSupervisor};
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -92,6 +88,7 @@ use crate::action::{
 use crate::context::Context;
 use crate::effect::Effect;
 use crate::error::{Error, ErrorKind, Result};
+pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
 
 /// The most a nested run's deadline is set back from the deadline of the
@@ -181,88 +178,7 @@ impl Outcome {
     }
 }
 
-/// An executor: a task supervisor plus default options. A `Jido` instance
-/// owns one; [`Exec::global`] serves the free functions.
-///
-/// Cloning gives another handle to the same executor.
-#[derive(Clone, Debug)]
-pub struct Exec {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    supervisor: TaskSupervisor,
-    defaults: ExecOptions,
-}
-
-impl Default for Exec {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Exec {
-    /// An executor with its own supervisor and Jido's defaults.
-    pub fn new() -> Self {
-        Self::with_defaults(ExecOptions::new())
-    }
-
-    /// An executor with its own supervisor and `defaults` for every option a
-    /// run leaves unset.
-    pub fn with_defaults(defaults: ExecOptions) -> Self {
-        Self::with_supervisor(TaskSupervisor::new(), defaults)
-    }
-
-    /// An executor spawning into `supervisor`.
-    pub fn with_supervisor(supervisor: TaskSupervisor, defaults: ExecOptions) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                supervisor,
-                defaults,
-            }),
-        }
-    }
-
-    /// The process-wide executor used by [`run`] and friends when the
-    /// context names none.
-    pub fn global() -> &'static Exec {
-        static GLOBAL: OnceLock<Exec> = OnceLock::new();
-        GLOBAL.get_or_init(Exec::new)
-    }
-
-    /// The supervisor owning this executor's tasks.
-    pub fn supervisor(&self) -> &TaskSupervisor {
-        &self.inner.supervisor
-    }
-
-    /// The default options.
-    pub fn defaults(&self) -> &ExecOptions {
-        &self.inner.defaults
-    }
-
-    /// Cancels every task of this executor (runs, attempts, compensations,
-    /// spawned chains), waits until they have ended, and refuses new runs,
-    /// inline ones included, with a cancelled error. Other executors are
-    /// not affected.
-    ///
-    /// Async work ends at once (at its next await point). A task whose
-    /// thread is blocked in synchronous code cannot be interrupted: the
-    /// wait for it ends after the supervisor's
-    /// [grace period](TaskSupervisor::shutdown_grace) (default
-    /// [`DEFAULT_SHUTDOWN_GRACE`], 5 s); it keeps its worker thread until
-    /// the blocking call returns and its result is discarded. Returns how
-    /// many tasks were still running when the wait ended (0: all ended).
-    pub async fn shutdown(&self) -> usize {
-        self.inner.supervisor.shutdown().await
-    }
-
-    /// As [`shutdown`](Exec::shutdown), waiting at most `grace` for the
-    /// tasks to end.
-    pub async fn shutdown_timeout(&self, grace: Duration) -> usize {
-        self.inner.supervisor.shutdown_timeout(grace).await
-    }
-
     /// Runs `action` with `params` (a JSON object) through the whole
     /// pipeline.
     ///
@@ -308,8 +224,7 @@ impl Exec {
     ) -> Result<AsyncHandle<ExecOutput>> {
         let exec = self.clone();
         let handle = self
-            .inner
-            .supervisor
+            .supervisor()
             .spawn_tracked(async move { exec.execute(instruction, ctx).await.into_result() })?;
         Ok(AsyncHandle::new(handle))
     }
@@ -363,10 +278,10 @@ impl Exec {
         base: Context,
     ) -> Result<Ready> {
         let meta = action.meta();
-        if self.inner.supervisor.is_shut_down() {
+        if self.supervisor().is_shut_down() {
             return Err(shut_down(meta.name));
         }
-        let opts = opts.or(&self.inner.defaults);
+        let opts = opts.or(self.defaults());
 
         // 1. Normalise params and context.
         let params = match params {
@@ -592,7 +507,7 @@ impl Run<'_> {
         let erased = Arc::clone(self.action.erased());
         let prepared = self.prepared.clone();
         let task_ctx = actx.clone();
-        let spawned = self.exec.inner.supervisor.spawn_tracked(
+        let spawned = self.exec.supervisor().spawn_tracked(
             async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
         );
         // Dropping the task (the caller gave up) aborts it.
@@ -639,7 +554,7 @@ impl Run<'_> {
         let task_error = original.clone();
         let nested = deadline - nested_margin(timeout);
         let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
-        let spawned = self.exec.inner.supervisor.spawn_tracked(
+        let spawned = self.exec.supervisor().spawn_tracked(
             async move {
                 erased
                     .compensate(&prepared, &task_error, &cctx, &copts)
@@ -718,20 +633,6 @@ fn record(span: &Span, result: &Result<Map<String, Value>>) {
             span.record("error_type", err.kind().as_str());
             span.record("retryable", err.retryable());
         }
-    }
-}
-
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }
 

@@ -614,7 +614,7 @@ pub struct DebugEvent {
 }
 
 /// Agents are dispatch targets: wrap one in an
-/// [`ActorTarget`](crate::signal::dispatch::ActorTarget). Asynchronous
+/// [`ActorTarget`](crate::server::ActorTarget). Asynchronous
 /// delivery is a [`cast`](AgentRef::cast); synchronous delivery is a
 /// [`call`](AgentRef::call) (delivered once the agent's `cmd` ran, and
 /// failing with the call's error, e.g. a routing error).
@@ -624,7 +624,8 @@ pub struct DebugEvent {
 /// # use jido::prelude::*;
 /// # struct A; impl Agent for A { const NAME: &'static str = "a"; type Schema = (); }
 /// use jido::server::{Jido, JidoConfig, ServerOptions};
-/// use jido::signal::dispatch::{ActorTarget, DispatchConfig};
+/// use jido::server::ActorTarget;
+/// use jido::signal::dispatch::DispatchConfig;
 ///
 /// let jido = Jido::start(JidoConfig::new()).await?;
 /// let agent = jido.start_agent(AgentState::new(A, AgentOptions::new().id("sink")), ServerOptions::new()).await?;
@@ -633,7 +634,7 @@ pub struct DebugEvent {
 /// jido.shutdown().await;
 /// # Ok(()) }
 /// ```
-impl crate::signal::dispatch::SignalSink for AgentRef {
+impl super::SignalSink for AgentRef {
     fn send_signal(&self, signal: Signal) -> Result<()> {
         self.cast(signal).map_err(|e| {
             crate::signal::dispatch::target_not_alive(&format!("agent:{}", self.id)).with_source(e)

@@ -16,8 +16,7 @@ use super::actor::{AbortOnDrop, AgentServer, AgentServerState, spawn_error};
 use super::msg::{AgentMsg, ChildStarted, HierarchyMsg, Internal};
 use super::options::{AgentServerArgs, OnParentDeath, ParentRef, ServerOptions};
 use super::{DEFAULT_CALL_TIMEOUT, DirectiveResult, signal_types};
-use crate::agent::AgentState;
-use crate::directive::{ChildOptions, Restart, StopReason};
+use crate::directive::{ChildAgent, ChildOptions, Restart, StopReason};
 use crate::error::Error;
 use crate::signal::Signal;
 
@@ -480,7 +479,7 @@ impl AgentServerState {
         &mut self,
         myself: &ActorRef<AgentMsg>,
         input: &Signal,
-        agent: AgentState,
+        agent: ChildAgent,
         tag: String,
         child_options: ChildOptions,
         meta: Map<String, Value>,
@@ -490,6 +489,12 @@ impl AgentServerState {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, "spawn_agent refused: tag in use");
             return DirectiveResult::Ok;
         }
+        let Some(agent) = agent.into_agent() else {
+            let err = Error::internal("spawn_agent child is not an agent state")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("tag", tag);
+            return self.apply_error_policy(myself, input, &err, "spawn_agent");
+        };
         let mut options = ServerOptions::from(child_options);
         let supervisor = match &self.jido {
             Some(jido) => Some(jido.supervisor_cell()),

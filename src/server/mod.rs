@@ -67,6 +67,7 @@
 //! [`Restart`]: crate::directive::Restart
 
 mod actor;
+mod actor_target;
 mod agent_ref;
 pub mod cron;
 mod directives;
@@ -82,6 +83,7 @@ mod specs;
 use std::time::Duration;
 
 pub use actor::{AgentServer, AgentServerState};
+pub use actor_target::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };

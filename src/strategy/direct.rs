@@ -4,7 +4,7 @@ use super::{
     Command, Strategy, StrategyContext, apply_instruction_result, apply_outcome,
     parse_instruction_result, unknown_command,
 };
-use crate::agent::AgentState;
+use crate::agent_data::AgentData;
 use crate::directive::{DEFAULT_RESULT_ACTION, Directive, error_context};
 use crate::exec::Outcome;
 
@@ -37,7 +37,7 @@ impl Strategy for Direct {
 
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
@@ -62,7 +62,7 @@ impl Strategy for Direct {
 /// Starts the run of an instruction; handles a strategy command at once
 /// (only the instruction result is known to Direct) and returns `None`.
 fn start<'a>(
-    agent: &mut AgentState,
+    agent: &mut AgentData,
     command: Command,
     ctx: &'a StrategyContext,
     directives: &mut Vec<Directive>,

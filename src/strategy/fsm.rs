@@ -9,8 +9,9 @@ use super::{
     Command, InstructionResult, Snapshot, SnapshotStatus, Strategy, StrategyContext,
     instruction_error_from_reason, parse_instruction_result, unknown_command,
 };
-use crate::agent::{AgentState, external_directives};
+use crate::agent_data::AgentData;
 use crate::directive::{Directive, error_context};
+use crate::effect::external_directives;
 use crate::error::Error;
 use crate::instruction::Instruction;
 use crate::state::{StateArray, StateMap, StateValue};
@@ -58,7 +59,7 @@ const PROCESSING: &str = "processing";
 /// [`history_limit`](Fsm::history_limit) — and `transitions`); read it
 /// typed with [`Fsm::state_of`];
 /// the pending instructions and deferred directives are kept outside the
-/// JSON state ([`AgentState::strategy_ext`]) and are not checkpointed: an
+/// JSON state ([`AgentData::strategy_ext`](crate::agent::AgentData::strategy_ext)) and are not checkpointed: an
 /// agent restored from a checkpoint taken mid-batch goes back to the
 /// initial state when the runtime runs `init` (a warning is logged).
 ///
@@ -185,7 +186,7 @@ impl Fsm {
     /// assert_eq!((fsm.processed_count, fsm.pending), (0, 1));
     /// # }
     /// ```
-    pub fn state_of(agent: &AgentState) -> Option<FsmState> {
+    pub fn state_of(agent: &AgentData) -> Option<FsmState> {
         let machine = read_machine(agent)?;
         let history = machine
             .history
@@ -287,7 +288,7 @@ impl Fsm {
         }
     }
 
-    fn ensure_machine(&self, agent: &mut AgentState) -> Machine {
+    fn ensure_machine(&self, agent: &mut AgentData) -> Machine {
         if let Some(machine) = read_machine(agent) {
             return machine;
         }
@@ -297,7 +298,7 @@ impl Fsm {
         machine
     }
 
-    fn start_batch(&self, agent: &mut AgentState, batch: Vec<Instruction>) -> Vec<Directive> {
+    fn start_batch(&self, agent: &mut AgentData, batch: Vec<Instruction>) -> Vec<Directive> {
         let mut machine = self.ensure_machine(agent);
         if let Err(e) = machine.transition(PROCESSING, self.history_limit) {
             return vec![Directive::error(e, error_context::FSM_TRANSITION)];
@@ -312,7 +313,7 @@ impl Fsm {
     }
 
     /// The next RunInstruction, or the end of the batch.
-    fn next(&self, agent: &mut AgentState, mut machine: Machine) -> Vec<Directive> {
+    fn next(&self, agent: &mut AgentData, mut machine: Machine) -> Vec<Directive> {
         let next = agent
             .strategy_ext_mut::<FsmRun>()
             .and_then(|run| run.pending.pop_front());
@@ -339,7 +340,7 @@ impl Fsm {
 
     fn on_result(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         params: &Value,
         effects: Vec<crate::effect::Effect>,
     ) -> Vec<Directive> {
@@ -383,7 +384,7 @@ impl Strategy for Fsm {
         MODULE
     }
 
-    fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
         let mut machine = self.ensure_machine(agent);
         if machine.status == PROCESSING && agent.strategy_ext::<FsmRun>().is_none() {
             // Restored from a checkpoint taken mid-batch: the pending
@@ -402,7 +403,7 @@ impl Strategy for Fsm {
 
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         _ctx: &StrategyContext,
     ) -> Vec<Directive> {
@@ -428,7 +429,7 @@ impl Strategy for Fsm {
         directives
     }
 
-    fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
         let Some(machine) = read_machine(agent) else {
             return Snapshot::default();
         };
@@ -600,7 +601,7 @@ struct FsmRun {
     deferred: Vec<Directive>,
 }
 
-fn read_machine(agent: &AgentState) -> Option<Machine> {
+fn read_machine(agent: &AgentData) -> Option<Machine> {
     let st = agent.strategy_state()?;
     if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
         return None;
@@ -608,7 +609,7 @@ fn read_machine(agent: &AgentState) -> Option<Machine> {
     Machine::from_state(st.get("machine")?)
 }
 
-fn write_machine(agent: &mut AgentState, machine: &Machine) {
+fn write_machine(agent: &mut AgentData, machine: &Machine) {
     let value = machine.to_state();
     let st = agent.strategy_state_mut();
     if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {

@@ -1,6 +1,6 @@
 //! Strategies: how an agent's `cmd` runs its instructions.
 //!
-//! A [`Strategy`] sits between [`AgentState::cmd`] and Exec. It receives
+//! A [`Strategy`] sits between [`AgentState::cmd`](crate::AgentState::cmd) and Exec. It receives
 //! the normalised [`Command`]s (instructions to run, or commands addressed
 //! to the strategy itself) and returns the [`Directive`]s for the runtime.
 //! Its own state lives in the agent state under
@@ -29,7 +29,7 @@
 //! impl Strategy for RetryStrategy {
 //!     async fn cmd(
 //!         &self,
-//!         agent: &mut AgentState,
+//!         agent: &mut AgentData,
 //!         commands: Vec<Command>,
 //!         ctx: &StrategyContext,
 //!     ) -> Vec<Directive> {
@@ -89,10 +89,12 @@
 pub mod behavior_tree;
 mod direct;
 mod fsm;
+mod route;
 
 pub use behavior_tree::BehaviorTree;
 pub use direct::Direct;
 pub use fsm::{DEFAULT_FSM_HISTORY, FSM_RESULT_ACTION, Fsm, FsmState, FsmTransition};
+pub use route::{RouteTarget, SignalRoute};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -101,17 +103,18 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::action::DynAction;
-use crate::agent::{AgentState, SignalRoute, external_directives};
+use crate::agent_data::AgentData;
 use crate::context::Context;
 use crate::directive::{Directive, error_context};
 use crate::effect::Effect;
+use crate::effect::external_directives;
 use crate::error::{Error, Result};
 use crate::exec::{Exec, ExecOptions, Outcome};
 use crate::instruction::{Instruction, IntoInstructions};
 use crate::signal::Signal;
 
-pub use crate::agent::STRATEGY_KEY;
 pub use crate::directive::DEFAULT_RESULT_ACTION;
+pub use crate::state::STRATEGY_KEY;
 
 /// One input of [`Strategy::cmd`]: an instruction to run, or a command
 /// addressed to the strategy itself (FSM result feedback, behaviour-tree
@@ -164,7 +167,7 @@ impl From<Instruction> for Command {
     }
 }
 
-/// The shapes [`AgentState::cmd`] accepts: every shape
+/// The shapes [`AgentState::cmd`](crate::AgentState::cmd) accepts: every shape
 /// [`IntoInstructions`] accepts (an action, a [`DynAction`], an
 /// [`Instruction`], `(action, params)`, `(action, params, context)`,
 /// `(action, params, context, opts)`), a [`Command`], a `Vec` of any of
@@ -301,7 +304,7 @@ pub struct StrategyContext {
 
 impl StrategyContext {
     /// A context for agent type `agent_name` with no options, the global
-    /// executor and default exec options. [`AgentState::strategy_context`]
+    /// executor and default exec options. [`AgentState::strategy_context`](crate::AgentState::strategy_context)
     /// builds the real one.
     pub fn new(agent_name: &'static str) -> Self {
         Self {
@@ -385,7 +388,7 @@ impl StrategyContext {
 
     /// The base context of an action run for `agent`: the agent state, the
     /// signal being handled (if any) and the executor.
-    pub fn action_context(&self, agent: &AgentState) -> Context {
+    pub fn action_context(&self, agent: &AgentData) -> Context {
         Context::for_agent(
             agent.state().clone(),
             self.exec.clone(),
@@ -399,7 +402,7 @@ impl StrategyContext {
     #[inline]
     pub fn run<'a>(
         &'a self,
-        agent: &AgentState,
+        agent: &AgentData,
         instruction: Instruction,
     ) -> impl Future<Output = Outcome> + Send + use<'a> {
         self.exec.execute(instruction, self.action_context(agent))
@@ -537,7 +540,7 @@ impl Snapshot {
     /// The default snapshot of `agent` (see
     /// [`Snapshot::from_strategy_state`]); idle when it has no strategy
     /// state.
-    pub fn of(agent: &AgentState) -> Self {
+    pub fn of(agent: &AgentData) -> Self {
         agent
             .strategy_state()
             .map(Self::from_strategy_state)
@@ -616,7 +619,7 @@ impl Snapshot {
 /// A strategy value is shared by every agent of a definition: keep
 /// per-agent data in the agent state under [`STRATEGY_KEY`] (JSON,
 /// checkpointed) or, for what JSON cannot hold, in
-/// [`AgentState::set_strategy_ext`].
+/// [`AgentData::set_strategy_ext`](crate::agent::AgentData::set_strategy_ext).
 pub trait Strategy: Send + Sync + 'static {
     /// A name for logs and the `module` entry of strategy states.
     fn name(&self) -> &'static str {
@@ -626,7 +629,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// Sets up the strategy's state. Runs when the agent is created (its
     /// directives are dropped then) and when the runtime starts the agent
     /// (its directives are executed).
-    fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive> {
         let _ = (agent, ctx);
         Vec::new()
     }
@@ -635,7 +638,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// runtime.
     fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> impl Future<Output = Vec<Directive>> + Send;
@@ -644,7 +647,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// directive, never a sleep).
     fn tick(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         ctx: &StrategyContext,
     ) -> impl Future<Output = Vec<Directive>> + Send {
         let _ = (agent, ctx);
@@ -653,7 +656,7 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// The strategy's state seen from outside. The default reads the
     /// strategy state (see [`Snapshot::from_strategy_state`]).
-    fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot {
         let _ = ctx;
         Snapshot::of(agent)
     }
@@ -684,19 +687,19 @@ pub struct DynStrategy {
 
 trait ErasedStrategy: Send + Sync + 'static {
     fn name(&self) -> &'static str;
-    fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive>;
+    fn init(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive>;
     fn cmd<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
     fn tick<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
-    fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot;
+    fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot;
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute>;
 }
 
@@ -704,12 +707,12 @@ impl<S: Strategy> ErasedStrategy for S {
     fn name(&self) -> &'static str {
         Strategy::name(self)
     }
-    fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive> {
         Strategy::init(self, agent, ctx)
     }
     fn cmd<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>> {
@@ -717,12 +720,12 @@ impl<S: Strategy> ErasedStrategy for S {
     }
     fn tick<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>> {
         Box::pin(Strategy::tick(self, agent, ctx))
     }
-    fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot {
         Strategy::snapshot(self, agent, ctx)
     }
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute> {
@@ -776,14 +779,14 @@ impl DynStrategy {
     }
 
     /// See [`Strategy::init`].
-    pub fn init(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
+    pub fn init(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive> {
         self.inner.init(agent, ctx)
     }
 
     /// See [`Strategy::cmd`].
     pub fn cmd<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         commands: Vec<Command>,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>> {
@@ -793,14 +796,14 @@ impl DynStrategy {
     /// See [`Strategy::tick`].
     pub fn tick<'a>(
         &'a self,
-        agent: &'a mut AgentState,
+        agent: &'a mut AgentData,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>> {
         self.inner.tick(agent, ctx)
     }
 
     /// See [`Strategy::snapshot`].
-    pub fn snapshot(&self, agent: &AgentState, ctx: &StrategyContext) -> Snapshot {
+    pub fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot {
         self.inner.snapshot(agent, ctx)
     }
 
@@ -846,7 +849,7 @@ fn instruction_error_from_reason(reason: Value) -> Directive {
 ///   applied, directives returned);
 /// * failure: the [`instruction_error`] directive followed by the
 ///   directives among the effects; no state operation is applied.
-pub fn apply_outcome(agent: &mut AgentState, outcome: Outcome) -> Vec<Directive> {
+pub fn apply_outcome(agent: &mut AgentData, outcome: Outcome) -> Vec<Directive> {
     match outcome.result {
         Ok(output) => agent.apply_output(output, outcome.effects),
         Err(error) => failed_directives(instruction_error(error), outcome.effects),
@@ -911,7 +914,7 @@ pub fn unknown_command(command: &Command) -> Directive {
 /// # }
 /// ```
 pub async fn instruction_feedback(
-    agent: &AgentState,
+    agent: &AgentData,
     instruction: Instruction,
     result_action: &str,
     meta: &Map<String, Value>,
@@ -972,7 +975,7 @@ pub async fn instruction_feedback(
 /// # }
 /// ```
 pub async fn run_instruction_directive(
-    agent: &AgentState,
+    agent: &AgentData,
     directive: &Directive,
     exec: &Exec,
 ) -> Option<Command> {
@@ -1024,7 +1027,7 @@ pub(crate) fn parse_instruction_result(params: &Value) -> Result<InstructionResu
 /// Applies an instruction result the way [`apply_outcome`] applies an
 /// outcome.
 pub(crate) fn apply_instruction_result(
-    agent: &mut AgentState,
+    agent: &mut AgentData,
     result: InstructionResult,
     effects: Vec<Effect>,
 ) -> Vec<Directive> {

@@ -354,7 +354,7 @@ impl jido::strategy::Strategy for Echo {
     }
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &jido::strategy::StrategyContext,
     ) -> Vec<Directive> {
@@ -434,12 +434,12 @@ pub fn crash_reason() -> String {
 /// A strategy whose init crashes the agent at once (through [`Crash`]).
 pub struct CrashOnStart;
 impl jido::strategy::Strategy for CrashOnStart {
-    fn init(&self, _: &mut AgentState, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
+    fn init(&self, _: &mut AgentData, _: &jido::strategy::StrategyContext) -> Vec<Directive> {
         vec![Directive::custom(Crash)]
     }
     async fn cmd(
         &self,
-        _: &mut AgentState,
+        _: &mut AgentData,
         _: Vec<Command>,
         _: &jido::strategy::StrategyContext,
     ) -> Vec<Directive> {

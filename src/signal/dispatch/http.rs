@@ -13,7 +13,7 @@ use sha2::Sha256;
 
 use super::{Dispatch, invalid_options, invalid_target, status_error, timeout};
 use crate::error::{Error, Result};
-pub use crate::exec::RetryPolicy;
+pub use crate::executor::RetryPolicy;
 use crate::signal::Signal;
 use crate::signal::http::{Encoded, encode_binary, encode_structured};
 pub use crate::signal::{CLOUDEVENTS_JSON_CONTENT_TYPE, ContentMode};

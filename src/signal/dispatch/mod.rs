@@ -5,8 +5,8 @@
 //!
 //! | adapter | type | delivers to |
 //! |---|---|---|
-//! | `actor` | [`ActorTarget`] | any ractor actor (an `ActorRef<M>` with `M: From<Signal>`, or any [`SignalSink`]) |
-//! | `pg` | [`GroupTarget`] | every member of a `ractor::pg` process group |
+//! | `actor` | [`ActorTarget`](crate::server::ActorTarget) | any ractor actor (an `ActorRef<M>` with `M: From<Signal>`, or any [`SignalSink`](crate::server::SignalSink)) |
+//! | `pg` | [`GroupTarget`](crate::server::GroupTarget) | every member of a `ractor::pg` process group |
 //! | `channel` | [`ChannelTarget`] | a tokio mpsc channel |
 //! | `logger` | [`LoggerTarget`] | a `tracing` event |
 //! | `console` | [`ConsoleTarget`] | a line on stdout |
@@ -84,13 +84,11 @@
 //! # Ok(()) }
 //! ```
 
-mod actor;
 mod adapters;
 mod circuit;
 #[cfg(feature = "http")]
 mod http;
 
-pub use actor::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use adapters::{ChannelTarget, ConsoleTarget, LogLevel, LoggerTarget, NoopTarget};
 pub use circuit::{
     CIRCUIT_IDLE_TTL, CircuitBreakers, CircuitSettings, CircuitState, circuit_state, reset_circuit,
@@ -583,7 +581,7 @@ async fn guarded(target: &dyn Dispatch, signal: &Signal) -> Result<()> {
 }
 
 fn adapter_panicked(target: &dyn Dispatch, panic: &(dyn std::any::Any + Send)) -> Error {
-    let message = crate::exec::panic_message(panic);
+    let message = crate::executor::panic_message(panic);
     Error::dispatch(format!("dispatch adapter {} panicked", target.adapter()))
         .with_detail("reason", "exception")
         .with_detail("panic", message)

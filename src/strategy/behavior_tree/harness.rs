@@ -8,20 +8,16 @@ use super::node::{Blackboard, Node, Status};
 use super::runner::ExecRunner;
 use super::tree::{TickCx, Tree, TreeState};
 use super::{NodeStatus, node_statuses};
-use crate::agent::{Agent, AgentOptions, AgentState};
+use crate::agent_data::AgentData;
 use crate::directive::Directive;
 use crate::error::Result;
 use crate::exec::{Exec, ExecOptions};
 use crate::state::StateMap;
 use crate::strategy::StrategyContext;
 
-/// The agent a harness runs its actions for (its state is the harness's).
-struct HarnessAgent;
-
-impl Agent for HarnessAgent {
-    const NAME: &'static str = "bt_harness";
-    type Schema = ();
-}
+/// The name a harness runs its actions under (its strategy context's
+/// agent name and its data's id).
+const HARNESS: &str = "bt_harness";
 
 /// Ticks a node, or a subtree of a tree, against a blackboard and an
 /// agent state of its own, and shows what happened: the returned
@@ -66,7 +62,7 @@ pub struct TreeHarness {
     tree: Tree,
     memory: TreeState,
     blackboard: Blackboard,
-    agent: AgentState,
+    agent: AgentData,
     exec: Exec,
     opts: ExecOptions,
     directives: Vec<Directive>,
@@ -93,7 +89,7 @@ impl TreeHarness {
             tree,
             memory,
             blackboard: Blackboard::new(),
-            agent: AgentState::new(HarnessAgent, AgentOptions::new().id("bt_harness")),
+            agent: AgentData::new(HARNESS, StateMap::new()),
             exec: Exec::new(),
             opts: ExecOptions::new(),
             directives: Vec::new(),
@@ -116,10 +112,7 @@ impl TreeHarness {
     /// the current one).
     #[must_use]
     pub fn with_agent_state(mut self, state: Map<String, Value>) -> Self {
-        self.agent = AgentState::new(
-            HarnessAgent,
-            AgentOptions::new().id("bt_harness").state(state),
-        );
+        self.agent = AgentData::new(HARNESS, state);
         self
     }
 
@@ -154,7 +147,7 @@ impl TreeHarness {
                     .with_detail("nodes", self.tree.len()),
             );
         }
-        let ctx = StrategyContext::new(HarnessAgent::NAME).with_exec(self.exec.clone());
+        let ctx = StrategyContext::new(HARNESS).with_exec(self.exec.clone());
         let runner = ExecRunner {
             exec: &self.exec,
             opts: self.opts,

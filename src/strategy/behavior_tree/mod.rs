@@ -185,12 +185,13 @@ use serde_json::{Map, Value};
 
 use self::runner::ExecRunner;
 use self::tree::TickCx;
-use crate::agent::{AgentState, RouteTarget, SignalRoute};
+use crate::agent_data::AgentData;
 use crate::directive::{Directive, error_context};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
 use crate::state::{StateMap, StateValue};
 use crate::strategy::{Command, STRATEGY_KEY, Snapshot, SnapshotStatus, Strategy, StrategyContext};
+use crate::strategy::{RouteTarget, SignalRoute};
 
 /// The signal type of a forced tick (routed to a strategy tick).
 pub const TICK_SIGNAL: &str = "jido.bt.tick";
@@ -330,7 +331,7 @@ impl BehaviorTree {
 
     /// The agent's current blackboard (the initial one when the strategy
     /// has no state in `agent` yet).
-    pub fn blackboard(&self, agent: &AgentState) -> Blackboard {
+    pub fn blackboard(&self, agent: &AgentData) -> Blackboard {
         self.load(agent.state()).blackboard
     }
 
@@ -374,7 +375,7 @@ impl BehaviorTree {
     /// ]);
     /// # Ok(()) }
     /// ```
-    pub fn state_of(&self, agent: &AgentState) -> Option<BehaviorTreeState> {
+    pub fn state_of(&self, agent: &AgentData) -> Option<BehaviorTreeState> {
         if !has_state(agent) {
             return None;
         }
@@ -393,7 +394,7 @@ impl BehaviorTree {
     /// Every node's status at the agent's last tick, pre-order (the root
     /// first); a node not ticked then (or any node before the first tick,
     /// or after a halt or reset) has none.
-    pub fn statuses(&self, agent: &AgentState) -> Vec<NodeStatus> {
+    pub fn statuses(&self, agent: &AgentData) -> Vec<NodeStatus> {
         let tree = if has_state(agent) {
             self.load(agent.state()).tree
         } else {
@@ -462,7 +463,7 @@ impl BehaviorTree {
     /// Applies the commands, then ticks when asked to.
     async fn run(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
@@ -571,7 +572,7 @@ impl BehaviorTree {
 
     async fn tick_once(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         bt: &mut BtState,
         pending: Vec<Value>,
         ctx: &StrategyContext,
@@ -639,7 +640,7 @@ impl BehaviorTree {
 }
 
 /// Whether `agent` holds behaviour-tree state.
-fn has_state(agent: &AgentState) -> bool {
+fn has_state(agent: &AgentData) -> bool {
     matches!(
         agent.state().get(STRATEGY_KEY),
         Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
@@ -724,7 +725,7 @@ impl Strategy for BehaviorTree {
         MARKER
     }
 
-    fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
         if !has_state(agent) {
             let mut bt = self.fresh();
             bt.tree = self.tree.state_to_json(&self.tree.new_state()).into();
@@ -742,18 +743,18 @@ impl Strategy for BehaviorTree {
 
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
         self.run(agent, commands, ctx).await
     }
 
-    async fn tick(&self, agent: &mut AgentState, ctx: &StrategyContext) -> Vec<Directive> {
+    async fn tick(&self, agent: &mut AgentData, ctx: &StrategyContext) -> Vec<Directive> {
         self.run(agent, Vec::new(), ctx).await
     }
 
-    fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
         let bt = self.load(agent.state());
         let status = if has_state(agent) {
             SnapshotStatus::parse(&bt.status).unwrap_or(SnapshotStatus::Failure)

@@ -5,7 +5,7 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use crate::action::DynAction;
-use crate::agent::AgentState;
+use crate::agent_data::AgentData;
 use crate::context::Context;
 use crate::directive::Directive;
 use crate::effect::Effect;
@@ -62,7 +62,7 @@ impl ActionRunner for ExecRunner<'_> {
 /// run applies no state operation; the directives among its effects are
 /// still returned.
 pub(crate) fn apply_outcome(
-    agent: &mut AgentState,
+    agent: &mut AgentData,
     outcome: Outcome,
 ) -> (Result<Map<String, Value>>, Vec<Directive>) {
     match outcome.result {

@@ -78,24 +78,18 @@ impl ActionRunner for FakeRunner {
     }
 }
 
-struct Plain;
-impl crate::agent::Agent for Plain {
-    const NAME: &'static str = "plain";
-    type Schema = ();
-}
-
-fn agent_with(state: Value) -> AgentState {
+fn agent_with(state: Value) -> AgentData {
     let Value::Object(state) = state else {
         panic!("object")
     };
-    AgentState::new(Plain, crate::agent::AgentOptions::new().state(state))
+    AgentData::new("plain", state)
 }
 
 async fn tick(
     tree: &Tree,
     ts: &mut TreeState,
     bb: &mut Blackboard,
-    agent: &mut AgentState,
+    agent: &mut AgentData,
     runner: &FakeRunner,
 ) -> (Status, Vec<Directive>, Option<Duration>) {
     let mut cx = TickCx {

@@ -14,7 +14,7 @@ use super::node::{
 };
 use super::runner::{ActionRunner, apply_outcome};
 use crate::action::DynAction;
-use crate::agent::AgentState;
+use crate::agent_data::AgentData;
 use crate::directive::Directive;
 use crate::error::{Error, Result};
 use crate::exec::ExecOptions;
@@ -765,7 +765,7 @@ enum Mem {
 /// Everything a tick threads through the nodes.
 pub(crate) struct TickCx<'a> {
     pub(crate) blackboard: &'a mut Blackboard,
-    pub(crate) agent: &'a mut AgentState,
+    pub(crate) agent: &'a mut AgentData,
     pub(crate) directives: Vec<Directive>,
     pub(crate) runner: &'a dyn ActionRunner,
     pub(crate) sequence: u64,

@@ -1,4 +1,6 @@
-//! The ractor adapters: one actor, or every member of a process group.
+//! The ractor dispatch targets: one actor, or every member of a process
+//! group. They belong to the runtime (they speak ractor); the rest of
+//! [dispatch](crate::signal::dispatch) sits in the pure core.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -8,11 +10,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use ractor::{ActorCell, ActorRef, Message, MessagingErr, pg};
 
-use super::{
-    DEFAULT_TIMEOUT, Dispatch, invalid_options, invalid_target, target_not_alive, timeout,
-};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
+use crate::signal::dispatch::{
+    DEFAULT_TIMEOUT, Dispatch, invalid_options, invalid_target, target_not_alive, timeout,
+};
 
 /// Something that accepts signals: an actor, an agent, a mailbox.
 ///
@@ -34,8 +36,8 @@ pub trait SignalSink: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// [`target_not_alive`](super::target_not_alive) when the target is
-    /// gone; [`invalid_target`](super::invalid_target) when it cannot take
+    /// [`target_not_alive`](crate::signal::dispatch::target_not_alive) when the target is
+    /// gone; [`invalid_target`](crate::signal::dispatch::invalid_target) when it cannot take
     /// signals.
     fn send_signal(&self, signal: Signal) -> Result<()>;
 
@@ -104,7 +106,8 @@ pub enum DeliveryMode {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
 /// use jido::signal::Signal;
-/// use jido::signal::dispatch::{ActorTarget, DispatchConfig};
+/// use jido::server::ActorTarget;
+/// use jido::signal::dispatch::DispatchConfig;
 /// use ractor::{Actor, ActorProcessingErr, ActorRef};
 ///
 /// struct Echo;
@@ -246,7 +249,8 @@ impl Dispatch for ActorTarget {
 /// served.
 ///
 /// ```
-/// use jido::signal::dispatch::{DispatchConfig, GroupTarget};
+/// use jido::server::GroupTarget;
+/// use jido::signal::dispatch::DispatchConfig;
 /// # use jido::signal::Signal;
 /// # enum Msg { Signal(Signal) }
 /// # impl From<Signal> for Msg { fn from(s: Signal) -> Self { Msg::Signal(s) } }

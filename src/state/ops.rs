@@ -4,9 +4,128 @@
 //! methods, which copy only the containers on the written path (shallowly)
 //! when they are shared with a snapshot: a write costs O(change × depth).
 
-use crate::directive::Directive;
-use crate::effect::{Effect, StateOp};
-use crate::state::{StateMap, StateValue};
+use super::{StateMap, StateValue};
+
+/// An edit of an agent's state, applied in order after the action's output
+/// is merged. State operations never appear among the returned directives.
+///
+/// Values are [`StateValue`]s: an action may write back (part of) the state
+/// it read through [`Context::state`](crate::Context::state) without a
+/// copy. The constructors take anything that converts, `serde_json` values
+/// included.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateOp {
+    /// Deep-merge a map into the state.
+    SetState(StateMap),
+    /// Replace the whole state.
+    ReplaceState(StateMap),
+    /// Remove top-level keys.
+    DeleteKeys(Vec<String>),
+    /// Set the value at a path, creating intermediate objects (an
+    /// intermediate value that is not an object is replaced by one). An
+    /// empty path replaces the whole state when the value is an object and
+    /// does nothing otherwise.
+    SetPath {
+        /// The keys from the top of the state down.
+        path: Vec<String>,
+        /// The value to put there.
+        value: StateValue,
+    },
+    /// Remove the value at a path (nothing happens when it is absent or
+    /// when the path is empty).
+    DeletePath(Vec<String>),
+    /// Append a value to the array at a path: O(log n) on a long array,
+    /// nothing else is copied. Intermediate objects are created as for
+    /// [`StateOp::SetPath`]; a missing value, or one that is not an array,
+    /// becomes a one-element array. An empty path does nothing.
+    Append {
+        /// The keys from the top of the state down to the array.
+        path: Vec<String>,
+        /// The value to append.
+        value: StateValue,
+    },
+}
+
+impl StateOp {
+    /// [`StateOp::SetPath`] from anything that lists the keys.
+    ///
+    /// ```
+    /// use jido::state::StateOp;
+    /// use serde_json::json;
+    ///
+    /// let op = StateOp::set_path(["config", "retries"], json!(3));
+    /// assert_eq!(op, StateOp::SetPath { path: vec!["config".into(), "retries".into()], value: 3.into() });
+    /// ```
+    pub fn set_path<I, K>(path: I, value: impl Into<StateValue>) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        StateOp::SetPath {
+            path: path.into_iter().map(Into::into).collect(),
+            value: value.into(),
+        }
+    }
+
+    /// [`StateOp::Append`] from anything that lists the keys.
+    ///
+    /// ```
+    /// use jido::state::StateOp;
+    /// use jido::state::StateMap;
+    /// use serde_json::json;
+    ///
+    /// let mut state = StateMap::new();
+    /// StateOp::append(["chat", "messages"], json!({"role": "user"})).apply(&mut state);
+    /// StateOp::append(["chat", "messages"], json!({"role": "assistant"})).apply(&mut state);
+    /// assert_eq!(state["chat"]["messages"][1]["role"], "assistant");
+    /// ```
+    pub fn append<I, K>(path: I, value: impl Into<StateValue>) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        StateOp::Append {
+            path: path.into_iter().map(Into::into).collect(),
+            value: value.into(),
+        }
+    }
+
+    /// [`StateOp::SetState`] from a map (a `serde_json` map or a
+    /// [`StateMap`]).
+    pub fn set_state(attrs: impl Into<StateMap>) -> Self {
+        StateOp::SetState(attrs.into())
+    }
+
+    /// [`StateOp::ReplaceState`] from a map (a `serde_json` map or a
+    /// [`StateMap`]).
+    pub fn replace_state(state: impl Into<StateMap>) -> Self {
+        StateOp::ReplaceState(state.into())
+    }
+
+    /// [`StateOp::DeletePath`] from anything that lists the keys.
+    pub fn delete_path<I, K>(path: I) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        StateOp::DeletePath(path.into_iter().map(Into::into).collect())
+    }
+
+    /// [`StateOp::DeleteKeys`] from anything that lists the keys.
+    pub fn delete_keys<I, K>(keys: I) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        StateOp::DeleteKeys(keys.into_iter().map(Into::into).collect())
+    }
+
+    /// Applies the operation to `state` (see [`apply_state_op`]).
+    pub fn apply(self, state: &mut StateMap) {
+        apply_state_op(state, self);
+    }
+}
 
 /// Deep-merges `src` into `dst`: where both sides hold an object the
 /// objects are merged recursively, any other value in `src` (arrays,
@@ -14,7 +133,7 @@ use crate::state::{StateMap, StateValue};
 /// depth): nothing of `dst` beside the merged path is copied.
 ///
 /// ```
-/// use jido::agent::deep_merge;
+/// use jido::state::deep_merge;
 /// use jido::state::StateMap;
 /// use serde_json::json;
 ///
@@ -42,8 +161,8 @@ pub fn deep_merge(dst: &mut StateMap, src: impl Into<StateMap>) {
 ///   path changes nothing.
 ///
 /// ```
-/// use jido::agent::apply_state_op;
-/// use jido::effect::StateOp;
+/// use jido::state::apply_state_op;
+/// use jido::state::StateOp;
 /// use jido::state::StateMap;
 /// use serde_json::json;
 ///
@@ -124,28 +243,4 @@ fn delete_path(state: &mut StateMap, path: &[String]) {
         }
     }
     current.remove(last);
-}
-
-/// Applies the state operations among `effects` to `state`, in order, and
-/// returns the other effects as directives, in order.
-pub(crate) fn apply_effects(state: &mut StateMap, effects: Vec<Effect>) -> Vec<Directive> {
-    let mut directives = Vec::new();
-    for effect in effects {
-        match effect {
-            Effect::State(op) => apply_state_op(state, op),
-            Effect::Directive(d) => directives.push(d),
-        }
-    }
-    directives
-}
-
-/// The directives among `effects`, dropping state operations.
-pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
-    effects
-        .into_iter()
-        .filter_map(|e| match e {
-            Effect::State(_) => None,
-            Effect::Directive(d) => Some(d),
-        })
-        .collect()
 }

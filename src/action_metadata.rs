@@ -1,3 +1,9 @@
+//! The static description of an action ([`ActionMetadata`]: name,
+//! description, category, tags, version, [`Compensation`] settings), as
+//! data. It sits below [`crate::context`] so that a context can name the
+//! action it runs; the [`Action`](crate::Action) trait fills it from its
+//! constants. Read it at `jido::action::{ActionMetadata, Compensation}`.
+
 use std::time::Duration;
 
 use serde::Serialize;
@@ -92,4 +98,12 @@ pub fn validate_name(name: &str) -> Result<()> {
         ))
         .with_detail("name", name))
     }
+}
+
+/// Something that carries an action's metadata: an erased action. The
+/// context an action runs with holds the running action through it (see
+/// [`Context::action`](crate::Context::action)).
+pub(crate) trait HasMetadata: Send + Sync + 'static {
+    /// The action's metadata.
+    fn metadata(&self) -> &ActionMetadata;
 }
