@@ -25,7 +25,7 @@ const SIZES: [usize; 4] = [0, 100, 1_000, 10_000];
 
 /// A chat message of about 500 bytes.
 fn message(i: usize) -> Value {
-    json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "x".repeat(440), "n": i})
+    json!({"role": if i.is_multiple_of(2) { "user" } else { "assistant" }, "content": "x".repeat(440), "n": i})
 }
 
 static MESSAGE: LazyLock<Value> = LazyLock::new(|| message(0));

@@ -554,11 +554,10 @@ proptest! {
         if let Some(subject) = subject {
             b = b.subject(subject);
         }
-        if let Some((name, value)) = ext {
-            if !jido::signal::RESERVED_ATTRIBUTES.contains(&name.as_str()) {
+        if let Some((name, value)) = ext
+            && !jido::signal::RESERVED_ATTRIBUTES.contains(&name.as_str()) {
                 b = b.extension(name, value);
             }
-        }
         let signal = b.build().unwrap();
         prop_assert_eq!(Signal::from_json_str(&signal.to_json_string()).unwrap(), signal.clone());
         prop_assert_eq!(Signal::from_json_str(&signal.to_cloudevents_json_string()).unwrap(), signal);

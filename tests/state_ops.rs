@@ -393,10 +393,11 @@ fn model_set(flat: &mut Flat, p: &[String], value: &Value) {
     // Drop what was at `p` or below, and leaves on the way to `p`.
     flat.retain(|k, _| !(is_prefix(p, k) || (k.len() < p.len() && is_prefix(k, p))));
     flatten_into(flat, p, value);
-    if let Value::Object(m) = value {
-        if m.is_empty() && !p.is_empty() {
-            flat.insert(p.to_vec(), json!({}));
-        }
+    if let Value::Object(m) = value
+        && m.is_empty()
+        && !p.is_empty()
+    {
+        flat.insert(p.to_vec(), json!({}));
     }
 }
 

@@ -58,7 +58,7 @@ fn allocated() -> u64 {
 
 /// A chat message of about 500 bytes.
 fn message(i: usize) -> Value {
-    json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "x".repeat(440), "n": i})
+    json!({"role": if i.is_multiple_of(2) { "user" } else { "assistant" }, "content": "x".repeat(440), "n": i})
 }
 
 /// An agent whose `write` signal sets `count` and whose `append` signal

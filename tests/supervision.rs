@@ -180,10 +180,10 @@ async fn a_permanent_top_level_agent_is_restarted_until_shutdown() {
     a.actor_ref().kill();
     let b = within(async {
         loop {
-            if let Some(b) = jido.whereis("keeper") {
-                if b != a {
-                    return b;
-                }
+            if let Some(b) = jido.whereis("keeper")
+                && b != a
+            {
+                return b;
             }
             tokio::task::yield_now().await;
         }

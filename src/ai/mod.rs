@@ -23,10 +23,12 @@ pub mod runtime;
 pub mod signals;
 pub mod tool;
 
+#[cfg(feature = "ai-genai")]
+pub use client::GenaiClient;
 pub use client::{
-    EmbedRequest, EmbedResponse, FinishReason, JsonSchemaFormat, LlmClient, LlmError, LlmErrorKind,
-    LlmEvent, LlmEventStream, LlmRequest, LlmResponse, Message, Role, ToolCall, ToolChoice,
-    ToolSpec, Usage,
+    EmbedRequest, EmbedResponse, FinishReason, JsonSchemaFormat, LlmClient, LlmConfig, LlmError,
+    LlmErrorKind, LlmEvent, LlmEventStream, LlmRequest, LlmResponse, Message, ModelAliases, Role,
+    Script, ScriptedModel, ToolCall, ToolCallAssembler, ToolChoice, ToolSpec, Usage,
 };
 pub use directive::{
     AiDirective, CancelRequest, EmitRequestError, EmitToolError, LlmEmbed, LlmGenerate, LlmStream,

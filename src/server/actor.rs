@@ -1310,10 +1310,10 @@ impl AgentServerState {
                 let _ = waiter.reply.send(Err(stopped(&self.id)));
             }
         }
-        if std::mem::take(&mut self.registered) {
-            if let Some(jido) = &self.jido {
-                jido.unregister(&self.id, self.myself.get_id());
-            }
+        if std::mem::take(&mut self.registered)
+            && let Some(jido) = &self.jido
+        {
+            jido.unregister(&self.id, self.myself.get_id());
         }
     }
 

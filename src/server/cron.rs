@@ -174,10 +174,10 @@ impl AgentServerState {
                 .unwrap_or(signal),
             _ => signal,
         };
-        if !arm(myself, job_id, job) {
-            if let Some(extras) = self.extras.as_mut() {
-                extras.crons.remove(job_id);
-            }
+        if !arm(myself, job_id, job)
+            && let Some(extras) = self.extras.as_mut()
+        {
+            extras.crons.remove(job_id);
         }
         self.enqueue_signal(myself, signal, None);
     }

@@ -812,12 +812,11 @@ impl RootState {
         // The child is bound to its parent as it is now: the live actor
         // registered under the parent's id (a parent that restarted is a
         // new actor).
-        if let Some(parent) = args.options.parent.as_mut() {
-            if let Some(live) = self.shared.registry().by_id.get(&parent.id) {
-                if live.is_alive() {
-                    parent.actor = live.actor_ref().clone();
-                }
-            }
+        if let Some(parent) = args.options.parent.as_mut()
+            && let Some(live) = self.shared.registry().by_id.get(&parent.id)
+            && live.is_alive()
+        {
+            parent.actor = live.actor_ref().clone();
         }
         if let Err(restarts) = self
             .restarts

@@ -94,14 +94,14 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     let id = optional_attr("id", raw.id)?.unwrap_or_else(new_id);
     let subject = optional_attr("subject", raw.subject)?;
     let time = optional_attr("time", raw.time)?;
-    if let Some(t) = &time {
-        if DateTime::parse_from_rfc3339(t).is_err() {
-            return Err(invalid(
-                "time",
-                "invalid",
-                "time is not an rfc 3339 timestamp".into(),
-            ));
-        }
+    if let Some(t) = &time
+        && DateTime::parse_from_rfc3339(t).is_err()
+    {
+        return Err(invalid(
+            "time",
+            "invalid",
+            "time is not an rfc 3339 timestamp".into(),
+        ));
     }
     let datacontenttype = optional_attr("datacontenttype", raw.datacontenttype)?;
     let dataschema = optional_attr("dataschema", raw.dataschema)?;
@@ -402,18 +402,18 @@ fn json_error(err: serde_json::Error) -> Error {
     if message.contains("recursion limit exceeded") {
         return too_deep("data");
     }
-    if err.is_data() {
-        if let Some(found) = message.strip_prefix("invalid type: ") {
-            let kind = match found.split([' ', ',']).next().unwrap_or("") {
-                "sequence" => "array",
-                "string" => "string",
-                "integer" | "floating" => "number",
-                "boolean" => "boolean",
-                "null" | "unit" => "null",
-                _ => "unknown",
-            };
-            return not_an_object(kind);
-        }
+    if err.is_data()
+        && let Some(found) = message.strip_prefix("invalid type: ")
+    {
+        let kind = match found.split([' ', ',']).next().unwrap_or("") {
+            "sequence" => "array",
+            "string" => "string",
+            "integer" | "floating" => "number",
+            "boolean" => "boolean",
+            "null" | "unit" => "null",
+            _ => "unknown",
+        };
+        return not_an_object(kind);
     }
     Error::validation("invalid signal: malformed json")
         .with_detail("reason", "malformed_json")

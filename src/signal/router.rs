@@ -478,10 +478,10 @@ impl<T> Node<T> {
             out.extend(self.handlers.iter());
             return;
         };
-        if !self.exact.is_empty() {
-            if let Some(child) = self.exact.get(*seg) {
-                child.collect(segs, i + 1, nested, out, memo);
-            }
+        if !self.exact.is_empty()
+            && let Some(child) = self.exact.get(*seg)
+        {
+            child.collect(segs, i + 1, nested, out, memo);
         }
         if let Some(child) = &self.star {
             child.collect(segs, i + 1, nested, out, memo);

@@ -784,10 +784,10 @@ impl TickCx<'_> {
 pub(crate) fn resolve_params(params: &Value, bb: &Blackboard) -> Value {
     match params {
         Value::Object(map) => {
-            if map.len() == 1 {
-                if let Some(Value::String(key)) = map.get(BLACKBOARD_REF) {
-                    return bb.get(key).map_or(Value::Null, StateValue::to_json);
-                }
+            if map.len() == 1
+                && let Some(Value::String(key)) = map.get(BLACKBOARD_REF)
+            {
+                return bb.get(key).map_or(Value::Null, StateValue::to_json);
             }
             Value::Object(
                 map.iter()

@@ -7,6 +7,30 @@
 //!
 //! Messages, tool calls and usage are `serde` types because conversations live
 //! in agent state and travel in signals.
+//!
+//! Backends here:
+//! * [`ScriptedModel`]: plays [`Script`]s (question → tool calls → answer or
+//!   failure) for deterministic tests and offline runs;
+//! * `GenaiClient` (feature `ai-genai`): OpenAI and OpenAI-compatible servers
+//!   (Ollama, vLLM, llama.cpp), Anthropic, Gemini and the other providers of
+//!   the `genai` crate, configured by an [`LlmConfig`] with [`ModelAliases`].
+//!
+//! Errors are [`LlmError`]s whose `retryable` flag follows the kind: 429, 5xx,
+//! connection failures and timeouts are retryable, other 4xx are not.
+
+mod aliases;
+mod assemble;
+mod config;
+#[cfg(feature = "ai-genai")]
+mod genai;
+mod scripted;
+
+#[cfg(feature = "ai-genai")]
+pub use self::genai::GenaiClient;
+pub use aliases::ModelAliases;
+pub use assemble::ToolCallAssembler;
+pub use config::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TIMEOUT, LlmConfig};
+pub use scripted::{Script, ScriptedModel};
 
 use std::fmt;
 use std::time::Duration;
@@ -137,6 +161,8 @@ pub enum ToolChoice {
     None,
     /// The model must call the named tool.
     Required(String),
+    /// The model must call at least one of the tools (OpenAI `"required"`).
+    Any,
 }
 
 /// Ask for a JSON answer that follows a schema (structured output).
@@ -174,8 +200,8 @@ pub struct LlmRequest {
     /// Structured output: the answer must be JSON following this schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<JsonSchemaFormat>,
-    /// Whole-request timeout (for a stream: until the first byte; see
-    /// [`LlmRequest::stream_idle_timeout`]).
+    /// Whole-request timeout (for a stream: until its first event; after
+    /// that [`LlmRequest::stream_idle_timeout`] applies).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_millis")]
     pub timeout: Option<Duration>,
     /// A stream that delivers nothing (no content, no fragment) for this long
@@ -403,6 +429,13 @@ impl LlmError {
     /// The same error with JSON details.
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = details;
+        self
+    }
+
+    /// The same error with `retryable` set explicitly (e.g. a provider's
+    /// `x-should-retry: false` on a 5xx).
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
         self
     }
 }
