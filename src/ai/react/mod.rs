@@ -83,7 +83,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn, usage_json};
-use super::client::ToolSpec;
+use super::client::{Message, ToolSpec};
 use super::directive::{
     CancelRequest, DEFAULT_CANCEL_REASON, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE,
     EmitRequestError, EmitToolError, LlmGenerate, LlmStream, ModelRef, ToolExec,
@@ -148,6 +148,7 @@ const MODULE: &str = "react";
 ///
 /// Configuration (defaults): [`model`](ReAct::model) (alias `"fast"`),
 /// [`system_prompt`](ReAct::system_prompt) (none),
+/// [`examples`](ReAct::examples) (none),
 /// [`tools`](ReAct::tools) (none), [`max_iterations`](ReAct::max_iterations)
 /// (10), [`tool_concurrency`](ReAct::tool_concurrency) (4),
 /// [`tool_timeout_ms`](ReAct::tool_timeout_ms) (15 000),
@@ -162,6 +163,7 @@ const MODULE: &str = "react";
 pub struct ReAct {
     model: ModelRef,
     system_prompt: Option<String>,
+    examples: Arc<Vec<Message>>,
     tools: ToolSet,
     specs: Arc<Vec<ToolSpec>>,
     machine: MachineConfig,
@@ -188,6 +190,7 @@ impl ReAct {
         ReAct {
             model: ModelRef::alias("fast"),
             system_prompt: None,
+            examples: Arc::new(Vec::new()),
             tools: ToolSet::new(),
             specs: Arc::new(Vec::new()),
             machine: MachineConfig::new(),
@@ -215,6 +218,15 @@ impl ReAct {
     #[must_use]
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Example turns sent before the conversation on every model call
+    /// (after the system prompt), never stored in it: a few-shot history
+    /// showing a small model how to call the tools.
+    #[must_use]
+    pub fn examples(mut self, messages: Vec<Message>) -> Self {
+        self.examples = Arc::new(messages);
         self
     }
 
@@ -603,9 +615,16 @@ impl ReAct {
         metadata.insert("request_id".into(), request_id.into());
         metadata.insert("iteration".into(), iteration.into());
         metadata.insert("strategy".into(), MODULE.into());
+        let context = if self.examples.is_empty() {
+            m.conversation.messages()
+        } else {
+            let mut all = self.examples.as_ref().clone();
+            all.extend(m.conversation.messages());
+            all
+        };
         macro_rules! build {
             ($ty:ident) => {{
-                let mut d = $ty::new(call_id, self.model.clone(), m.conversation.messages())
+                let mut d = $ty::new(call_id, self.model.clone(), context)
                     .tools(self.specs.as_ref().clone())
                     .max_tokens(self.max_tokens)
                     .temperature(self.temperature)
