@@ -84,8 +84,11 @@ impl Agent for Assistant {
     }
 }
 
-/// The model, and whether it is a real one.
-fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Error>> {
+/// The client, the model's name, and whether it is a real one.
+struct Model(Arc<dyn LlmClient>, String, bool);
+
+/// The model to use.
+fn model() -> Result<Model, Box<dyn std::error::Error>> {
     #[cfg(feature = "ai-genai")]
     {
         let config = jido::ai::client::LlmConfig::from_env();
@@ -94,7 +97,7 @@ fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Err
             let config = config.with_default_model(name.clone());
             println!("model: {name} at {:?}", config.base_url());
             let client = jido::ai::client::GenaiClient::new(config)?;
-            return Ok((Arc::new(client), name, true));
+            return Ok(Model(Arc::new(client), name, true));
         }
     }
     if std::env::var_os("OPENAI_BASE_URL").is_some() && !cfg!(feature = "ai-genai") {
@@ -107,7 +110,11 @@ fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Err
             ("lookup", json!({"key": "capital of France"})),
         ])
         .answer("6 times 7 is 42, and the capital of France is Paris.");
-    Ok((Arc::new(ScriptedModel::new([script])?), "scripted".into(), false))
+    Ok(Model(
+        Arc::new(ScriptedModel::new([script])?),
+        "scripted".into(),
+        false,
+    ))
 }
 
 /// Three worked examples (question, tool call, result, answer) for a small
@@ -149,7 +156,7 @@ fn line(signal: &Signal) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (client, model_name, live) = model()?;
+    let Model(client, model_name, live) = model()?;
     let (tx, mut trace) = tokio::sync::mpsc::unbounded_channel();
     let mut react = ReAct::new()
         .model(model_name.as_str())

@@ -212,11 +212,11 @@ impl EffectPolicy {
         let mut kept = Vec::with_capacity(effects.len());
         let mut denied = Vec::new();
         for effect in effects {
-            if self.permits(&effect) {
-                if let Some(json) = encode(&effect) {
-                    kept.push(json);
-                    continue;
-                }
+            if self.permits(&effect)
+                && let Some(json) = encode(&effect)
+            {
+                kept.push(json);
+                continue;
             }
             denied.push(effect_name(&effect).to_owned());
         }
