@@ -105,7 +105,7 @@ impl OutputSchema {
     /// # Errors
     ///
     /// A validation error "answer is not valid json: REASON" or "answer
-    /// does not match the schema NAME: [PATH: ]REASON" (details `schema`,
+    /// does not match the schema NAME: \[PATH: \]REASON" (details `schema`,
     /// `reason`).
     pub fn parse(&self, text: &str) -> Result<Value> {
         let value: Value = serde_json::from_str(strip_fence(text)).map_err(|e| {
