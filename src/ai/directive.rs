@@ -6,7 +6,7 @@
 //!
 //! | directive | fields (default) |
 //! |---|---|
-//! | [`LlmStream`], [`LlmGenerate`] | `id`, `model` or `model_alias` (one required), `system_prompt` (none), `context` (messages), `tools` (`[]`), `tool_choice` (`auto`), `max_tokens` (1024), `temperature` (0.2), `timeout` (none: the runtime's), `metadata` (`{}`) |
+//! | [`LlmStream`], [`LlmGenerate`] | `id`, `model` or `model_alias` (one required), `system_prompt` (none), `context` (messages), `tools` (`[]`), `tool_choice` (`auto`), `max_tokens` (1024), `temperature` (0.2), `timeout` (none: the runtime's), `response_format` (none), `metadata` (`{}`) |
 //! | [`LlmEmbed`] | `id`, `model` or `model_alias`, `texts`, `dimensions` (none), `timeout` (none), `metadata` (`{}`) |
 //! | [`ToolExec`] | `id`, `tool_name`, `arguments` (`{}`), `context` (`{}`), `timeout_ms` (none: the runtime's), `max_retries` (0), `retry_backoff_ms` (0), `request_id`, `iteration` (none), `metadata` (`{}`) |
 //! | [`EmitToolError`] | `id`, `tool_name`, `error`, `metadata` (`{}`) |
@@ -38,9 +38,10 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::client::{Message, ToolChoice, ToolSpec};
+use super::client::{JsonSchemaFormat, Message, ToolChoice, ToolSpec};
 use super::envelope::ErrorEnvelope;
 use super::signals::Correlation;
+use super::tool::Tool;
 use crate::action::DynAction;
 use crate::directive::{CustomDirective, Directive};
 use crate::effect::Effect;
@@ -163,6 +164,8 @@ struct LlmCallWire {
     temperature: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response_format: Option<JsonSchemaFormat>,
     #[serde(default)]
     metadata: Map<String, Value>,
 }
@@ -184,6 +187,7 @@ pub(crate) struct LlmCall {
     pub(crate) max_tokens: u32,
     pub(crate) temperature: f64,
     pub(crate) timeout: Option<Duration>,
+    pub(crate) response_format: Option<JsonSchemaFormat>,
     pub(crate) correlation: Correlation,
 }
 
@@ -213,6 +217,9 @@ macro_rules! llm_directive {
             /// How long the runtime waits (see the runtime's docs); `None`:
             /// the runtime's default.
             pub timeout: Option<Duration>,
+            /// Structured output: ask for a JSON answer following this
+            /// schema (none by default).
+            pub response_format: Option<JsonSchemaFormat>,
             /// Free metadata; `request_id`, `run_id`, `iteration` and
             /// `strategy` are copied to every signal.
             pub metadata: Map<String, Value>,
@@ -232,8 +239,16 @@ macro_rules! llm_directive {
                     max_tokens: DEFAULT_MAX_TOKENS,
                     temperature: DEFAULT_TEMPERATURE,
                     timeout: None,
+                    response_format: None,
                     metadata: Map::new(),
                 }
+            }
+
+            /// Asks for a JSON answer following `format`'s schema.
+            #[must_use]
+            pub fn response_format(mut self, format: JsonSchemaFormat) -> Self {
+                self.response_format = Some(format);
+                self
             }
 
             /// Sets the system prompt.
@@ -308,6 +323,7 @@ macro_rules! llm_directive {
                     max_tokens: self.max_tokens,
                     temperature: self.temperature,
                     timeout: self.timeout,
+                    response_format: self.response_format.clone(),
                     correlation: self.correlation(),
                 }
             }
@@ -325,6 +341,7 @@ macro_rules! llm_directive {
                     max_tokens: self.max_tokens,
                     temperature: self.temperature,
                     timeout: self.timeout.map(millis),
+                    response_format: self.response_format.clone(),
                     metadata: self.metadata.clone(),
                 }
             }
@@ -342,6 +359,7 @@ macro_rules! llm_directive {
                     max_tokens: w.max_tokens,
                     temperature: w.temperature,
                     timeout: w.timeout.map(Duration::from_millis),
+                    response_format: w.response_format,
                     metadata: w.metadata,
                 })
             }
@@ -560,6 +578,10 @@ pub struct ToolExec {
     /// data form).
     #[serde(skip)]
     pub action: Option<DynAction>,
+    /// The tool of `action` when set through [`ToolExec::tool`]: its
+    /// schema normalises the arguments without being built again.
+    #[serde(skip)]
+    pub(crate) tool: Option<Tool>,
 }
 
 fn empty_object() -> Value {
@@ -604,6 +626,7 @@ impl ToolExec {
             iteration: None,
             metadata: Map::new(),
             action: None,
+            tool: None,
         }
     }
 
@@ -660,6 +683,16 @@ impl ToolExec {
     #[must_use]
     pub fn action(mut self, action: impl Into<DynAction>) -> Self {
         self.action = Some(action.into());
+        self.tool = None;
+        self
+    }
+
+    /// Runs `tool`'s action directly, its arguments normalised against
+    /// the tool's schema (what a strategy holding its own tools uses).
+    #[must_use]
+    pub fn tool(mut self, tool: &Tool) -> Self {
+        self.action = Some(tool.action().clone());
+        self.tool = Some(tool.clone());
         self
     }
 

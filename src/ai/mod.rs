@@ -12,11 +12,13 @@
 //! * [`tool`]: tools from actions; [`effects`]: the tool effect policy.
 //! * [`runtime`]: [`AiRuntime`], which holds the client
 //!   and the tools and executes the directives.
+//! * [`react`]: the ReAct strategy ([`ReAct`]) on its pure state machine.
 
 pub mod client;
 pub mod directive;
 pub mod effects;
 pub mod envelope;
+pub mod react;
 pub mod runtime;
 pub mod signals;
 pub mod tool;
@@ -33,5 +35,6 @@ pub use directive::{
     ModelRef, ToolExec,
 };
 pub use envelope::{ErrorEnvelope, ResultEnvelope};
+pub use react::{OutputSchema, ReAct};
 pub use runtime::AiRuntime;
 pub use tool::{Tool, ToolSet};

@@ -21,9 +21,11 @@
 //! call is cancelled ([`CancelRequest`])
 //! or the task cannot start (then the terminal signal is sent from the
 //! handler). `EmitToolError`, `EmitRequestError` and `CancelRequest` act
-//! in the handler. The one case without a terminal signal is the
-//! instance shutting down, which cancels the tasks and stops the agents
-//! that would receive them.
+//! in the handler. The cases without a terminal signal are those without
+//! a receiver: the agent stopping (its running calls are dropped at once,
+//! their HTTP requests and tool tasks end, see [`AiRuntime::running`]) and
+//! the instance shutting down (which cancels the tasks and stops the
+//! agents that would receive them).
 //!
 //! Timeouts (tokio time):
 //!
@@ -579,10 +581,23 @@ impl AiRuntime {
                 .register(agent.actor_ref().get_id(), call_id, request_id);
         let task_agent = agent.clone();
         let task_terminal = Arc::clone(&terminal);
+        // The call belongs to the agent: when the agent stops, the call is
+        // dropped (its HTTP request or tool task ends) and its registry
+        // entry goes, instead of running on until its timeout.
+        let agent_cell = agent.actor_ref().get_cell();
         let task = async move {
             let _registration = registration;
+            let agent_stopped = agent_cell.wait(None);
             let outcome = tokio::select! {
                 biased;
+                _ = agent_stopped => {
+                    tracing::debug!(
+                        target: "jido::ai",
+                        agent_id = task_agent.id(),
+                        "{what} dropped: agent stopped"
+                    );
+                    return;
+                }
                 done = AssertUnwindSafe(work).catch_unwind() => done.map_err(|panic| {
                     Error::execution(format!("{what} panicked: {}", panic_message(&*panic)))
                         .with_retry(false)
@@ -817,9 +832,10 @@ impl AiRuntime {
                     metadata: metadata.clone(),
                 }),
             );
-            let tool = match &d2.action {
-                Some(action) => Tool::from_action(action.clone()),
-                None => match rt.config.tools.get(&d2.tool_name) {
+            let tool = match (&d2.tool, &d2.action) {
+                (Some(tool), _) => tool.clone(),
+                (None, Some(action)) => Tool::from_action(action.clone()),
+                (None, None) => match rt.config.tools.get(&d2.tool_name) {
                     Some(tool) => tool.clone(),
                     None => return fail(unknown_tool_error(&d2.tool_name)),
                 },
@@ -900,6 +916,7 @@ fn llm_request(call: &LlmCall, model: String, timeout: Duration, stream: bool) -
     req.max_tokens = Some(call.max_tokens);
     req.temperature = Some(call.temperature as f32);
     req.timeout = Some(timeout);
+    req.response_format = call.response_format.clone();
     if stream {
         req.stream_idle_timeout = Some(timeout);
     }

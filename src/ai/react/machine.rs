@@ -1,0 +1,941 @@
+//! The ReAct state machine: pure, a function of (state, event) to (new
+//! state, steps), testable without an agent or an actor.
+//!
+//! | from | event | to | steps |
+//! |---|---|---|---|
+//! | idle, completed, error | `Start` | awaiting_llm | `CallLlm` (iteration 1; the conversation continues) |
+//! | awaiting_llm, awaiting_tool | `Start` | unchanged | `Reject` (`busy`) |
+//! | any | `Start` naming an unknown output schema | unchanged | `Reject` (`invalid_output_schema`) |
+//! | awaiting_llm | `LlmDelta` of the current call | unchanged | none (accepted: the strategy forwards it) |
+//! | awaiting_llm | `LlmResult` ok with tool calls (whatever the finish reason) | awaiting_tool | `ExecTool` for the first *concurrency* calls, in call order |
+//! | awaiting_llm | `LlmResult` ok, blank text, finish reason neither stop nor tool calls | error | `Failed` (`incomplete_response`) |
+//! | awaiting_llm | `LlmResult` ok, final answer | completed | `Completed` (`final_answer`) |
+//! | awaiting_llm | `LlmResult` ok, structured answer invalid, no repair yet | awaiting_llm | `CallLlm` (the repair turn) |
+//! | awaiting_llm | `LlmResult` ok, structured answer invalid after the repair | error | `Failed` (`invalid_output`) |
+//! | awaiting_llm | `LlmResult` error | error | `Failed` (the error) |
+//! | awaiting_tool | `ToolResult`, calls still missing | awaiting_tool | `ExecTool` for the next queued call, if any |
+//! | awaiting_tool | `ToolResult`, the last one, iteration < max | awaiting_llm | `CallLlm` (iteration + 1; results appended in call order) |
+//! | awaiting_tool | `ToolResult`, the last one, iteration = max | completed | `Completed` (`max_iterations`) |
+//! | awaiting_llm, awaiting_tool | `Cancel` (no id, or the active request's) | error | `CancelCalls`, `Failed` (`cancelled`) |
+//! | any | anything else (stale call ids, unknown tool-call ids, a second result for a call, a cancel of another request) | unchanged | none (not accepted) |
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::output::OutputSchema;
+use crate::ai::client::{FinishReason, Message, ToolCall, Usage};
+use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::error::{Error, Result};
+use crate::state::{StateArray, StateMap, StateValue};
+
+/// Default most LLM turns of one request (10, Jido's).
+pub const DEFAULT_MAX_ITERATIONS: u64 = 10;
+/// Default most tool calls of one turn running at once (4, Jido's).
+pub const DEFAULT_TOOL_CONCURRENCY: usize = 4;
+/// The answer of a request that reached its maximum of iterations
+/// (Jido's text).
+pub const MAX_ITERATIONS_ANSWER: &str = "Maximum iterations reached without a final answer.";
+
+/// Where the machine is.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// No request yet.
+    #[default]
+    Idle,
+    /// Waiting for the model's answer.
+    AwaitingLlm,
+    /// Waiting for tool results.
+    AwaitingTool,
+    /// The last request completed.
+    Completed,
+    /// The last request failed (or was cancelled).
+    Error,
+}
+
+impl Status {
+    /// `"idle"`, `"awaiting_llm"`, `"awaiting_tool"`, `"completed"` or
+    /// `"error"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Idle => "idle",
+            Status::AwaitingLlm => "awaiting_llm",
+            Status::AwaitingTool => "awaiting_tool",
+            Status::Completed => "completed",
+            Status::Error => "error",
+        }
+    }
+
+    /// Reads [`Status::as_str`]'s names.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "idle" => Status::Idle,
+            "awaiting_llm" => Status::AwaitingLlm,
+            "awaiting_tool" => Status::AwaitingTool,
+            "completed" => Status::Completed,
+            "error" => Status::Error,
+            _ => return None,
+        })
+    }
+
+    /// Whether a request is running (awaiting the model or tools).
+    pub fn is_busy(self) -> bool {
+        matches!(self, Status::AwaitingLlm | Status::AwaitingTool)
+    }
+}
+
+/// Why a request ended.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Termination {
+    /// The model answered.
+    FinalAnswer,
+    /// The request used its iterations (a completion, not a failure).
+    MaxIterations,
+    /// The model call failed, or its answer could not be used.
+    Error,
+    /// The request was cancelled.
+    Cancelled,
+}
+
+impl Termination {
+    /// `"final_answer"`, `"max_iterations"`, `"error"` or `"cancelled"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Termination::FinalAnswer => "final_answer",
+            Termination::MaxIterations => "max_iterations",
+            Termination::Error => "error",
+            Termination::Cancelled => "cancelled",
+        }
+    }
+
+    /// Reads [`Termination::as_str`]'s names.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "final_answer" => Termination::FinalAnswer,
+            "max_iterations" => Termination::MaxIterations,
+            "error" => Termination::Error,
+            "cancelled" => Termination::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+/// What the machine is configured with.
+#[non_exhaustive]
+#[derive(Clone, Debug)]
+pub struct MachineConfig {
+    /// Most LLM turns of one request (default 10).
+    pub max_iterations: u64,
+    /// Most tool calls of one turn running at once (default 4; 0 reads
+    /// as 1).
+    pub tool_concurrency: usize,
+    /// The structured-output schemas requests may name.
+    pub outputs: HashMap<String, OutputSchema>,
+}
+
+impl Default for MachineConfig {
+    fn default() -> Self {
+        MachineConfig {
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
+            outputs: HashMap::new(),
+        }
+    }
+}
+
+impl MachineConfig {
+    /// Jido's defaults, no output schemas.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the most LLM turns of one request.
+    #[must_use]
+    pub fn max_iterations(mut self, n: u64) -> Self {
+        self.max_iterations = n;
+        self
+    }
+
+    /// Sets how many tool calls of a turn run at once.
+    #[must_use]
+    pub fn tool_concurrency(mut self, n: usize) -> Self {
+        self.tool_concurrency = n;
+        self
+    }
+
+    /// Adds a structured-output schema.
+    #[must_use]
+    pub fn output(mut self, schema: OutputSchema) -> Self {
+        self.outputs.insert(schema.name().to_owned(), schema);
+        self
+    }
+}
+
+/// One model turn, as `ai.llm.response` reports it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Turn {
+    /// The answer's text.
+    pub text: String,
+    /// Tool calls (taken whatever the finish reason).
+    pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped; `None` when not reported.
+    pub finish_reason: Option<FinishReason>,
+    /// Token counts.
+    pub usage: Option<Usage>,
+}
+
+impl Turn {
+    /// A final answer with finish reason stop.
+    pub fn answer(text: impl Into<String>) -> Self {
+        Turn {
+            text: text.into(),
+            finish_reason: Some(FinishReason::Stop),
+            ..Turn::default()
+        }
+    }
+
+    /// Tool calls with finish reason tool_calls.
+    pub fn tool_calls(calls: Vec<ToolCall>) -> Self {
+        Turn {
+            tool_calls: calls,
+            finish_reason: Some(FinishReason::ToolCalls),
+            ..Turn::default()
+        }
+    }
+
+    /// Sets the usage.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
+    /// Sets the finish reason.
+    #[must_use]
+    pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
+        self.finish_reason = Some(reason);
+        self
+    }
+
+    /// Reads the payload of a successful `ai.llm.response` (`{type, text,
+    /// tool_calls, finish_reason, usage, …}`).
+    ///
+    /// # Errors
+    ///
+    /// A validation error "invalid llm turn: REASON" when `text`,
+    /// `tool_calls` or `usage` have the wrong shape.
+    pub fn from_payload(payload: &Value) -> Result<Self> {
+        let invalid = |reason: String| {
+            Error::validation(format!("invalid llm turn: {reason}")).with_detail("reason", reason)
+        };
+        let Value::Object(map) = payload else {
+            return Err(invalid("expected a json object".into()));
+        };
+        let text = match map.get("text") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(invalid("text must be a string".into())),
+        };
+        let tool_calls = match map.get("tool_calls") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => {
+                Vec::<ToolCall>::deserialize(v).map_err(|e| invalid(format!("tool_calls: {e}")))?
+            }
+        };
+        let usage = match map.get("usage") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Usage::deserialize(v).map_err(|e| invalid(format!("usage: {e}")))?),
+        };
+        let finish_reason = map
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(parse_finish_reason);
+        Ok(Turn {
+            text,
+            tool_calls,
+            finish_reason,
+            usage,
+        })
+    }
+}
+
+use serde::Deserialize as _;
+
+/// `"stop"`, `"tool_calls"`, `"length"`, `"content_filter"` or the
+/// provider's own word.
+fn parse_finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" => FinishReason::Stop,
+        "tool_calls" => FinishReason::ToolCalls,
+        "length" => FinishReason::Length,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+fn finish_reason_name(reason: &FinishReason) -> String {
+    match reason {
+        FinishReason::Stop => "stop".into(),
+        FinishReason::ToolCalls => "tool_calls".into(),
+        FinishReason::Length => "length".into(),
+        FinishReason::ContentFilter => "content_filter".into(),
+        FinishReason::Other(s) => s.clone(),
+    }
+}
+
+/// What the machine is told.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A request: a question, its id, and optionally the name of the
+    /// structured-output schema its answer must follow.
+    Start {
+        /// The request id.
+        request_id: String,
+        /// The question.
+        query: String,
+        /// A schema of [`MachineConfig::outputs`].
+        output: Option<String>,
+    },
+    /// A piece of a streamed answer arrived (`ai.llm.delta`).
+    LlmDelta {
+        /// Its LLM call id.
+        call_id: String,
+    },
+    /// The model answered (`ai.llm.response`).
+    LlmResult {
+        /// The LLM call id.
+        call_id: String,
+        /// The turn, or the call's error.
+        result: std::result::Result<Turn, ErrorEnvelope>,
+    },
+    /// A tool call ended (`ai.tool.result`).
+    ToolResult {
+        /// The tool-call id.
+        call_id: String,
+        /// Its result.
+        result: ResultEnvelope,
+    },
+    /// Cancel the running request (`None`: whichever runs).
+    Cancel {
+        /// The request to cancel.
+        request_id: Option<String>,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the machine asks for (the strategy lifts these into directives).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Call the model with the conversation.
+    CallLlm {
+        /// The new LLM call id.
+        call_id: String,
+        /// The request.
+        request_id: String,
+        /// The turn (1-based).
+        iteration: u64,
+        /// The structured-output schema, if the request asked for one.
+        output: Option<String>,
+    },
+    /// Run a tool call.
+    ExecTool {
+        /// The model's call.
+        call: ToolCall,
+        /// The request.
+        request_id: String,
+        /// The turn.
+        iteration: u64,
+    },
+    /// Reject a request (the machine is unchanged).
+    Reject {
+        /// The rejected request.
+        request_id: String,
+        /// `busy`, `invalid_output_schema`.
+        reason: String,
+        /// For the caller.
+        message: String,
+    },
+    /// Cancel the running model and tool calls of a request.
+    CancelCalls {
+        /// The request.
+        request_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The request completed.
+    Completed {
+        /// The request.
+        request_id: String,
+        /// The answer: text, or the JSON value of a structured answer.
+        answer: Value,
+        /// Why it ended.
+        termination: Termination,
+    },
+    /// The request failed.
+    Failed {
+        /// The request.
+        request_id: String,
+        /// The error envelope.
+        error: Value,
+        /// Why it ended.
+        termination: Termination,
+    },
+}
+
+/// The outcome of one event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Transition {
+    /// Whether the event was taken (false: stale or out of place, nothing
+    /// changed).
+    pub accepted: bool,
+    /// What to do.
+    pub steps: Vec<Step>,
+}
+
+impl Transition {
+    fn ignored() -> Self {
+        Transition::default()
+    }
+
+    fn taken(steps: Vec<Step>) -> Self {
+        Transition {
+            accepted: true,
+            steps,
+        }
+    }
+}
+
+/// Where a tool call of the current turn is.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolCallState {
+    /// Waiting for a free slot.
+    Queued,
+    /// Started.
+    Running,
+    /// Ended with this result.
+    Done(ResultEnvelope),
+}
+
+/// A tool call of the current turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingToolCall {
+    /// The model's call.
+    pub call: ToolCall,
+    /// Where it is.
+    pub state: ToolCallState,
+}
+
+/// The conversation: messages in a structure-sharing array, so that
+/// appending one costs O(log n) and keeping it in agent state costs
+/// nothing per signal.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Conversation(StateArray);
+
+impl Conversation {
+    /// An empty conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a message.
+    pub fn push(&mut self, message: &Message) {
+        let value = serde_json::to_value(message).unwrap_or(Value::Null);
+        self.0.push(StateValue::from(value));
+    }
+
+    /// How many messages.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The messages (entries that are not messages are skipped).
+    pub fn messages(&self) -> Vec<Message> {
+        self.0
+            .iter()
+            .filter_map(|v| Message::deserialize(v).ok())
+            .collect()
+    }
+
+    /// The underlying array.
+    pub fn as_array(&self) -> &StateArray {
+        &self.0
+    }
+
+    /// A conversation over `array`.
+    pub fn from_array(array: StateArray) -> Self {
+        Conversation(array)
+    }
+}
+
+/// The ReAct machine's state (Jido's `Jido.AI.ReAct.Machine`).
+///
+/// ```
+/// use jido::ai::react::machine::{Event, Machine, MachineConfig, Status, Step, Turn};
+/// use jido::ai::{ToolCall, Usage};
+/// use jido::ai::envelope::ResultEnvelope;
+/// use serde_json::json;
+///
+/// let cfg = MachineConfig::new();
+/// let mut m = Machine::new();
+/// let t = m.handle(&cfg, Event::Start { request_id: "r1".into(), query: "2+3?".into(), output: None });
+/// let Step::CallLlm { call_id, .. } = &t.steps[0] else { unreachable!() };
+/// assert_eq!(m.status, Status::AwaitingLlm);
+///
+/// let call = ToolCall { id: "tc_1".into(), name: "add".into(), arguments: json!({"a": 2, "b": 3}) };
+/// let t = m.handle(&cfg, Event::LlmResult { call_id: call_id.clone(), result: Ok(Turn::tool_calls(vec![call])) });
+/// assert!(matches!(&t.steps[..], [Step::ExecTool { .. }]));
+/// let t = m.handle(&cfg, Event::ToolResult { call_id: "tc_1".into(), result: ResultEnvelope::ok(json!({"sum": 5})) });
+/// let Step::CallLlm { call_id, iteration: 2, .. } = &t.steps[0] else { unreachable!() };
+/// let t = m.handle(&cfg, Event::LlmResult { call_id: call_id.clone(), result: Ok(Turn::answer("5")) });
+/// assert_eq!(m.status, Status::Completed);
+/// assert_eq!(m.result, json!("5"));
+/// assert_eq!(m.conversation.len(), 4); // user, assistant calls, tool result, answer
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Machine {
+    /// Where it is.
+    pub status: Status,
+    /// The current turn of the request (1-based; 0 before any).
+    pub iteration: u64,
+    /// The running (or last) request.
+    pub request_id: Option<String>,
+    /// The LLM call whose answer is awaited (or was last).
+    pub llm_call_id: Option<String>,
+    /// LLM calls made so far, by every request (makes call ids unique).
+    pub call_seq: u64,
+    /// The tool calls of the current turn, in call order.
+    pub tool_calls: Vec<PendingToolCall>,
+    /// The last request's answer (completed) or error envelope (error).
+    pub result: Value,
+    /// Why the last request ended.
+    pub termination: Option<Termination>,
+    /// Tokens of the request so far, summed over its turns.
+    pub usage: Usage,
+    /// The request's structured-output schema.
+    pub output: Option<String>,
+    /// Whether the request's repair turn was used.
+    pub repaired: bool,
+    /// The conversation, kept across requests.
+    pub conversation: Conversation,
+}
+
+impl Machine {
+    /// An idle machine with an empty conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies `event`: the new state is `self`, the steps are returned.
+    pub fn handle(&mut self, config: &MachineConfig, event: Event) -> Transition {
+        match event {
+            Event::Start {
+                request_id,
+                query,
+                output,
+            } => self.start(config, request_id, query, output),
+            Event::LlmDelta { call_id } => Transition {
+                accepted: self.status == Status::AwaitingLlm
+                    && self.llm_call_id.as_deref() == Some(call_id.as_str()),
+                steps: Vec::new(),
+            },
+            Event::LlmResult { call_id, result } => {
+                if self.status != Status::AwaitingLlm
+                    || self.llm_call_id.as_deref() != Some(call_id.as_str())
+                {
+                    return Transition::ignored();
+                }
+                match result {
+                    Ok(turn) => self.on_turn(config, turn),
+                    Err(error) => Transition::taken(vec![self.fail(error.to_value())]),
+                }
+            }
+            Event::ToolResult { call_id, result } => self.on_tool_result(config, &call_id, result),
+            Event::Cancel { request_id, reason } => {
+                let matches = match &request_id {
+                    None => true,
+                    Some(id) => self.request_id.as_deref() == Some(id.as_str()),
+                };
+                if !self.status.is_busy() || !matches {
+                    return Transition::ignored();
+                }
+                let active = self.request_id.clone().unwrap_or_default();
+                let error =
+                    Error::cancelled("request cancelled").with_detail("reason", reason.clone());
+                self.close_open_calls(&error);
+                let mut failed = self.fail(error.to_envelope());
+                if let Step::Failed { termination, .. } = &mut failed {
+                    *termination = Termination::Cancelled;
+                }
+                self.termination = Some(Termination::Cancelled);
+                Transition::taken(vec![
+                    Step::CancelCalls {
+                        request_id: active,
+                        reason,
+                    },
+                    failed,
+                ])
+            }
+        }
+    }
+
+    fn start(
+        &mut self,
+        config: &MachineConfig,
+        request_id: String,
+        query: String,
+        output: Option<String>,
+    ) -> Transition {
+        if self.status.is_busy() {
+            let message = format!("agent is busy (status: {})", self.status.as_str());
+            return Transition::taken(vec![Step::Reject {
+                request_id,
+                reason: "busy".into(),
+                message,
+            }]);
+        }
+        if let Some(name) = output
+            .as_deref()
+            .filter(|n| !config.outputs.contains_key(*n))
+        {
+            return Transition::taken(vec![Step::Reject {
+                request_id,
+                reason: "invalid_output_schema".into(),
+                message: format!("unknown output schema: {name}"),
+            }]);
+        }
+        self.conversation.push(&Message::user(query));
+        self.iteration = 1;
+        self.request_id = Some(request_id);
+        self.tool_calls.clear();
+        self.result = Value::Null;
+        self.termination = None;
+        self.usage = Usage::default();
+        self.output = output;
+        self.repaired = false;
+        Transition::taken(vec![self.call_llm()])
+    }
+
+    /// A new LLM call of the current turn.
+    fn call_llm(&mut self) -> Step {
+        self.call_seq += 1;
+        let request_id = self.request_id.clone().unwrap_or_default();
+        let call_id = format!("call_{request_id}_{}", self.call_seq);
+        self.llm_call_id = Some(call_id.clone());
+        self.status = Status::AwaitingLlm;
+        Step::CallLlm {
+            call_id,
+            request_id,
+            iteration: self.iteration,
+            output: self.output.clone(),
+        }
+    }
+
+    fn on_turn(&mut self, config: &MachineConfig, turn: Turn) -> Transition {
+        if let Some(usage) = turn.usage {
+            self.usage += usage;
+        }
+        if !turn.tool_calls.is_empty() {
+            self.conversation.push(&Message::assistant_tool_calls(
+                turn.text,
+                turn.tool_calls.clone(),
+            ));
+            self.tool_calls = turn
+                .tool_calls
+                .into_iter()
+                .map(|call| PendingToolCall {
+                    call,
+                    state: ToolCallState::Queued,
+                })
+                .collect();
+            self.status = Status::AwaitingTool;
+            let slots = config.tool_concurrency.max(1);
+            let steps = (0..slots).filter_map(|_| self.start_next_tool()).collect();
+            return Transition::taken(steps);
+        }
+        let truncated = !matches!(
+            turn.finish_reason,
+            None | Some(FinishReason::Stop) | Some(FinishReason::ToolCalls)
+        );
+        if turn.text.trim().is_empty() && truncated {
+            let reason = turn
+                .finish_reason
+                .as_ref()
+                .map(finish_reason_name)
+                .unwrap_or_default();
+            let error = json!({
+                "type": "incomplete_response",
+                "message": format!("incomplete response (finish reason: {reason})"),
+                "details": {"finish_reason": reason},
+                "retryable": false,
+            });
+            return Transition::taken(vec![self.fail(error)]);
+        }
+        self.conversation
+            .push(&Message::assistant(turn.text.clone()));
+        let answer = match self.output.as_deref().and_then(|n| config.outputs.get(n)) {
+            None => Value::String(turn.text),
+            Some(schema) => match schema.parse(&turn.text) {
+                Ok(value) => value,
+                Err(err) if !self.repaired => {
+                    self.repaired = true;
+                    self.conversation.push(&Message::user(format!(
+                        "{} Answer again with only a JSON value that follows the schema {}.",
+                        capitalise(err.message()),
+                        schema.name()
+                    )));
+                    return Transition::taken(vec![self.call_llm()]);
+                }
+                Err(err) => {
+                    let error = json!({
+                        "type": "invalid_output",
+                        "message": err.message(),
+                        "details": {"schema": schema.name(), "answer": turn.text},
+                        "retryable": false,
+                    });
+                    return Transition::taken(vec![self.fail(error)]);
+                }
+            },
+        };
+        Transition::taken(vec![self.complete(answer, Termination::FinalAnswer)])
+    }
+
+    /// Starts the first queued tool call, if any.
+    fn start_next_tool(&mut self) -> Option<Step> {
+        let next = self
+            .tool_calls
+            .iter_mut()
+            .find(|c| c.state == ToolCallState::Queued)?;
+        next.state = ToolCallState::Running;
+        Some(Step::ExecTool {
+            call: next.call.clone(),
+            request_id: self.request_id.clone().unwrap_or_default(),
+            iteration: self.iteration,
+        })
+    }
+
+    fn on_tool_result(
+        &mut self,
+        config: &MachineConfig,
+        call_id: &str,
+        result: ResultEnvelope,
+    ) -> Transition {
+        if self.status != Status::AwaitingTool {
+            return Transition::ignored();
+        }
+        let Some(entry) = self
+            .tool_calls
+            .iter_mut()
+            .find(|c| c.call.id == call_id && c.state == ToolCallState::Running)
+        else {
+            return Transition::ignored();
+        };
+        entry.state = ToolCallState::Done(result);
+        let mut steps: Vec<Step> = self.start_next_tool().into_iter().collect();
+        let all_done = self
+            .tool_calls
+            .iter()
+            .all(|c| matches!(c.state, ToolCallState::Done(_)));
+        if !all_done {
+            return Transition::taken(steps);
+        }
+        for pending in std::mem::take(&mut self.tool_calls) {
+            if let ToolCallState::Done(result) = pending.state {
+                self.conversation.push(&Message::tool_result(
+                    pending.call.id,
+                    pending.call.name,
+                    result.tool_content(),
+                ));
+            }
+        }
+        if self.iteration >= config.max_iterations {
+            steps.push(self.complete(
+                Value::String(MAX_ITERATIONS_ANSWER.to_owned()),
+                Termination::MaxIterations,
+            ));
+        } else {
+            self.iteration += 1;
+            steps.push(self.call_llm());
+        }
+        Transition::taken(steps)
+    }
+
+    /// Answers every call of the turn that has no result with `error`, so
+    /// that the conversation stays well-formed (each tool call answered).
+    fn close_open_calls(&mut self, error: &Error) {
+        for pending in std::mem::take(&mut self.tool_calls) {
+            let result = match pending.state {
+                ToolCallState::Done(result) => result,
+                _ => ResultEnvelope::error(error),
+            };
+            self.conversation.push(&Message::tool_result(
+                pending.call.id,
+                pending.call.name,
+                result.tool_content(),
+            ));
+        }
+    }
+
+    fn complete(&mut self, answer: Value, termination: Termination) -> Step {
+        self.status = Status::Completed;
+        self.termination = Some(termination);
+        self.result = answer.clone();
+        Step::Completed {
+            request_id: self.request_id.clone().unwrap_or_default(),
+            answer,
+            termination,
+        }
+    }
+
+    fn fail(&mut self, error: Value) -> Step {
+        self.status = Status::Error;
+        self.termination = Some(Termination::Error);
+        self.result = error.clone();
+        Step::Failed {
+            request_id: self.request_id.clone().unwrap_or_default(),
+            error,
+            termination: Termination::Error,
+        }
+    }
+
+    /// Writes the machine into a strategy state map (field by field: the
+    /// conversation is shared, not copied).
+    pub fn write(&self, into: &mut StateMap) {
+        into.insert("status", self.status.as_str());
+        into.insert("iteration", self.iteration);
+        into.insert("request_id", self.request_id.as_deref());
+        into.insert("llm_call_id", self.llm_call_id.as_deref());
+        into.insert("call_seq", self.call_seq);
+        let calls: StateArray = self
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let mut m = StateMap::with_capacity(5);
+                m.insert("id", c.call.id.as_str());
+                m.insert("name", c.call.name.as_str());
+                m.insert("arguments", StateValue::from(&c.call.arguments));
+                let (state, result) = match &c.state {
+                    ToolCallState::Queued => ("queued", Value::Null),
+                    ToolCallState::Running => ("running", Value::Null),
+                    ToolCallState::Done(r) => ("done", r.to_value()),
+                };
+                m.insert("state", state);
+                m.insert("result", StateValue::from(result));
+                StateValue::Object(m)
+            })
+            .collect();
+        into.insert("tool_calls", calls);
+        into.insert("result", StateValue::from(&self.result));
+        into.insert(
+            "termination_reason",
+            self.termination.map(Termination::as_str),
+        );
+        into.insert("usage", usage_state(&self.usage));
+        into.insert("output", self.output.as_deref());
+        into.insert("repaired", self.repaired);
+        into.insert("conversation", self.conversation.as_array().clone());
+    }
+
+    /// Reads a machine written by [`Machine::write`]; missing fields take
+    /// their defaults, `None` when `status` is missing or unknown.
+    pub fn read(from: &StateMap) -> Option<Self> {
+        let status = Status::parse(from.get("status")?.as_str()?)?;
+        let text = |k: &str| from.get(k).and_then(StateValue::as_str).map(str::to_owned);
+        let num = |k: &str| from.get(k).and_then(StateValue::as_u64).unwrap_or(0);
+        let tool_calls = from
+            .get("tool_calls")
+            .and_then(StateValue::as_array)
+            .map(|a| a.iter().filter_map(read_pending).collect())
+            .unwrap_or_default();
+        let usage = from
+            .get("usage")
+            .and_then(|u| Usage::deserialize(u).ok())
+            .unwrap_or_default();
+        Some(Machine {
+            status,
+            iteration: num("iteration"),
+            request_id: text("request_id"),
+            llm_call_id: text("llm_call_id"),
+            call_seq: num("call_seq"),
+            tool_calls,
+            result: from.get("result").map_or(Value::Null, StateValue::to_json),
+            termination: from
+                .get("termination_reason")
+                .and_then(StateValue::as_str)
+                .and_then(Termination::parse),
+            usage,
+            output: text("output"),
+            repaired: from
+                .get("repaired")
+                .and_then(StateValue::as_bool)
+                .unwrap_or(false),
+            conversation: Conversation::from_array(
+                from.get("conversation")
+                    .and_then(StateValue::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        })
+    }
+}
+
+fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
+    let m = v.as_object()?;
+    let call = ToolCall {
+        id: m.get("id")?.as_str()?.to_owned(),
+        name: m.get("name")?.as_str()?.to_owned(),
+        arguments: m.get("arguments").map_or(Value::Null, StateValue::to_json),
+    };
+    let state = match m.get("state")?.as_str()? {
+        "queued" => ToolCallState::Queued,
+        "running" => ToolCallState::Running,
+        "done" => ToolCallState::Done(ResultEnvelope::normalize(
+            &m.get("result").map_or(Value::Null, StateValue::to_json),
+            "execution_error",
+            "tool execution failed",
+        )),
+        _ => return None,
+    };
+    Some(PendingToolCall { call, state })
+}
+
+pub(crate) fn usage_state(u: &Usage) -> StateMap {
+    let mut m = StateMap::with_capacity(3);
+    m.insert("input_tokens", u.input_tokens);
+    m.insert("output_tokens", u.output_tokens);
+    m.insert("total_tokens", u.total_tokens);
+    m
+}
+
+pub(crate) fn usage_json(u: &Usage) -> Value {
+    let mut m = Map::with_capacity(3);
+    m.insert("input_tokens".into(), u.input_tokens.into());
+    m.insert("output_tokens".into(), u.output_tokens.into());
+    m.insert("total_tokens".into(), u.total_tokens.into());
+    Value::Object(m)
+}
+
+fn capitalise(s: &str) -> String {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(first) => {
+            let mut out: String = first.to_uppercase().collect();
+            out.push_str(chars.as_str());
+            if !out.ends_with('.') {
+                out.push('.');
+            }
+            out
+        }
+        None => String::new(),
+    }
+}

@@ -1,0 +1,896 @@
+//! ReAct: the reason–act loop as a strategy on a pure state machine.
+//!
+//! [`ReAct`] is a [`Strategy`]: an agent using it answers questions sent as
+//! `ai.react.query` signals by calling a model ([`LlmStream`] or
+//! [`LlmGenerate`]), running the tools the model asks for ([`ToolExec`],
+//! or [`EmitToolError`] for an unknown tool) and calling the model again
+//! with their results, until the model answers. The loop itself is
+//! [`machine::Machine`], a pure function of (state, event) to (state,
+//! steps); the strategy only translates signals into events and steps into
+//! directives, and keeps the machine in the agent state under
+//! `__strategy__` (JSON, so checkpoints keep it).
+//!
+//! # Requests
+//!
+//! * `ai.react.query` `{query, request_id?, output_schema?}` starts a
+//!   request (a missing id is generated). While another request runs, it
+//!   is rejected: one `ai.request.error` `{request_id, reason: "busy",
+//!   message}` and the running request is untouched.
+//! * `ai.react.cancel` `{request_id?, reason?}` cancels the running
+//!   request (a different id is ignored): its model stream and tool calls
+//!   are cancelled ([`CancelRequest`]) and it fails with a `cancelled`
+//!   error.
+//! * The answer: top-level `status: "completed"` and `last_answer` in the
+//!   agent state (so [`AgentRef::await_completion`] works), or `status:
+//!   "failed"` and `error`; per request in `__strategy__.requests.ID`
+//!   `{query, status: pending | completed | failed, result, error,
+//!   termination_reason, usage}` (the latest [`DEFAULT_REQUEST_HISTORY`]
+//!   requests), awaited with [`ReAct::await_options`].
+//! * The conversation is kept: a follow-up question continues it.
+//!
+//! # Signals
+//!
+//! Consumed (the strategy's routes): `ai.react.query`, `ai.react.cancel`,
+//! `ai.llm.delta`, `ai.llm.response`, `ai.usage`, `ai.tool.started`,
+//! `ai.tool.result`, `ai.request.error`. With [`ReAct::events`], the
+//! strategy emits to that dispatch, in order: `ai.request.started`
+//! `{request_id, query}`; the `ai.llm.delta`, `ai.usage`,
+//! `ai.tool.started` and `ai.tool.result` signals of the running request
+//! (stale ones are not forwarded); `ai.request.error` for a rejected
+//! request; and exactly one terminal `ai.request.completed` `{request_id,
+//! result, termination_reason, usage}` or `ai.request.failed`
+//! `{request_id, error, termination_reason, usage}` per accepted request.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+//! use jido::ai::react::{machine::Turn, ReAct};
+//! use jido::prelude::*;
+//! use jido::strategy::Command;
+//! use serde_json::json;
+//!
+//! struct Assistant;
+//! impl Agent for Assistant {
+//!     const NAME: &'static str = "assistant";
+//!     type Schema = ();
+//!     fn strategy(&self) -> DynStrategy {
+//!         DynStrategy::new(ReAct::new().model("local:tiny").system_prompt("Be brief."))
+//!     }
+//! }
+//!
+//! // Without a runtime: feed the strategy what the runtime would send.
+//! let mut agent = AgentState::new(Assistant, AgentOptions::new());
+//! let directives = agent.cmd(ReAct::query_command("Hi?", Some("r1")), ExecOptions::new()).await;
+//! assert_eq!(directives[0].kind(), "ai.llm_stream");
+//! let reply = ReAct::llm_response_payload("call_r1_1", Ok(Turn::answer("Hello!")));
+//! agent.cmd(Command::strategy("react_llm_result", reply), ExecOptions::new()).await;
+//! assert_eq!(agent.state()["status"], "completed");
+//! assert_eq!(agent.state()["last_answer"], "Hello!");
+//! assert_eq!(agent.strategy_snapshot().result, Some(json!("Hello!")));
+//! # Ok(()) }
+//! ```
+//!
+//! [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
+
+pub mod machine;
+mod output;
+
+pub use output::OutputSchema;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn, usage_json};
+use super::client::{Message, ToolSpec};
+use super::directive::{
+    CancelRequest, DEFAULT_CANCEL_REASON, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE,
+    EmitRequestError, EmitToolError, LlmGenerate, LlmStream, ModelRef, ToolExec,
+};
+use super::envelope::{ErrorEnvelope, ResultEnvelope};
+use super::signals::{self, LlmResponseData, ToolResultData};
+use super::tool::ToolSet;
+use crate::agent::{AgentState, RouteTarget, STRATEGY_KEY, SignalRoute};
+use crate::directive::{Directive, error_context};
+use crate::error::Error;
+use crate::server::AwaitOptions;
+use crate::signal::Signal;
+use crate::signal::dispatch::DispatchConfig;
+use crate::state::{StateMap, StateValue};
+use crate::strategy::{
+    Command, Snapshot, SnapshotStatus, Strategy, StrategyContext, apply_outcome,
+};
+
+/// The signal starting a request.
+pub const QUERY_SIGNAL: &str = "ai.react.query";
+/// The signal cancelling the running request.
+pub const CANCEL_SIGNAL: &str = "ai.react.cancel";
+/// `ai.request.started`.
+pub const REQUEST_STARTED: &str = "ai.request.started";
+/// `ai.request.completed`.
+pub const REQUEST_COMPLETED: &str = "ai.request.completed";
+/// `ai.request.failed`.
+pub const REQUEST_FAILED: &str = "ai.request.failed";
+
+/// The strategy commands the routes send (the signal's data as params).
+pub mod commands {
+    /// `ai.react.query`.
+    pub const QUERY: &str = "react_query";
+    /// `ai.react.cancel`.
+    pub const CANCEL: &str = "react_cancel";
+    /// `ai.llm.delta`.
+    pub const LLM_DELTA: &str = "react_llm_delta";
+    /// `ai.llm.response`.
+    pub const LLM_RESULT: &str = "react_llm_result";
+    /// `ai.usage`.
+    pub const USAGE: &str = "react_usage";
+    /// `ai.tool.started`.
+    pub const TOOL_STARTED: &str = "react_tool_started";
+    /// `ai.tool.result`.
+    pub const TOOL_RESULT: &str = "react_tool_result";
+    /// `ai.request.error`.
+    pub const REQUEST_ERROR: &str = "react_request_error";
+}
+
+/// How many requests the strategy remembers (100, Jido's).
+pub const DEFAULT_REQUEST_HISTORY: usize = 100;
+/// Default per-attempt timeout of a tool call (15 s, Jido's ReAct).
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 15_000;
+/// Default retries of a failed tool call (1, Jido's ReAct).
+pub const DEFAULT_TOOL_MAX_RETRIES: u32 = 1;
+/// Default delay between tool attempts (200 ms, Jido's ReAct).
+pub const DEFAULT_TOOL_BACKOFF_MS: u64 = 200;
+
+const MODULE: &str = "react";
+
+/// The ReAct strategy (see the [module docs](self)).
+///
+/// Configuration (defaults): [`model`](ReAct::model) (alias `"fast"`),
+/// [`system_prompt`](ReAct::system_prompt) (none),
+/// [`examples`](ReAct::examples) (none),
+/// [`tools`](ReAct::tools) (none), [`max_iterations`](ReAct::max_iterations)
+/// (10), [`tool_concurrency`](ReAct::tool_concurrency) (4),
+/// [`tool_timeout_ms`](ReAct::tool_timeout_ms) (15 000),
+/// [`tool_max_retries`](ReAct::tool_max_retries) (1),
+/// [`tool_backoff_ms`](ReAct::tool_backoff_ms) (200),
+/// [`streaming`](ReAct::streaming) (on), [`max_tokens`](ReAct::max_tokens)
+/// (1024), [`temperature`](ReAct::temperature) (0.2),
+/// [`llm_timeout`](ReAct::llm_timeout) (the runtime's),
+/// [`output`](ReAct::output) schemas (none), [`events`](ReAct::events)
+/// (none).
+#[derive(Clone, Debug)]
+pub struct ReAct {
+    model: ModelRef,
+    system_prompt: Option<String>,
+    examples: Arc<Vec<Message>>,
+    tools: ToolSet,
+    specs: Arc<Vec<ToolSpec>>,
+    machine: MachineConfig,
+    streaming: bool,
+    max_tokens: u32,
+    temperature: f64,
+    llm_timeout: Option<Duration>,
+    tool_timeout_ms: u64,
+    tool_max_retries: u32,
+    tool_backoff_ms: u64,
+    events: Option<DispatchConfig>,
+    request_history: usize,
+}
+
+impl Default for ReAct {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReAct {
+    /// The defaults above.
+    pub fn new() -> Self {
+        ReAct {
+            model: ModelRef::alias("fast"),
+            system_prompt: None,
+            examples: Arc::new(Vec::new()),
+            tools: ToolSet::new(),
+            specs: Arc::new(Vec::new()),
+            machine: MachineConfig::new(),
+            streaming: true,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            temperature: DEFAULT_TEMPERATURE,
+            llm_timeout: None,
+            tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
+            tool_max_retries: DEFAULT_TOOL_MAX_RETRIES,
+            tool_backoff_ms: DEFAULT_TOOL_BACKOFF_MS,
+            events: None,
+            request_history: DEFAULT_REQUEST_HISTORY,
+        }
+    }
+
+    /// The model: a spec (`"provider:model"`, a plain string) or
+    /// [`ModelRef::alias`].
+    #[must_use]
+    pub fn model(mut self, model: impl Into<ModelRef>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// The system prompt, sent first on every model call.
+    #[must_use]
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Example turns sent before the conversation on every model call
+    /// (after the system prompt), never stored in it: a few-shot history
+    /// showing a small model how to call the tools.
+    #[must_use]
+    pub fn examples(mut self, messages: Vec<Message>) -> Self {
+        self.examples = Arc::new(messages);
+        self
+    }
+
+    /// The tools offered to the model (run directly, without the
+    /// runtime's tool set).
+    #[must_use]
+    pub fn tools(mut self, tools: ToolSet) -> Self {
+        self.specs = Arc::new(tools.specs());
+        self.tools = tools;
+        self
+    }
+
+    /// Most model turns of one request; reaching it completes the request
+    /// with termination `max_iterations`.
+    #[must_use]
+    pub fn max_iterations(mut self, n: u64) -> Self {
+        self.machine.max_iterations = n;
+        self
+    }
+
+    /// How many tool calls of one turn run at once (results are still fed
+    /// back in call order).
+    #[must_use]
+    pub fn tool_concurrency(mut self, n: usize) -> Self {
+        self.machine.tool_concurrency = n;
+        self
+    }
+
+    /// Per-attempt timeout of a tool call, in ms (0: none).
+    #[must_use]
+    pub fn tool_timeout_ms(mut self, ms: u64) -> Self {
+        self.tool_timeout_ms = ms;
+        self
+    }
+
+    /// Retries of a tool call failing with a retryable error.
+    #[must_use]
+    pub fn tool_max_retries(mut self, n: u32) -> Self {
+        self.tool_max_retries = n;
+        self
+    }
+
+    /// Delay between tool attempts, in ms.
+    #[must_use]
+    pub fn tool_backoff_ms(mut self, ms: u64) -> Self {
+        self.tool_backoff_ms = ms;
+        self
+    }
+
+    /// Streamed model calls ([`LlmStream`], the default) or not
+    /// ([`LlmGenerate`]).
+    #[must_use]
+    pub fn streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
+        self
+    }
+
+    /// `max_tokens` of each model call.
+    #[must_use]
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// Temperature of each model call.
+    #[must_use]
+    pub fn temperature(mut self, t: f64) -> Self {
+        self.temperature = t;
+        self
+    }
+
+    /// Timeout of each model call (else the runtime's).
+    #[must_use]
+    pub fn llm_timeout(mut self, timeout: Duration) -> Self {
+        self.llm_timeout = Some(timeout);
+        self
+    }
+
+    /// A structured-output schema requests may name in `output_schema`:
+    /// the answer must be JSON decoding into the type; an invalid answer
+    /// gets one repair turn, then fails with `invalid_output`.
+    #[must_use]
+    pub fn output(mut self, schema: OutputSchema) -> Self {
+        self.machine = self.machine.output(schema);
+        self
+    }
+
+    /// Where the request's signals go (see [Signals](self#signals)).
+    #[must_use]
+    pub fn events(mut self, dispatch: DispatchConfig) -> Self {
+        self.events = Some(dispatch);
+        self
+    }
+
+    /// How many requests `__strategy__.requests` keeps (oldest dropped).
+    #[must_use]
+    pub fn request_history(mut self, n: usize) -> Self {
+        self.request_history = n.max(1);
+        self
+    }
+
+    /// The machine's configuration.
+    pub fn machine_config(&self) -> &MachineConfig {
+        &self.machine
+    }
+
+    /// An `ai.react.query` signal.
+    ///
+    /// ```
+    /// let s = jido::ai::react::ReAct::query("What is 6 times 7?", Some("r1"));
+    /// assert_eq!(s.ty(), "ai.react.query");
+    /// assert_eq!(s.data().unwrap()["request_id"], "r1");
+    /// ```
+    pub fn query(query: &str, request_id: Option<&str>) -> Signal {
+        Signal::new(QUERY_SIGNAL, query_params(query, request_id))
+    }
+
+    /// The strategy command of an `ai.react.query` (to drive an agent
+    /// without the runtime).
+    pub fn query_command(query: &str, request_id: Option<&str>) -> Command {
+        Command::strategy(commands::QUERY, query_params(query, request_id))
+    }
+
+    /// The data of an `ai.llm.response` for call `call_id` (what the
+    /// runtime sends; to drive an agent without it).
+    pub fn llm_response_payload(call_id: &str, result: Result<Turn, &Error>) -> Value {
+        let result = match result {
+            Ok(turn) => ResultEnvelope::ok(json!({
+                "type": if turn.tool_calls.is_empty() { "final_answer" } else { "tool_calls" },
+                "text": turn.text,
+                "thinking_content": null,
+                "tool_calls": turn.tool_calls,
+                "finish_reason": turn.finish_reason.as_ref().map(|r| match serde_json::to_value(r) {
+                    Ok(Value::Object(m)) => m.into_iter().next().map_or(Value::Null, |(_, v)| v),
+                    Ok(v) => v,
+                    Err(_) => Value::Null,
+                }),
+                "model": "",
+                "usage": turn.usage,
+            })),
+            Err(error) => ResultEnvelope::error(error),
+        };
+        json!({"call_id": call_id, "result": result.to_value(), "model": "", "duration_ms": 0, "metadata": {}})
+    }
+
+    /// Options for [`AgentRef::await_completion`] waiting for request
+    /// `request_id` (its entry in `__strategy__.requests`).
+    ///
+    /// [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
+    pub fn await_options(request_id: &str) -> AwaitOptions {
+        let at = |leaf: &str| {
+            [STRATEGY_KEY, "requests", request_id, leaf]
+                .map(str::to_owned)
+                .to_vec()
+        };
+        AwaitOptions::new()
+            .status_path(at("status"))
+            .result_path(at("result"))
+            .error_path(at("error"))
+    }
+
+    /// The machine of `agent`, if it runs this strategy.
+    pub fn machine_of(agent: &AgentState) -> Option<Machine> {
+        read_machine(agent)
+    }
+
+    fn load(&self, agent: &AgentState) -> Machine {
+        read_machine(agent).unwrap_or_default()
+    }
+
+    fn on_command(
+        &self,
+        agent: &mut AgentState,
+        name: &str,
+        params: Value,
+        ctx: &StrategyContext,
+    ) -> Vec<Directive> {
+        let mut out = Vec::new();
+        let event = match name {
+            commands::QUERY => match Query::deserialize(&params) {
+                Ok(q) => Event::Start {
+                    request_id: q
+                        .request_id
+                        .filter(|id| !id.is_empty())
+                        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+                    query: q.query,
+                    output: q.output_schema,
+                },
+                Err(e) => {
+                    let request_id = params
+                        .get("request_id")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
+                    out.push(
+                        EmitRequestError::new(
+                            request_id,
+                            "invalid_request",
+                            format!("invalid query: {e}"),
+                        )
+                        .into(),
+                    );
+                    return out;
+                }
+            },
+            commands::CANCEL => {
+                let request_id = params
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned);
+                let reason = params
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or(DEFAULT_CANCEL_REASON)
+                    .to_owned();
+                Event::Cancel { request_id, reason }
+            }
+            commands::LLM_DELTA => {
+                let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let m = self.load(agent);
+                if m.status == Status::AwaitingLlm && m.llm_call_id.as_deref() == Some(call_id) {
+                    self.forward(ctx, &mut out);
+                }
+                return out;
+            }
+            commands::USAGE | commands::TOOL_STARTED => {
+                let request_id = params
+                    .get("metadata")
+                    .and_then(|m| m.get("request_id"))
+                    .and_then(Value::as_str);
+                let m = self.load(agent);
+                if m.status.is_busy() && m.request_id.as_deref() == request_id {
+                    self.forward(ctx, &mut out);
+                }
+                return out;
+            }
+            commands::REQUEST_ERROR => {
+                self.record_rejection(agent, &params);
+                self.forward(ctx, &mut out);
+                return out;
+            }
+            commands::LLM_RESULT => match LlmResponseData::deserialize(params) {
+                Ok(data) => Event::LlmResult {
+                    call_id: data.call_id,
+                    result: match data.result {
+                        ResultEnvelope::Ok { result, .. } => {
+                            Turn::from_payload(&result).map_err(|e| ErrorEnvelope::from_error(&e))
+                        }
+                        ResultEnvelope::Error { reason, .. } => Err(reason),
+                    },
+                },
+                Err(e) => return vec![bad_payload(name, &e)],
+            },
+            commands::TOOL_RESULT => match ToolResultData::deserialize(params) {
+                Ok(data) => {
+                    let effects = data.result.decode_effects();
+                    let event = Event::ToolResult {
+                        call_id: data.call_id,
+                        result: data.result,
+                    };
+                    let mut m = self.load(agent);
+                    let t = m.handle(&self.machine, event);
+                    if !t.accepted {
+                        return out;
+                    }
+                    self.forward(ctx, &mut out);
+                    match effects {
+                        Ok(effects) => out.extend(agent.apply_effects(effects)),
+                        Err(err) => out.push(Directive::error(err, "tool_effects")),
+                    }
+                    write_machine(agent, &m);
+                    self.lift(agent, &m, t.steps, &mut out);
+                    return out;
+                }
+                Err(e) => return vec![bad_payload(name, &e)],
+            },
+            other => {
+                return vec![crate::strategy::unknown_command(&Command::strategy(
+                    other,
+                    Value::Null,
+                ))];
+            }
+        };
+        let mut m = self.load(agent);
+        let t = m.handle(&self.machine, event);
+        if !t.accepted {
+            return out;
+        }
+        write_machine(agent, &m);
+        self.lift(agent, &m, t.steps, &mut out);
+        out
+    }
+
+    /// Re-emits the signal being handled to the events dispatch.
+    fn forward(&self, ctx: &StrategyContext, out: &mut Vec<Directive>) {
+        if let (Some(events), Some(signal)) = (&self.events, ctx.signal()) {
+            out.push(Directive::emit_to(signal.clone(), events.clone()));
+        }
+    }
+
+    fn emit(&self, ty: &str, data: Value, out: &mut Vec<Directive>) {
+        if let Some(events) = &self.events {
+            let signal = Signal::new(ty, data);
+            out.push(Directive::emit_to(signal, events.clone()));
+        }
+    }
+
+    /// Turns the machine's steps into directives and request records.
+    fn lift(
+        &self,
+        agent: &mut AgentState,
+        m: &Machine,
+        steps: Vec<Step>,
+        out: &mut Vec<Directive>,
+    ) {
+        for step in steps {
+            match step {
+                Step::CallLlm {
+                    call_id,
+                    request_id,
+                    iteration,
+                    output,
+                } => {
+                    if iteration == 1 && !m.repaired && m.llm_call_id.as_deref() == Some(&call_id) {
+                        self.record_start(agent, m, &request_id, out);
+                    }
+                    out.push(self.llm_directive(m, call_id, request_id, iteration, output));
+                }
+                Step::ExecTool {
+                    call,
+                    request_id,
+                    iteration,
+                } => out.push(match self.tools.get(&call.name) {
+                    Some(tool) => ToolExec::new(call.id, call.name, call.arguments)
+                        .tool(tool)
+                        .request_id(request_id)
+                        .iteration(iteration)
+                        .timeout_ms(self.tool_timeout_ms)
+                        .max_retries(self.tool_max_retries)
+                        .retry_backoff_ms(self.tool_backoff_ms)
+                        .meta("strategy", MODULE)
+                        .into(),
+                    None => EmitToolError::unknown_tool(call.id, call.name)
+                        .meta("request_id", request_id)
+                        .meta("iteration", iteration)
+                        .meta("strategy", MODULE)
+                        .into(),
+                }),
+                Step::Reject {
+                    request_id,
+                    reason,
+                    message,
+                } => out.push(EmitRequestError::new(request_id, reason, message).into()),
+                Step::CancelCalls { request_id, reason } => {
+                    out.push(CancelRequest::new(request_id).reason(reason).into());
+                }
+                Step::Completed {
+                    request_id,
+                    answer,
+                    termination,
+                } => self.record_end(agent, m, &request_id, Ok(answer), termination, out),
+                Step::Failed {
+                    request_id,
+                    error,
+                    termination,
+                } => self.record_end(agent, m, &request_id, Err(error), termination, out),
+                #[allow(unreachable_patterns)]
+                _ => {}
+            }
+        }
+    }
+
+    fn llm_directive(
+        &self,
+        m: &Machine,
+        call_id: String,
+        request_id: String,
+        iteration: u64,
+        output: Option<String>,
+    ) -> Directive {
+        let format = output
+            .as_deref()
+            .and_then(|n| self.machine.outputs.get(n))
+            .map(OutputSchema::format);
+        let mut metadata = Map::with_capacity(3);
+        metadata.insert("request_id".into(), request_id.into());
+        metadata.insert("iteration".into(), iteration.into());
+        metadata.insert("strategy".into(), MODULE.into());
+        let context = if self.examples.is_empty() {
+            m.conversation.messages()
+        } else {
+            let mut all = self.examples.as_ref().clone();
+            all.extend(m.conversation.messages());
+            all
+        };
+        macro_rules! build {
+            ($ty:ident) => {{
+                let mut d = $ty::new(call_id, self.model.clone(), context)
+                    .tools(self.specs.as_ref().clone())
+                    .max_tokens(self.max_tokens)
+                    .temperature(self.temperature)
+                    .metadata(metadata);
+                d.system_prompt = self.system_prompt.clone();
+                d.timeout = self.llm_timeout;
+                d.response_format = format;
+                d.into()
+            }};
+        }
+        if self.streaming {
+            build!(LlmStream)
+        } else {
+            build!(LlmGenerate)
+        }
+    }
+
+    fn record_start(
+        &self,
+        agent: &mut AgentState,
+        m: &Machine,
+        request_id: &str,
+        out: &mut Vec<Directive>,
+    ) {
+        let query = m
+            .conversation
+            .messages()
+            .pop()
+            .map(|msg| msg.content)
+            .unwrap_or_default();
+        let state = agent.state_mut();
+        state.insert("status", "running");
+        state.insert("last_request_id", request_id);
+        state.insert("last_query", query.as_str());
+        state.insert("last_answer", "");
+        state.insert("error", StateValue::Null);
+        let mut entry = StateMap::with_capacity(6);
+        entry.insert("query", query.as_str());
+        entry.insert("status", "pending");
+        let requests = agent.strategy_state_mut().object_mut("requests");
+        requests.remove(request_id);
+        requests.insert(request_id, entry);
+        while requests.len() > self.request_history {
+            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
+                break;
+            };
+            requests.remove(&oldest);
+        }
+        self.emit(
+            REQUEST_STARTED,
+            json!({"request_id": request_id, "query": query}),
+            out,
+        );
+    }
+
+    fn record_end(
+        &self,
+        agent: &mut AgentState,
+        m: &Machine,
+        request_id: &str,
+        outcome: Result<Value, Value>,
+        termination: Termination,
+        out: &mut Vec<Directive>,
+    ) {
+        let usage = usage_json(&m.usage);
+        let state = agent.state_mut();
+        {
+            let entry = agent_requests_entry(state, request_id);
+            entry.insert("termination_reason", termination.as_str());
+            entry.insert("usage", StateValue::from(&usage));
+            match &outcome {
+                Ok(answer) => {
+                    entry.insert("status", "completed");
+                    entry.insert("result", StateValue::from(answer));
+                }
+                Err(error) => {
+                    entry.insert("status", "failed");
+                    entry.insert("error", StateValue::from(error));
+                }
+            }
+        }
+        match outcome {
+            Ok(answer) => {
+                state.insert("status", "completed");
+                state.insert("last_answer", StateValue::from(&answer));
+                self.emit(
+                    REQUEST_COMPLETED,
+                    json!({"request_id": request_id, "result": answer,
+                           "termination_reason": termination.as_str(), "usage": usage}),
+                    out,
+                );
+            }
+            Err(error) => {
+                state.insert("status", "failed");
+                state.insert("error", StateValue::from(&error));
+                self.emit(
+                    REQUEST_FAILED,
+                    json!({"request_id": request_id, "error": error,
+                           "termination_reason": termination.as_str(), "usage": usage}),
+                    out,
+                );
+            }
+        }
+    }
+
+    /// A request rejected with `ai.request.error`: recorded as failed
+    /// (`{type: "rejected", reason, message}`), unless it is the running
+    /// or a finished request (a busy rejection reuses no id it knows).
+    fn record_rejection(&self, agent: &mut AgentState, params: &Value) {
+        let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
+            return;
+        };
+        let known = agent
+            .strategy_state()
+            .and_then(|s| s.get("requests"))
+            .and_then(|r| r.get(request_id))
+            .is_some();
+        if known {
+            return;
+        }
+        let error = json!({
+            "type": "rejected",
+            "message": params.get("message").cloned().unwrap_or(Value::Null),
+            "details": {"reason": params.get("reason").cloned().unwrap_or(Value::Null)},
+            "retryable": false,
+        });
+        let mut entry = StateMap::with_capacity(3);
+        entry.insert("status", "failed");
+        entry.insert("error", StateValue::from(&error));
+        let requests = agent.strategy_state_mut().object_mut("requests");
+        requests.insert(request_id, entry);
+        while requests.len() > self.request_history {
+            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
+                break;
+            };
+            requests.remove(&oldest);
+        }
+    }
+}
+
+fn agent_requests_entry<'a>(state: &'a mut StateMap, request_id: &str) -> &'a mut StateMap {
+    state
+        .object_mut(STRATEGY_KEY)
+        .object_mut("requests")
+        .object_mut(request_id)
+}
+
+fn query_params(query: &str, request_id: Option<&str>) -> Value {
+    let mut m = Map::with_capacity(2);
+    m.insert("query".into(), query.into());
+    if let Some(id) = request_id {
+        m.insert("request_id".into(), id.into());
+    }
+    Value::Object(m)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Query {
+    query: String,
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    output_schema: Option<String>,
+}
+
+fn bad_payload(command: &str, e: &serde_json::Error) -> Directive {
+    Directive::error(
+        Error::validation(format!("invalid {command} payload: {e}"))
+            .with_detail("command", command.to_owned()),
+        error_context::STRATEGY_COMMAND,
+    )
+}
+
+fn read_machine(agent: &AgentState) -> Option<Machine> {
+    let st = agent.strategy_state()?;
+    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
+        return None;
+    }
+    Machine::read(st)
+}
+
+fn write_machine(agent: &mut AgentState, m: &Machine) {
+    let st = agent.strategy_state_mut();
+    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
+        st.insert("module", MODULE);
+    }
+    m.write(st);
+}
+
+impl Strategy for ReAct {
+    fn name(&self) -> &'static str {
+        MODULE
+    }
+
+    fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
+        if read_machine(agent).is_none() {
+            write_machine(agent, &Machine::new());
+        }
+        Vec::new()
+    }
+
+    async fn cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<Command>,
+        ctx: &StrategyContext,
+    ) -> Vec<Directive> {
+        let mut out = Vec::new();
+        for command in commands {
+            match command {
+                Command::Run(instruction) => {
+                    let outcome = ctx.run(agent, instruction).await;
+                    out.extend(apply_outcome(agent, outcome));
+                }
+                Command::Strategy { name, params, .. } => {
+                    out.extend(self.on_command(agent, &name, params, ctx));
+                }
+            }
+        }
+        out
+    }
+
+    /// `idle` → idle, `awaiting_llm` / `awaiting_tool` → running,
+    /// `completed` → success, `error` → failure; `result` the answer (or
+    /// the error); details `phase`, `iteration`, `request_id`,
+    /// `termination_reason`, `usage`, `pending_tool_calls`,
+    /// `conversation_length`.
+    fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
+        let Some(m) = read_machine(agent) else {
+            return Snapshot::default();
+        };
+        let status = match m.status {
+            Status::Idle => SnapshotStatus::Idle,
+            Status::AwaitingLlm | Status::AwaitingTool => SnapshotStatus::Running,
+            Status::Completed => SnapshotStatus::Success,
+            Status::Error => SnapshotStatus::Failure,
+        };
+        let mut snap = Snapshot::new(status);
+        snap.result = (!m.result.is_null()).then(|| m.result.clone());
+        let d = &mut snap.details;
+        d.insert("phase".into(), m.status.as_str().into());
+        d.insert("iteration".into(), m.iteration.into());
+        d.insert("request_id".into(), m.request_id.clone().into());
+        d.insert(
+            "termination_reason".into(),
+            m.termination.map(Termination::as_str).into(),
+        );
+        d.insert("usage".into(), usage_json(&m.usage));
+        d.insert("pending_tool_calls".into(), m.tool_calls.len().into());
+        d.insert("conversation_length".into(), m.conversation.len().into());
+        snap
+    }
+
+    fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
+        let cmd =
+            |path: &str, name: &str| SignalRoute::new(path, RouteTarget::StrategyCmd(name.into()));
+        vec![
+            cmd(QUERY_SIGNAL, commands::QUERY),
+            cmd(CANCEL_SIGNAL, commands::CANCEL),
+            cmd(signals::LLM_DELTA, commands::LLM_DELTA),
+            cmd(signals::LLM_RESPONSE, commands::LLM_RESULT),
+            cmd(signals::USAGE, commands::USAGE),
+            cmd(signals::TOOL_STARTED, commands::TOOL_STARTED),
+            cmd(signals::TOOL_RESULT, commands::TOOL_RESULT),
+            cmd(signals::REQUEST_ERROR, commands::REQUEST_ERROR),
+        ]
+    }
+}
