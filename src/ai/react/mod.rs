@@ -91,7 +91,7 @@ use super::directive::{
 use super::envelope::{ErrorEnvelope, ResultEnvelope};
 use super::signals::{self, LlmResponseData, ToolResultData};
 use super::tool::ToolSet;
-use crate::agent::{AgentState, RouteTarget, STRATEGY_KEY, SignalRoute};
+use crate::agent::{AgentData, RouteTarget, STRATEGY_KEY, SignalRoute};
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
 use crate::server::AwaitOptions;
@@ -389,17 +389,17 @@ impl ReAct {
     }
 
     /// The machine of `agent`, if it runs this strategy.
-    pub fn machine_of(agent: &AgentState) -> Option<Machine> {
+    pub fn machine_of(agent: &AgentData) -> Option<Machine> {
         read_machine(agent)
     }
 
-    fn load(&self, agent: &AgentState) -> Machine {
+    fn load(&self, agent: &AgentData) -> Machine {
         read_machine(agent).unwrap_or_default()
     }
 
     fn on_command(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         name: &str,
         params: Value,
         ctx: &StrategyContext,
@@ -537,7 +537,7 @@ impl ReAct {
     /// Turns the machine's steps into directives and request records.
     fn lift(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         m: &Machine,
         steps: Vec<Step>,
         out: &mut Vec<Directive>,
@@ -644,7 +644,7 @@ impl ReAct {
 
     fn record_start(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         m: &Machine,
         request_id: &str,
         out: &mut Vec<Directive>,
@@ -682,7 +682,7 @@ impl ReAct {
 
     fn record_end(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         m: &Machine,
         request_id: &str,
         outcome: Result<Value, Value>,
@@ -733,7 +733,7 @@ impl ReAct {
     /// A request rejected with `ai.request.error`: recorded as failed
     /// (`{type: "rejected", reason, message}`), unless it is the running
     /// or a finished request (a busy rejection reuses no id it knows).
-    fn record_rejection(&self, agent: &mut AgentState, params: &Value) {
+    fn record_rejection(&self, agent: &mut AgentData, params: &Value) {
         let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
             return;
         };
@@ -799,7 +799,7 @@ fn bad_payload(command: &str, e: &serde_json::Error) -> Directive {
     )
 }
 
-fn read_machine(agent: &AgentState) -> Option<Machine> {
+fn read_machine(agent: &AgentData) -> Option<Machine> {
     let st = agent.strategy_state()?;
     if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
         return None;
@@ -807,7 +807,7 @@ fn read_machine(agent: &AgentState) -> Option<Machine> {
     Machine::read(st)
 }
 
-fn write_machine(agent: &mut AgentState, m: &Machine) {
+fn write_machine(agent: &mut AgentData, m: &Machine) {
     let st = agent.strategy_state_mut();
     if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
         st.insert("module", MODULE);
@@ -820,7 +820,7 @@ impl Strategy for ReAct {
         MODULE
     }
 
-    fn init(&self, agent: &mut AgentState, _ctx: &StrategyContext) -> Vec<Directive> {
+    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
         if read_machine(agent).is_none() {
             write_machine(agent, &Machine::new());
         }
@@ -829,7 +829,7 @@ impl Strategy for ReAct {
 
     async fn cmd(
         &self,
-        agent: &mut AgentState,
+        agent: &mut AgentData,
         commands: Vec<Command>,
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
@@ -853,7 +853,7 @@ impl Strategy for ReAct {
     /// the error); details `phase`, `iteration`, `request_id`,
     /// `termination_reason`, `usage`, `pending_tool_calls`,
     /// `conversation_length`.
-    fn snapshot(&self, agent: &AgentState, _ctx: &StrategyContext) -> Snapshot {
+    fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
         let Some(m) = read_machine(agent) else {
             return Snapshot::default();
         };
