@@ -715,9 +715,4 @@ pub(crate) mod errors {
     pub(crate) fn envelope_from(bytes: &[u8]) -> Result<Value> {
         serde_json::from_slice(bytes).map_err(|e| corrupt("dead letter", e))
     }
-
-    /// `limit` as a count of rows for backends that take an `i64`.
-    pub(crate) fn limit_i64(limit: usize) -> i64 {
-        i64::try_from(limit).unwrap_or(i64::MAX)
-    }
 }

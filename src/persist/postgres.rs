@@ -48,8 +48,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
 use super::errors::{
-    check_epoch, envelope_bytes, envelope_from, expect_holds, journal_conflict, limit_i64,
-    no_entry, stale_rev,
+    check_epoch, envelope_bytes, envelope_from, expect_holds, journal_conflict, no_entry, stale_rev,
 };
 use super::{Checkpoint, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey, Stored};
 use crate::error::{Error, Result};
@@ -278,6 +277,11 @@ impl From<deadpool_postgres::PoolError> for BackendError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         Self::Pool(e)
     }
+}
+
+/// `limit` as a row count.
+fn limit_i64(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
 /// A `u64` as a PostgreSQL `bigint`.
