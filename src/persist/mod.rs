@@ -351,6 +351,13 @@ pub enum Expect {
     Rev(u64),
 }
 
+impl<T> Stored<T> {
+    /// A stored value (for adapters).
+    pub fn new(value: T, rev: u64, epoch: u64) -> Self {
+        Self { value, rev, epoch }
+    }
+}
+
 /// One journal entry: an incoming signal written ahead.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -364,6 +371,15 @@ pub struct JournalEntry {
 }
 
 impl JournalEntry {
+    /// An entry (for adapters).
+    pub fn new(seq: u64, signal: Vec<u8>, attempts: u32) -> Self {
+        Self {
+            seq,
+            signal,
+            attempts,
+        }
+    }
+
     /// The entry's signal, parsed and validated.
     ///
     /// # Errors
@@ -395,6 +411,18 @@ pub struct DeadLetter {
     pub error: Value,
 }
 
+impl DeadLetter {
+    /// A dead letter (for adapters); `error` is an error envelope.
+    pub fn new(seq: u64, signal: Vec<u8>, attempts: u32, error: Value) -> Self {
+        Self {
+            seq,
+            signal,
+            attempts,
+            error,
+        }
+    }
+}
+
 /// The node that owns a key, and since which epoch.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,6 +431,16 @@ pub struct Owner {
     pub node: String,
     /// Its epoch (1 for the first claim).
     pub epoch: u64,
+}
+
+impl Owner {
+    /// An owner (for adapters).
+    pub fn new(node: impl Into<String>, epoch: u64) -> Self {
+        Self {
+            node: node.into(),
+            epoch,
+        }
+    }
 }
 
 /// Where agents are kept between runs. Object-safe: the runtime holds an
