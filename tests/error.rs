@@ -15,7 +15,7 @@ fn limits_are_jidos() {
 
 #[test]
 fn constructors_set_kind_and_message() {
-    let cases: [(Error, ErrorKind, &str); 11] = [
+    let cases: [(Error, ErrorKind, &str); 14] = [
         (
             Error::validation("v"),
             ErrorKind::Validation,

@@ -67,16 +67,19 @@ const FORMAT: u64 = 1;
 type K3<'a> = (&'a str, &'a str, &'a str);
 type K4<'a> = (&'a str, &'a str, &'a str, u64);
 
-/// Per key: `(epoch, last revision, journal head, has a checkpoint, owner)`.
-const KEYS: TableDefinition<K3, (u64, u64, u64, bool, Option<&str>)> =
-    TableDefinition::new("jido_keys");
+/// A key's row: `(epoch, last revision, journal head, has a checkpoint, owner)`.
+type KeyValue<'a> = (u64, u64, u64, bool, Option<&'a str>);
+/// A dead letter: `(seq, attempts, signal JSON, error envelope JSON)`.
+type DeadValue<'a> = (u64, u32, &'a [u8], &'a [u8]);
+
+/// Per key: its row.
+const KEYS: TableDefinition<K3, KeyValue> = TableDefinition::new("jido_keys");
 /// Per key: the checkpoint's JSON.
 const CHECKPOINTS: TableDefinition<K3, &[u8]> = TableDefinition::new("jido_checkpoints");
 /// Per key and sequence number: `(attempts, signal JSON)`.
 const JOURNAL: TableDefinition<K4, (u32, &[u8])> = TableDefinition::new("jido_journal");
 /// Per key and dead-letter number: `(seq, attempts, signal JSON, error envelope JSON)`.
-const DEAD: TableDefinition<K4, (u64, u32, &[u8], &[u8])> =
-    TableDefinition::new("jido_dead_letters");
+const DEAD: TableDefinition<K4, DeadValue> = TableDefinition::new("jido_dead_letters");
 /// `format`, `dead_letter_id`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("jido_meta");
 
@@ -331,10 +334,10 @@ fn write_loop(db: &Database, rx: &mpsc::Receiver<Request>, stats: &Counters) {
 }
 
 struct Tables<'t> {
-    keys: Table<'t, K3<'static>, (u64, u64, u64, bool, Option<&'static str>)>,
+    keys: Table<'t, K3<'static>, KeyValue<'static>>,
     checkpoints: Table<'t, K3<'static>, &'static [u8]>,
     journal: Table<'t, K4<'static>, (u32, &'static [u8])>,
-    dead: Table<'t, K4<'static>, (u64, u32, &'static [u8], &'static [u8])>,
+    dead: Table<'t, K4<'static>, DeadValue<'static>>,
     meta: Table<'t, &'static str, u64>,
 }
 
