@@ -14,6 +14,8 @@
 //! * [`ErrorKind::Validation`] and [`ErrorKind::Configuration`] never retry;
 //! * [`ErrorKind::Timeout`] always retries;
 //! * [`ErrorKind::Cancelled`] never retries (somebody asked for it to stop);
+//! * [`ErrorKind::Conflict`] and [`ErrorKind::Fenced`] never retry as they
+//!   are: the write was based on stale knowledge (re-read first);
 //! * every other kind retries unless its details carry a hint: `retry` or
 //!   `retryable` set to `false`, looked up first at the top level and then,
 //!   recursively, under `reason`.
@@ -69,6 +71,16 @@ pub enum ErrorKind {
     Cancelled,
     /// A bug or broken invariant inside the runtime.
     Internal,
+    /// A storage backend failed (I/O, a lost connection, data it cannot
+    /// read back). Retried unless the details say `retry: false`, as they do
+    /// for corrupt data.
+    Storage,
+    /// A conditional write lost: the revision or sequence it expected is no
+    /// longer the stored one. Never retried as is.
+    Conflict,
+    /// A write by an owner whose epoch is no longer current: another node
+    /// claimed the key. Never retried; the writer must stop.
+    Fenced,
 }
 
 impl ErrorKind {
@@ -86,6 +98,9 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Internal => "internal",
+            ErrorKind::Storage => "storage_error",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Fenced => "fenced",
         }
     }
 }
@@ -154,6 +169,12 @@ impl Error {
         cancelled => Cancelled,
         /// An [`ErrorKind::Internal`] error.
         internal => Internal,
+        /// An [`ErrorKind::Storage`] error.
+        storage => Storage,
+        /// An [`ErrorKind::Conflict`] error.
+        conflict => Conflict,
+        /// An [`ErrorKind::Fenced`] error.
+        fenced => Fenced,
     }
 
     /// Adds (or replaces) one detail.
@@ -218,7 +239,11 @@ impl Error {
     /// docs](self) for the rules.
     pub fn retryable(&self) -> bool {
         match self.kind {
-            ErrorKind::Validation | ErrorKind::Configuration | ErrorKind::Cancelled => false,
+            ErrorKind::Validation
+            | ErrorKind::Configuration
+            | ErrorKind::Cancelled
+            | ErrorKind::Conflict
+            | ErrorKind::Fenced => false,
             ErrorKind::Timeout => true,
             _ => retry_hint(&self.details, 0).unwrap_or(true),
         }

@@ -31,6 +31,10 @@
 //!   hierarchy through supervision events.
 //! * The AI layer (`ai`, feature `ai`): LLM and tool directives with their
 //!   signal contract, tools from actions, the model interface.
+//! * Persistence (`persist`, feature `persist`): the `Storage` trait
+//!   (checkpoints, a signal journal, owner epochs, dead letters) with
+//!   memory, redb (`persist-redb`) and PostgreSQL (`persist-postgres`)
+//!   adapters and a conformance suite for your own.
 //!
 //! The pure core (everything but `server` and the extensions) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.
@@ -107,6 +111,8 @@ pub mod error;
 pub mod exec;
 mod executor;
 pub mod instruction;
+#[cfg(feature = "persist")]
+pub mod persist;
 pub mod server;
 pub mod signal;
 pub mod state;

@@ -15,7 +15,7 @@ fn limits_are_jidos() {
 
 #[test]
 fn constructors_set_kind_and_message() {
-    let cases: [(Error, ErrorKind, &str); 11] = [
+    let cases: [(Error, ErrorKind, &str); 14] = [
         (
             Error::validation("v"),
             ErrorKind::Validation,
@@ -47,6 +47,9 @@ fn constructors_set_kind_and_message() {
         (Error::not_found("n"), ErrorKind::NotFound, "not_found"),
         (Error::cancelled("x"), ErrorKind::Cancelled, "cancelled"),
         (Error::internal("i"), ErrorKind::Internal, "internal"),
+        (Error::storage("s"), ErrorKind::Storage, "storage_error"),
+        (Error::conflict("c"), ErrorKind::Conflict, "conflict"),
+        (Error::fenced("f"), ErrorKind::Fenced, "fenced"),
     ];
     for (err, kind, type_name) in cases {
         assert_eq!(err.kind(), kind);
@@ -66,8 +69,12 @@ fn retryable_by_kind() {
     assert!(!Error::validation("x").retryable());
     assert!(!Error::configuration("x").retryable());
     assert!(!Error::cancelled("x").retryable());
+    assert!(!Error::conflict("x").retryable());
+    assert!(!Error::fenced("x").retryable());
     assert!(Error::timeout("x").retryable());
+    assert!(!Error::storage("x").with_retry(false).retryable());
     for err in [
+        Error::storage("x"),
         Error::execution("x"),
         Error::compensation("x"),
         Error::routing("x"),
