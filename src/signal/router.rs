@@ -465,10 +465,11 @@ impl<T> Children<T> {
     }
 
     fn get_or_default(&mut self, seg: &str) -> &mut Node<T> {
-        if let Children::Few(v) = self {
-            if v.len() >= FEW_CHILDREN && !v.iter().any(|(k, _)| &**k == seg) {
-                *self = Children::Many(std::mem::take(v).into_iter().collect());
-            }
+        if let Children::Few(v) = self
+            && v.len() >= FEW_CHILDREN
+            && !v.iter().any(|(k, _)| &**k == seg)
+        {
+            *self = Children::Many(std::mem::take(v).into_iter().collect());
         }
         match self {
             Children::Few(v) => {

@@ -535,13 +535,7 @@ impl ReAct {
     }
 
     /// Turns the machine's steps into directives and request records.
-    fn lift(
-        &self,
-        agent: &mut AgentData,
-        m: &Machine,
-        steps: Vec<Step>,
-        out: &mut Vec<Directive>,
-    ) {
+    fn lift(&self, agent: &mut AgentData, m: &Machine, steps: Vec<Step>, out: &mut Vec<Directive>) {
         for step in steps {
             match step {
                 Step::CallLlm {
