@@ -67,11 +67,11 @@ async fn wait_exit_says_why_each_agent_ended() {
     assert_eq!(reason, ExitReason::Killed);
     assert_eq!(reason.to_string(), "killed");
 
-    let crashed = start("w-crash").await.unwrap();
-    crashed
+    let by_signal = start("w-signal").await.unwrap();
+    by_signal
         .cast(sig("jido.agent.stop", json!({"reason": "agent_error: x"})))
         .unwrap();
-    let reason = within(crashed.wait_exit()).await;
+    let reason = within(by_signal.wait_exit()).await;
     assert_eq!(reason, ExitReason::Stopped("agent_error: x".into()));
     assert!(!reason.is_clean());
 

@@ -558,6 +558,34 @@ fn ms(d: Duration) -> u64 {
 
 type Terminal = Arc<dyn Fn(Error) -> Signal + Send + Sync>;
 
+/// The error terminal of a model call (`ai.llm.response`, `ai.embed.result`):
+/// the signal `make` builds from the call id, the error's envelope, the
+/// model as resolved so far, the time since `started` and the metadata.
+fn model_call_terminal<T>(
+    call_id: String,
+    metadata: serde_json::Map<String, Value>,
+    model: Arc<Mutex<String>>,
+    started: Instant,
+    make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
+) -> Terminal
+where
+    T: TypedSignal<Data = T> + serde::Serialize + 'static,
+{
+    Arc::new(move |error: Error| {
+        let model = model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        build(make(
+            call_id.clone(),
+            ResultEnvelope::error(&error),
+            model,
+            ms(started.elapsed()),
+            metadata.clone(),
+        ))
+    })
+}
+
 impl AiRuntime {
     /// Registers the call, spawns `work` (which sends its non-terminal
     /// signals itself and returns the terminal one) under the agent's
@@ -633,24 +661,19 @@ impl AiRuntime {
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
         let metadata = call.correlation.metadata(operation);
         let model_name = Arc::new(Mutex::new(call.model.as_str().to_owned()));
-        let terminal: Terminal = {
-            let call_id = call.id.clone();
-            let metadata = metadata.clone();
-            let model_name = Arc::clone(&model_name);
-            Arc::new(move |error: Error| {
-                let model = model_name
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
-                build(LlmResponseData {
-                    call_id: call_id.clone(),
-                    result: ResultEnvelope::error(&error),
-                    model,
-                    duration_ms: ms(started.elapsed()),
-                    metadata: metadata.clone(),
-                })
-            })
-        };
+        let terminal = model_call_terminal(
+            call.id.clone(),
+            metadata.clone(),
+            Arc::clone(&model_name),
+            started,
+            |call_id, result, model, duration_ms, metadata| LlmResponseData {
+                call_id,
+                result,
+                model,
+                duration_ms,
+                metadata,
+            },
+        );
         let agent = ctx.myself();
         let rt = self.clone();
         let fail = Arc::clone(&terminal);
@@ -727,24 +750,19 @@ impl AiRuntime {
         let started = Instant::now();
         let metadata = d.correlation().metadata(OP_EMBED);
         let model_name = Arc::new(Mutex::new(d.model.as_str().to_owned()));
-        let terminal: Terminal = {
-            let call_id = d.id.clone();
-            let metadata = metadata.clone();
-            let model_name = Arc::clone(&model_name);
-            Arc::new(move |error: Error| {
-                let model = model_name
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone();
-                build(EmbedResultData {
-                    call_id: call_id.clone(),
-                    result: ResultEnvelope::error(&error),
-                    model,
-                    duration_ms: ms(started.elapsed()),
-                    metadata: metadata.clone(),
-                })
-            })
-        };
+        let terminal = model_call_terminal(
+            d.id.clone(),
+            metadata.clone(),
+            Arc::clone(&model_name),
+            started,
+            |call_id, result, model, duration_ms, metadata| EmbedResultData {
+                call_id,
+                result,
+                model,
+                duration_ms,
+                metadata,
+            },
+        );
         let rt = self.clone();
         let fail = Arc::clone(&terminal);
         let d2 = d.clone();

@@ -921,7 +921,7 @@ impl AgentServerState {
     {
         self.next_id += 1;
         let generation = self.next_id;
-        let inbox = Arc::new(Inbox::default());
+        let inbox = Arc::new(Inbox::new(self.settings.fail_calls_on_action_error));
         let sink = Sink::new(Arc::clone(&inbox), myself.clone(), generation);
         let fut = work(self.agent.clone(), sink);
         match self.exec.supervisor().spawn(fut.instrument(span)) {
@@ -1129,7 +1129,7 @@ impl AgentServerState {
                 }
                 let failure = match &reply {
                     Some(_) if self.settings.fail_calls_on_action_error => {
-                        call_failure(&directives, &self.id)
+                        super::inflight::call_failure(&directives, &self.id)
                     }
                     _ => None,
                 };
@@ -1514,41 +1514,6 @@ fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
         current = current.get(key)?;
     }
     Some(current)
-}
-
-/// What a `call` answers when its `cmd` succeeded but reported a failure
-/// as an Error directive (an action failed after its retries, the input
-/// could not be normalised, the strategy refused the command): the first
-/// such error, the failed action's own error
-/// rather than the "instruction failed" wrapper the error policy gets,
-/// with the agent's id. The directives, the Error one included, still
-/// run as in Jido.
-fn call_failure(directives: &[Directive], agent_id: &str) -> Option<Error> {
-    directives.iter().find_map(|d| match d {
-        Directive::Error { error, context } => {
-            use crate::directive::error_context as ctx;
-            let error = match context.as_str() {
-                ctx::INSTRUCTION => std::error::Error::source(error)
-                    .and_then(|cause| cause.downcast_ref::<Error>())
-                    .unwrap_or(error),
-                ctx::NORMALIZE
-                | ctx::INSTRUCTION_RESULT
-                | ctx::FSM_TRANSITION
-                | ctx::STRATEGY_COMMAND
-                | ctx::ON_BEFORE_CMD => error,
-                // An Error directive an action pushed as an effect is its
-                // own report to the error policy, not a failed call.
-                _ => return None,
-            };
-            Some(
-                error
-                    .clone()
-                    .with_detail("agent_id", agent_id.to_owned())
-                    .with_detail("error_context", context.clone()),
-            )
-        }
-        _ => None,
-    })
 }
 
 /// The `cmd` of one routed signal on a copy of the agent, as a future the

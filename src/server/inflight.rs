@@ -46,9 +46,19 @@ pub(crate) struct DoneItem {
 impl DoneItem {
     /// Answers the caller with this item's own result when the agent is gone
     /// and cannot settle it any more (its directives are not executed).
-    fn answer_unsettled(self) {
+    fn answer_unsettled(self, fail_calls: bool) {
         if let Some(reply) = self.reply {
-            let _ = reply.send(self.result.map(|_| self.agent));
+            let answer = match self.result {
+                Ok(directives) => match fail_calls
+                    .then(|| call_failure(&directives, self.agent.id()))
+                    .flatten()
+                {
+                    Some(error) => Err(error),
+                    None => Ok(self.agent),
+                },
+                Err(error) => Err(error),
+            };
+            let _ = reply.send(answer);
         }
     }
 }
@@ -95,12 +105,14 @@ impl ArcWake for ActorWaker {
 }
 
 /// Where a running batch leaves its results.
-#[derive(Default)]
 pub(crate) struct Inbox {
     state: Mutex<InboxState>,
     /// Woken on every push, for a stopping agent that waits without a
     /// mailbox.
     changed: Notify,
+    /// The agent's `fail_calls_on_action_error`, for the callers answered
+    /// after the agent is gone.
+    fail_calls: bool,
 }
 
 #[derive(Default)]
@@ -122,6 +134,14 @@ pub(crate) struct Taken {
 }
 
 impl Inbox {
+    pub(crate) fn new(fail_calls: bool) -> Self {
+        Inbox {
+            state: Mutex::default(),
+            changed: Notify::new(),
+            fail_calls,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, InboxState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -164,7 +184,7 @@ impl Inbox {
         let mut st = self.lock();
         if st.closed {
             drop(st);
-            item.answer_unsettled();
+            item.answer_unsettled(self.fail_calls);
             return false;
         }
         st.items.push_back(item);
@@ -233,4 +253,39 @@ impl Drop for Sink {
             self.wake();
         }
     }
+}
+
+/// What a `call` answers when its `cmd` succeeded but reported a failure
+/// as an Error directive (an action failed after its retries, the input
+/// could not be normalised, the strategy refused the command): the first
+/// such error, the failed action's own error
+/// rather than the "instruction failed" wrapper the error policy gets,
+/// with the agent's id. The directives, the Error one included, still
+/// run as in Jido.
+pub(crate) fn call_failure(directives: &[Directive], agent_id: &str) -> Option<Error> {
+    directives.iter().find_map(|d| match d {
+        Directive::Error { error, context } => {
+            use crate::directive::error_context as ctx;
+            let error = match context.as_str() {
+                ctx::INSTRUCTION => std::error::Error::source(error)
+                    .and_then(|cause| cause.downcast_ref::<Error>())
+                    .unwrap_or(error),
+                ctx::NORMALIZE
+                | ctx::INSTRUCTION_RESULT
+                | ctx::FSM_TRANSITION
+                | ctx::STRATEGY_COMMAND
+                | ctx::ON_BEFORE_CMD => error,
+                // An Error directive an action pushed as an effect is its
+                // own report to the error policy, not a failed call.
+                _ => return None,
+            };
+            Some(
+                error
+                    .clone()
+                    .with_detail("agent_id", agent_id.to_owned())
+                    .with_detail("error_context", context.clone()),
+            )
+        }
+        _ => None,
+    })
 }

@@ -624,10 +624,7 @@ impl Exit {
     }
 
     fn reason(&self) -> String {
-        match self {
-            Exit::Stopped(r) => super::exit_reason(r.clone()),
-            Exit::Failed(e) => format!("failed: {e}"),
-        }
+        self.to_reason().to_string()
     }
 }
 
