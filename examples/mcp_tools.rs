@@ -50,7 +50,10 @@ fn server() -> Option<McpServerConfig> {
 }
 
 /// The client, the model's name, and whether it is a real one.
-fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Error>> {
+struct Model(Arc<dyn LlmClient>, String, bool);
+
+/// The model to use.
+fn model() -> Result<Model, Box<dyn std::error::Error>> {
     #[cfg(feature = "ai-genai")]
     {
         let config = jido::ai::client::LlmConfig::from_env();
@@ -59,7 +62,7 @@ fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Err
             let config = config.with_default_model(name.clone());
             println!("model: {name} at {:?}", config.base_url());
             let client = jido::ai::client::GenaiClient::new(config)?;
-            return Ok((Arc::new(client), name, true));
+            return Ok(Model(Arc::new(client), name, true));
         }
     }
     println!("model: scripted (set OPENAI_BASE_URL for a real one)");
@@ -67,7 +70,7 @@ fn model() -> Result<(Arc<dyn LlmClient>, String, bool), Box<dyn std::error::Err
         .calls([("get_sum", json!({"a": 19, "b": 23}))])
         .calls([("echo", json!({"message": "done"}))])
         .answer("19 plus 23 is 42. Echo: done.");
-    Ok((
+    Ok(Model(
         Arc::new(ScriptedModel::new([script])?),
         "scripted".into(),
         false,
@@ -106,7 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tools.names().collect::<Vec<_>>().join(", ")
     );
 
-    let (client, model_name, live) = model()?;
+    let Model(client, model_name, live) = model()?;
     let (tx, mut trace) = tokio::sync::mpsc::unbounded_channel();
     let mut react = ReAct::new()
         .model(model_name.as_str())
