@@ -13,11 +13,15 @@
 //! * [`runtime`]: [`AiRuntime`], which holds the client
 //!   and the tools and executes the directives.
 //! * [`react`]: the ReAct strategy ([`ReAct`]) on its pure state machine.
+//! * `mcp` (feature `mcp`): tools of MCP servers in a [`ToolSet`], and
+//!   actions served to MCP clients.
 
 pub mod client;
 pub mod directive;
 pub mod effects;
 pub mod envelope;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod react;
 pub mod runtime;
 pub mod signals;

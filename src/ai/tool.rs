@@ -152,6 +152,20 @@ impl ToolSet {
         Ok(self)
     }
 
+    /// This set with every tool of `tools` added, in order (e.g. the tools
+    /// of an MCP server, `jido::ai::mcp::McpClient::tools`
+    /// with feature `mcp`).
+    ///
+    /// # Errors
+    ///
+    /// As [`with`](ToolSet::with), for the first tool refused.
+    pub fn with_all<T: Into<Tool>>(mut self, tools: impl IntoIterator<Item = T>) -> Result<Self> {
+        for tool in tools {
+            self.insert(tool)?;
+        }
+        Ok(self)
+    }
+
     /// Adds `tool`.
     ///
     /// # Errors
@@ -177,6 +191,11 @@ impl ToolSet {
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)
+    }
+
+    /// The tools, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
     }
 
     /// The names, in insertion order.
