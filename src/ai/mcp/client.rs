@@ -519,11 +519,7 @@ impl McpClient {
 /// sent by the server.
 fn from_envelope(envelope: &Value, base: Error) -> Error {
     let env = ErrorEnvelope::normalize(envelope, "execution_error", base.message());
-    let kind = ALL_KINDS
-        .iter()
-        .copied()
-        .find(|k| k.as_str() == env.kind)
-        .unwrap_or(ErrorKind::Execution);
+    let kind = ErrorKind::from_type(&env.kind).unwrap_or(ErrorKind::Execution);
     let mut err = Error::new(kind, env.message)
         .with_details(Value::Object(base.details().clone()))
         .with_detail("remote", Value::Object(env.details));
@@ -532,23 +528,6 @@ fn from_envelope(envelope: &Value, base: Error) -> Error {
     }
     err
 }
-
-const ALL_KINDS: [ErrorKind; 14] = [
-    ErrorKind::Validation,
-    ErrorKind::Configuration,
-    ErrorKind::Execution,
-    ErrorKind::Timeout,
-    ErrorKind::Compensation,
-    ErrorKind::Routing,
-    ErrorKind::Dispatch,
-    ErrorKind::QueueOverflow,
-    ErrorKind::NotFound,
-    ErrorKind::Cancelled,
-    ErrorKind::Internal,
-    ErrorKind::Storage,
-    ErrorKind::Conflict,
-    ErrorKind::Fenced,
-];
 
 fn alive(service: &Service) -> bool {
     !service.is_closed() && !service.peer().is_transport_closed()
