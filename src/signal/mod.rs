@@ -902,4 +902,20 @@ mod time_format_tests {
         assert_eq!(parsed.get_version_num(), 7);
         assert_eq!(parsed.hyphenated().to_string(), id);
     }
+
+    #[test]
+    fn new_signal_ids_grow() {
+        let mut last = String::new();
+        for _ in 0..1000 {
+            let s = Signal::new("t", Value::Null);
+            assert!(s.id() > last.as_str(), "{} after {last}", s.id());
+            last = s.id().to_owned();
+        }
+    }
+
+    #[test]
+    fn a_signal_stays_small() {
+        // Moved on every send, and held in every agent's message loop.
+        assert!(std::mem::size_of::<Signal>() <= 248);
+    }
 }
