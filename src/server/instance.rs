@@ -769,14 +769,15 @@ impl RootState {
         let next = self.after_exit(actor, &exit);
         if let Some(id) = id {
             let exits = self.shared.exits();
-            exits.publish(AgentEvent::Exited {
+            let restarting = matches!(next, AfterExit::Restart(_));
+            exits.publish(|| AgentEvent::Exited {
                 id: id.to_string(),
                 actor,
                 reason,
-                restarting: matches!(next, AfterExit::Restart(_)),
+                restarting,
             });
             if let AfterExit::GiveUp(restarts) = next {
-                exits.publish(AgentEvent::GivenUp {
+                exits.publish(|| AgentEvent::GivenUp {
                     id: id.to_string(),
                     restarts,
                 });
