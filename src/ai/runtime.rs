@@ -64,8 +64,8 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData, ToolResultData,
-    ToolStartedData, UsageData, sanitize_delta,
+    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData,
+    ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
 use super::tool::{Tool, ToolSet};
 use crate::context::Context;
@@ -75,7 +75,7 @@ use crate::instruction::Instruction;
 use crate::server::{
     AgentRef, DirectiveContext, DirectiveExec, DirectiveResult, JidoConfig, ServerOptions,
 };
-use crate::signal::{Signal, TypedSignal};
+use crate::signal::Signal;
 
 /// Default wait of the LLM and embedding directives (30 s, Jido's).
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -535,14 +535,9 @@ const OP_GENERATE: &str = "generate_text";
 const OP_EMBED: &str = "embed";
 const OP_TOOL: &str = "tool_execute";
 
-/// A typed signal; should building it fail (it cannot for these payloads),
-/// a bare signal of the same type, so that a terminal signal still leaves.
-fn build<T: TypedSignal<Data = T> + serde::Serialize>(data: T) -> Signal {
-    let fallback = serde_json::to_value(&data).unwrap_or(Value::Null);
-    T::new(data).unwrap_or_else(|err| {
-        tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its source");
-        Signal::new(T::TYPE, fallback)
-    })
+/// A typed signal (see `signals::signal_of`).
+fn build<T: signals::Payload>(data: T) -> Signal {
+    signals::signal_of(data)
 }
 
 /// Casts to the agent; a gone agent has nobody to tell.
@@ -569,7 +564,7 @@ fn model_call_terminal<T>(
     make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
 ) -> Terminal
 where
-    T: TypedSignal<Data = T> + serde::Serialize + 'static,
+    T: signals::Payload + 'static,
 {
     Arc::new(move |error: Error| {
         let model = model
@@ -730,7 +725,7 @@ impl AiRuntime {
             }
             build(LlmResponseData {
                 call_id: call.id.clone(),
-                result: ResultEnvelope::ok(turn_payload(&resp)),
+                result: ResultEnvelope::ok(turn_payload(resp)),
                 model,
                 duration_ms: ms(started.elapsed()),
                 metadata,
@@ -1002,28 +997,16 @@ async fn stream_answer(
     }
 }
 
-/// The payload of a successful `ai.llm.response`.
-fn turn_payload(resp: &LlmResponse) -> Value {
-    let kind = if !resp.tool_calls.is_empty() || resp.finish_reason == FinishReason::ToolCalls {
-        "tool_calls"
-    } else {
-        "final_answer"
-    };
-    json!({
-        "type": kind,
-        "text": resp.text,
-        "thinking_content": resp.thinking,
-        "tool_calls": resp.tool_calls,
-        "finish_reason": finish_reason_str(&resp.finish_reason),
-        "model": resp.model,
-        "usage": resp.usage,
-    })
-}
-
-fn finish_reason_str(reason: &FinishReason) -> Value {
-    match serde_json::to_value(reason) {
-        Ok(Value::Object(map)) => map.into_iter().next().map_or(Value::Null, |(_, v)| v),
-        Ok(other) => other,
-        Err(_) => Value::Null,
-    }
+/// The payload of a successful `ai.llm.response` (its parts moved).
+fn turn_payload(resp: LlmResponse) -> Value {
+    let tool_calls = resp.finish_reason == FinishReason::ToolCalls;
+    signals::turn_value(
+        resp.text,
+        resp.thinking,
+        resp.tool_calls,
+        Some(&resp.finish_reason),
+        resp.model,
+        resp.usage,
+        tool_calls,
+    )
 }

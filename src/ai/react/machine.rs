@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::output::OutputSchema;
-use crate::ai::client::{FinishReason, Message, ToolCall, Usage};
+use crate::ai::client::{FinishReason, Message, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, set_bool, set_json, set_str, set_u64, usage_state};
 use crate::error::{Error, Result};
@@ -218,6 +218,46 @@ impl Turn {
     pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
         self.finish_reason = Some(reason);
         self
+    }
+
+    /// As [`Turn::from_payload`], by value: the text and the tool calls are
+    /// moved, not copied.
+    ///
+    /// # Errors
+    ///
+    /// As [`Turn::from_payload`].
+    pub fn from_value(payload: Value) -> Result<Self> {
+        let invalid = |reason: String| {
+            Error::validation(format!("invalid llm turn: {reason}")).with_detail("reason", reason)
+        };
+        let Value::Object(mut map) = payload else {
+            return Err(invalid("expected a json object".into()));
+        };
+        let text = match map.remove("text") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(invalid("text must be a string".into())),
+        };
+        let tool_calls = match map.remove("tool_calls") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => {
+                Vec::<ToolCall>::deserialize(v).map_err(|e| invalid(format!("tool_calls: {e}")))?
+            }
+        };
+        let usage = match map.get("usage") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Usage::deserialize(v).map_err(|e| invalid(format!("usage: {e}")))?),
+        };
+        let finish_reason = map
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(parse_finish_reason);
+        Ok(Turn {
+            text,
+            tool_calls,
+            finish_reason,
+            usage,
+        })
     }
 
     /// Reads the payload of a successful `ai.llm.response` (`{type, text,
@@ -443,11 +483,16 @@ pub struct PendingToolCall {
     pub state: ToolCallState,
 }
 
-/// The conversation: messages in a structure-sharing array, so that
-/// appending one costs O(log n) and keeping it in agent state costs
-/// nothing per signal.
+/// The conversation, twice: the messages (for the model calls, no
+/// decoding per call) and their JSON mirror in a structure-sharing array
+/// (kept in agent state at no cost per signal). Appending costs O(1)
+/// amortised for the messages and O(log n) for the mirror, whoever else
+/// holds either.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Conversation(StateArray);
+pub struct Conversation {
+    messages: imbl::Vector<Message>,
+    array: StateArray,
+}
 
 impl Conversation {
     /// An empty conversation.
@@ -456,44 +501,86 @@ impl Conversation {
     }
 
     /// Appends a message.
-    pub fn push(&mut self, message: &Message) {
-        let value = serde_json::to_value(message).unwrap_or(Value::Null);
-        self.0.push(StateValue::from(value));
+    pub fn push(&mut self, message: Message) {
+        self.array.push(message_state(&message));
+        self.messages.push_back(message);
     }
 
     /// How many messages.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.messages.len()
     }
 
     /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.messages.is_empty()
     }
 
-    /// The messages (entries that are not messages are skipped).
+    /// The messages, copied (what a model call sends).
     pub fn messages(&self) -> Vec<Message> {
-        self.0
-            .iter()
-            .filter_map(|v| Message::deserialize(v).ok())
-            .collect()
+        self.messages.iter().cloned().collect()
+    }
+
+    /// The messages, borrowed.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Message> + DoubleEndedIterator + '_ {
+        self.messages.iter()
     }
 
     /// The content of the last message, if any.
     pub fn last_content(&self) -> Option<String> {
-        let last = self.0.last()?;
-        Some(last.get("content")?.as_str()?.to_owned())
+        Some(self.messages.last()?.content.clone())
     }
 
-    /// The underlying array.
+    /// The JSON mirror.
     pub fn as_array(&self) -> &StateArray {
-        &self.0
+        &self.array
     }
 
-    /// A conversation over `array`.
+    /// A conversation over a JSON `array` (entries that are not messages
+    /// are skipped).
     pub fn from_array(array: StateArray) -> Self {
-        Conversation(array)
+        let messages = array
+            .iter()
+            .filter_map(|v| Message::deserialize(v).ok())
+            .collect();
+        Conversation { messages, array }
     }
+}
+
+/// A message as state, exactly as serde writes it (`tool_calls`,
+/// `tool_call_id` and `name` only when present), without going through
+/// `serde_json::Value`.
+fn message_state(m: &Message) -> StateValue {
+    let mut map = StateMap::with_capacity(5);
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    map.insert("role", role);
+    map.insert("content", m.content.as_str());
+    if !m.tool_calls.is_empty() {
+        let calls: StateArray = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let mut call = StateMap::with_capacity(3);
+                call.insert("id", c.id.as_str());
+                call.insert("name", c.name.as_str());
+                call.insert("arguments", StateValue::from(&c.arguments));
+                StateValue::Object(call)
+            })
+            .collect();
+        map.insert("tool_calls", calls);
+    }
+    if let Some(id) = &m.tool_call_id {
+        map.insert("tool_call_id", id.as_str());
+    }
+    if let Some(name) = &m.name {
+        map.insert("name", name.as_str());
+    }
+    StateValue::Object(map)
 }
 
 /// The ReAct machine's state (Jido's `Jido.AI.ReAct.Machine`).
@@ -629,7 +716,7 @@ impl Machine {
                 message: format!("unknown output schema: {name}"),
             }]);
         }
-        self.conversation.push(&Message::user(query));
+        self.conversation.push(Message::user(query));
         self.iteration = 1;
         self.request_id = Some(request_id);
         self.tool_calls.clear();
@@ -661,7 +748,7 @@ impl Machine {
             self.usage += usage;
         }
         if !turn.tool_calls.is_empty() {
-            self.conversation.push(&Message::assistant_tool_calls(
+            self.conversation.push(Message::assistant_tool_calls(
                 turn.text,
                 turn.tool_calls.clone(),
             ));
@@ -697,14 +784,14 @@ impl Machine {
             return Transition::taken(vec![self.fail(error)]);
         }
         self.conversation
-            .push(&Message::assistant(turn.text.clone()));
+            .push(Message::assistant(turn.text.clone()));
         let answer = match self.output.as_deref().and_then(|n| config.outputs.get(n)) {
             None => Value::String(turn.text),
             Some(schema) => match schema.parse(&turn.text) {
                 Ok(value) => value,
                 Err(err) if !self.repaired => {
                     self.repaired = true;
-                    self.conversation.push(&Message::user(format!(
+                    self.conversation.push(Message::user(format!(
                         "{} Answer again with only a JSON value that follows the schema {}.",
                         capitalise(err.message()),
                         schema.name()
@@ -766,7 +853,7 @@ impl Machine {
         }
         for pending in std::mem::take(&mut self.tool_calls) {
             if let ToolCallState::Done(result) = pending.state {
-                self.conversation.push(&Message::tool_result(
+                self.conversation.push(Message::tool_result(
                     pending.call.id,
                     pending.call.name,
                     result.tool_content(),
@@ -793,7 +880,7 @@ impl Machine {
                 ToolCallState::Done(result) => result,
                 _ => ResultEnvelope::error(error),
             };
-            self.conversation.push(&Message::tool_result(
+            self.conversation.push(Message::tool_result(
                 pending.call.id,
                 pending.call.name,
                 result.tool_content(),
