@@ -3,7 +3,7 @@
 //!
 //! | from | event | to | steps |
 //! |---|---|---|---|
-//! | idle, completed, error | `Start` | awaiting_llm | `CallLlm` (iteration 1; the conversation continues) |
+//! | idle, completed, error | `Start` | awaiting_llm | `CallLlm` (iteration 1; the conversation continues unless `keep_conversation` is off) |
 //! | awaiting_llm, awaiting_tool | `Start` | unchanged | `Reject` (`busy`) |
 //! | any | `Start` naming an unknown output schema | unchanged | `Reject` (`invalid_output_schema`) |
 //! | awaiting_llm | `LlmDelta` of the current call | unchanged | none (accepted: the strategy forwards it) |
@@ -134,6 +134,9 @@ pub struct MachineConfig {
     pub tool_concurrency: usize,
     /// The structured-output schemas requests may name.
     pub outputs: HashMap<String, OutputSchema>,
+    /// Whether a request continues the conversation of the previous ones
+    /// (default true); false: each request starts a new conversation.
+    pub keep_conversation: bool,
 }
 
 impl Default for MachineConfig {
@@ -142,6 +145,7 @@ impl Default for MachineConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
             outputs: HashMap::new(),
+            keep_conversation: true,
         }
     }
 }
@@ -163,6 +167,13 @@ impl MachineConfig {
     #[must_use]
     pub fn tool_concurrency(mut self, n: usize) -> Self {
         self.tool_concurrency = n;
+        self
+    }
+
+    /// Sets whether requests continue the conversation.
+    #[must_use]
+    pub fn keep_conversation(mut self, keep: bool) -> Self {
+        self.keep_conversation = keep;
         self
     }
 
@@ -715,6 +726,9 @@ impl Machine {
                 reason: "invalid_output_schema".into(),
                 message: format!("unknown output schema: {name}"),
             }]);
+        }
+        if !config.keep_conversation {
+            self.conversation = Conversation::new();
         }
         self.conversation.push(Message::user(query));
         self.iteration = 1;

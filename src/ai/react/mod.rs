@@ -308,6 +308,16 @@ impl ReAct {
         self
     }
 
+    /// Whether a request continues the conversation of the previous ones
+    /// (default true: a follow-up question sees the earlier turns); false:
+    /// each request starts a new conversation (a stateless question
+    /// answerer, whose state does not grow).
+    #[must_use]
+    pub fn keep_conversation(mut self, keep: bool) -> Self {
+        self.machine = self.machine.keep_conversation(keep);
+        self
+    }
+
     /// Where the request's signals go (see [Signals](self#signals)).
     #[must_use]
     pub fn events(mut self, dispatch: DispatchConfig) -> Self {
