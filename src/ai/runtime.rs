@@ -53,6 +53,7 @@ use ractor::ActorId;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::client::{
     EmbedRequest, FinishReason, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message,
@@ -67,6 +68,7 @@ use super::signals::{
     self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData,
     ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
+use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
 use super::tool::{Tool, ToolSet};
 use crate::context::Context;
 use crate::error::{Error, Result, sanitize};
@@ -561,12 +563,14 @@ fn model_call_terminal<T>(
     metadata: serde_json::Map<String, Value>,
     model: Arc<Mutex<String>>,
     started: Instant,
+    telemetry: Arc<LlmTelemetry>,
     make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
 ) -> Terminal
 where
     T: signals::Payload + 'static,
 {
     Arc::new(move |error: Error| {
+        telemetry.exception(&error);
         let model = model
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -656,11 +660,20 @@ impl AiRuntime {
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
         let metadata = call.correlation.metadata(operation);
         let model_name = Arc::new(Mutex::new(call.model.as_str().to_owned()));
+        let telemetry = Arc::new(LlmTelemetry::start(
+            &call.id,
+            call.model.as_str(),
+            ORIGIN_DIRECTIVE,
+            operation,
+            &call.correlation,
+        ));
+        let span = telemetry.span().clone();
         let terminal = model_call_terminal(
             call.id.clone(),
             metadata.clone(),
             Arc::clone(&model_name),
             started,
+            Arc::clone(&telemetry),
             |call_id, result, model, duration_ms, metadata| LlmResponseData {
                 call_id,
                 result,
@@ -683,6 +696,7 @@ impl AiRuntime {
             *model_name
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
@@ -702,6 +716,7 @@ impl AiRuntime {
                 Ok(resp) => resp,
                 Err(err) => return fail(err),
             };
+            telemetry.stop(resp.usage.as_ref(), Some(&resp.finish_reason));
             if let Some(usage) = resp
                 .usage
                 .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
@@ -737,7 +752,7 @@ impl AiRuntime {
             request_id.as_deref(),
             "llm call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 
@@ -745,11 +760,20 @@ impl AiRuntime {
         let started = Instant::now();
         let metadata = d.correlation().metadata(OP_EMBED);
         let model_name = Arc::new(Mutex::new(d.model.as_str().to_owned()));
+        let telemetry = Arc::new(LlmTelemetry::start(
+            &d.id,
+            d.model.as_str(),
+            ORIGIN_DIRECTIVE,
+            OP_EMBED,
+            &d.correlation(),
+        ));
+        let span = telemetry.span().clone();
         let terminal = model_call_terminal(
             d.id.clone(),
             metadata.clone(),
             Arc::clone(&model_name),
             started,
+            Arc::clone(&telemetry),
             |call_id, result, model, duration_ms, metadata| EmbedResultData {
                 call_id,
                 result,
@@ -769,6 +793,7 @@ impl AiRuntime {
             *model_name
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
@@ -789,6 +814,7 @@ impl AiRuntime {
                     );
                 }
             };
+            telemetry.stop(resp.usage.as_ref(), None);
             build(EmbedResultData {
                 call_id: d2.id.clone(),
                 result: ResultEnvelope::ok(json!({
@@ -808,18 +834,28 @@ impl AiRuntime {
             request_id.as_deref(),
             "embedding call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 
     fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
         let metadata = correlation.metadata(OP_TOOL);
+        let telemetry = Arc::new(ToolTelemetry::start(
+            &d.id,
+            &d.tool_name,
+            ORIGIN_DIRECTIVE,
+            OP_TOOL,
+            &correlation,
+        ));
+        let span = telemetry.span().clone();
         let terminal: Terminal = {
             let call_id = d.id.clone();
             let tool_name = d.tool_name.clone();
             let metadata = metadata.clone();
+            let telemetry = Arc::clone(&telemetry);
             Arc::new(move |error: Error| {
+                telemetry.exception(&error);
                 build(ToolResultData {
                     call_id: call_id.clone(),
                     tool_name: tool_name.clone(),
@@ -890,14 +926,20 @@ impl AiRuntime {
                 );
             }
             let result = match outcome.result {
-                Ok(output) => ResultEnvelope::Ok {
-                    result: Value::Object(output),
-                    effects,
-                },
-                Err(err) => ResultEnvelope::Error {
-                    reason: (&err).into(),
-                    effects,
-                },
+                Ok(output) => {
+                    telemetry.stop();
+                    ResultEnvelope::Ok {
+                        result: Value::Object(output),
+                        effects,
+                    }
+                }
+                Err(err) => {
+                    telemetry.exception(&err);
+                    ResultEnvelope::Error {
+                        reason: (&err).into(),
+                        effects,
+                    }
+                }
             };
             build(ToolResultData {
                 call_id: d2.id.clone(),
@@ -912,7 +954,7 @@ impl AiRuntime {
             correlation.request_id.as_deref(),
             "tool call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 }

@@ -139,7 +139,10 @@ impl Correlation {
         if let Some(s) = &self.strategy {
             out.insert("strategy".into(), Value::from(s.clone()));
         }
-        out.insert("origin".into(), Value::from("directive"));
+        out.insert(
+            "origin".into(),
+            Value::from(super::telemetry::ORIGIN_DIRECTIVE),
+        );
         out.insert("operation".into(), Value::from(operation));
         out
     }
