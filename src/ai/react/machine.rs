@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::output::OutputSchema;
 use crate::ai::client::{FinishReason, Message, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
-use crate::ai::request::{RequestCore, set_bool, set_json, set_str, set_u64, usage_state};
+use crate::ai::request::{RequestCore, usage_state};
 use crate::error::{Error, Result};
 use crate::state::{StateArray, StateMap, StateValue};
 
@@ -929,69 +929,134 @@ impl Machine {
     /// changes the status and one tool call writes those), and the
     /// conversation is shared, not copied.
     pub fn write(&self, into: &mut StateMap) {
-        set_str(into, "status", Some(self.status.as_str()));
-        set_u64(into, "iteration", self.iteration);
-        set_str(into, "request_id", self.request_id.as_deref());
-        set_str(into, "llm_call_id", self.llm_call_id.as_deref());
-        set_u64(into, "call_seq", self.call_seq);
-        self.write_tool_calls(into);
-        set_json(into, "result", &self.result);
-        set_str(
-            into,
+        // One pass over the mirror's entries (no key hashing), then the
+        // keys it lacks (only on a first write).
+        const KEYS: [&str; 12] = [
+            "status",
+            "iteration",
+            "request_id",
+            "llm_call_id",
+            "call_seq",
+            "result",
             "termination_reason",
-            self.termination.map(Termination::as_str),
-        );
-        let usage_same = into
-            .get("usage")
-            .and_then(|u| Usage::deserialize(u).ok())
-            .is_some_and(|u| u == self.usage);
-        if !usage_same {
-            into.insert("usage", usage_state(&self.usage));
+            "usage",
+            "output",
+            "repaired",
+            "conversation",
+            "tool_calls",
+        ];
+        let mut seen = [false; KEYS.len()];
+        let mut calls_changed = false;
+        for (key, slot) in into.iter_mut() {
+            let Some(i) = KEYS.iter().position(|k| *k == key) else {
+                continue;
+            };
+            seen[i] = true;
+            match i {
+                0 => update_str(slot, Some(self.status.as_str())),
+                1 => update_u64(slot, self.iteration),
+                2 => update_str(slot, self.request_id.as_deref()),
+                3 => update_str(slot, self.llm_call_id.as_deref()),
+                4 => update_u64(slot, self.call_seq),
+                5 => {
+                    if *slot != self.result {
+                        *slot = StateValue::from(&self.result);
+                    }
+                }
+                6 => update_str(slot, self.termination.map(Termination::as_str)),
+                7 => {
+                    let same = slot.as_object().is_some_and(|u| {
+                        let n = |k: &str| u.get(k).and_then(StateValue::as_u64);
+                        n("input_tokens") == Some(self.usage.input_tokens)
+                            && n("output_tokens") == Some(self.usage.output_tokens)
+                            && n("total_tokens") == Some(self.usage.total_tokens)
+                    });
+                    if !same {
+                        *slot = StateValue::Object(usage_state(&self.usage));
+                    }
+                }
+                8 => update_str(slot, self.output.as_deref()),
+                9 => {
+                    if slot.as_bool() != Some(self.repaired) {
+                        *slot = StateValue::Bool(self.repaired);
+                    }
+                }
+                10 => {
+                    let conversation = self.conversation.as_array();
+                    if !slot.as_array().is_some_and(|a| a.ptr_eq(conversation)) {
+                        *slot = StateValue::Array(conversation.clone());
+                    }
+                }
+                _ => calls_changed = !self.update_tool_calls(slot),
+            }
         }
-        set_str(into, "output", self.output.as_deref());
-        set_bool(into, "repaired", self.repaired);
-        let conversation = self.conversation.as_array();
-        let same = into
-            .get("conversation")
-            .and_then(StateValue::as_array)
-            .is_some_and(|a| a.ptr_eq(conversation));
-        if !same {
-            into.insert("conversation", conversation.clone());
+        for (i, key) in KEYS.iter().enumerate() {
+            if seen[i] {
+                continue;
+            }
+            let value = match i {
+                0 => StateValue::from(self.status.as_str()),
+                1 => StateValue::from(self.iteration),
+                2 => StateValue::from(self.request_id.as_deref()),
+                3 => StateValue::from(self.llm_call_id.as_deref()),
+                4 => StateValue::from(self.call_seq),
+                5 => StateValue::from(&self.result),
+                6 => StateValue::from(self.termination.map(Termination::as_str)),
+                7 => StateValue::Object(usage_state(&self.usage)),
+                8 => StateValue::from(self.output.as_deref()),
+                9 => StateValue::Bool(self.repaired),
+                10 => StateValue::Array(self.conversation.as_array().clone()),
+                _ => StateValue::Array(self.tool_calls.iter().map(pending_state).collect()),
+            };
+            into.insert(key, value);
+        }
+        if calls_changed {
+            into.insert(
+                "tool_calls",
+                self.tool_calls
+                    .iter()
+                    .map(pending_state)
+                    .collect::<StateArray>(),
+            );
         }
     }
 
-    /// The tool calls: rewritten whole when the calls differ (a new turn),
-    /// else only the entries whose state changed.
-    fn write_tool_calls(&self, into: &mut StateMap) {
-        let same_calls = into
-            .get("tool_calls")
-            .and_then(StateValue::as_array)
-            .is_some_and(|a| {
-                a.len() == self.tool_calls.len()
-                    && a.iter().zip(&self.tool_calls).all(|(v, c)| {
-                        v.get("id").and_then(StateValue::as_str) == Some(c.call.id.as_str())
-                    })
-            });
+    /// Updates the mirror's tool calls in place when they are the same
+    /// calls (only the entries whose state changed are written); false
+    /// when the calls differ (a new turn: the caller rewrites them).
+    fn update_tool_calls(&self, slot: &mut StateValue) -> bool {
+        let Some(array) = slot.as_array_mut() else {
+            return false;
+        };
+        let same_calls = array.len() == self.tool_calls.len()
+            && array
+                .iter()
+                .zip(&self.tool_calls)
+                .all(|(v, c)| v.get("id").and_then(StateValue::as_str) == Some(c.call.id.as_str()));
         if !same_calls {
-            let calls: StateArray = self.tool_calls.iter().map(pending_state).collect();
-            into.insert("tool_calls", calls);
-            return;
+            return false;
         }
-        for (i, c) in self.tool_calls.iter().enumerate() {
-            let name = c.state.name();
-            let slot = into
-                .get_mut("tool_calls")
-                .and_then(StateValue::as_array_mut)
-                .and_then(|a| a.get_mut(i))
-                .and_then(StateValue::as_object_mut);
-            let Some(entry) = slot else { continue };
-            if entry.get("state").and_then(StateValue::as_str) != Some(name) {
-                entry.insert("state", name);
-                if let ToolCallState::Done(r) = &c.state {
-                    entry.insert("result", StateValue::from(r.to_value()));
+        let stale = self.tool_calls.iter().enumerate().any(|(i, c)| {
+            array
+                .get(i)
+                .and_then(|v| v.get("state"))
+                .and_then(StateValue::as_str)
+                != Some(c.state.name())
+        });
+        if stale {
+            for (i, c) in self.tool_calls.iter().enumerate() {
+                let Some(entry) = array.get_mut(i).and_then(StateValue::as_object_mut) else {
+                    continue;
+                };
+                if entry.get("state").and_then(StateValue::as_str) != Some(c.state.name()) {
+                    entry.insert("state", c.state.name());
+                    if let ToolCallState::Done(r) = &c.state {
+                        entry.insert("result", StateValue::from(r.to_value()));
+                    }
                 }
             }
         }
+        true
     }
 
     /// Reads a machine written by [`Machine::write`]; missing fields take
@@ -1083,5 +1148,22 @@ fn capitalise(s: &str) -> String {
             out
         }
         None => String::new(),
+    }
+}
+
+fn update_str(slot: &mut StateValue, value: Option<&str>) {
+    let same = match slot {
+        StateValue::Null => value.is_none(),
+        StateValue::String(s) => value == Some(&**s),
+        _ => false,
+    };
+    if !same {
+        *slot = StateValue::from(value);
+    }
+}
+
+fn update_u64(slot: &mut StateValue, value: u64) {
+    if slot.as_u64() != Some(value) {
+        *slot = StateValue::from(value);
     }
 }
