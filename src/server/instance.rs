@@ -122,6 +122,31 @@ impl JidoConfig {
         self
     }
 
+    /// Where the instance's agents are kept between runs (feature
+    /// `persist`): the default [`ServerOptions::storage`] of every agent.
+    /// Checkpoints are stored under `namespace / agent name / agent id`,
+    /// the namespace being the instance's [`name`](JidoConfig::name) when
+    /// one was given, `"default"` otherwise (a generated name would change
+    /// on every run).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use jido::persist::MemoryStorage;
+    /// use jido::server::{Durability, JidoConfig, ServerOptions};
+    ///
+    /// let config = JidoConfig::new()
+    ///     .name("shop")
+    ///     .storage(Arc::new(MemoryStorage::new()))
+    ///     .defaults(ServerOptions::new().durability(Durability::Checkpoint));
+    /// # let _ = config;
+    /// ```
+    #[cfg(feature = "persist")]
+    #[must_use]
+    pub fn storage(mut self, storage: Arc<dyn crate::persist::Storage>) -> Self {
+        self.defaults = self.defaults.storage(storage);
+        self
+    }
+
     /// Restart intensity: a supervised agent that needs more than `max`
     /// restarts within `window` is given up (default 3 in 5 s).
     #[must_use]
@@ -178,6 +203,9 @@ impl Shared {
 
 struct JidoInner {
     name: String,
+    /// The storage namespace of the instance's agents: its name when one
+    /// was given, `"default"` otherwise.
+    namespace: Arc<str>,
     root: ActorRef<()>,
     shared: Arc<Shared>,
     exec: Exec,
@@ -247,12 +275,14 @@ impl Jido {
         let (root, _) = Actor::spawn(None, InstanceSupervisor, Arc::clone(&shared))
             .await
             .map_err(|e| Error::internal(format!("instance supervisor failed to start: {e}")))?;
+        let namespace: Arc<str> = Arc::from(config.name.as_deref().unwrap_or("default"));
         let name = config
             .name
             .unwrap_or_else(|| format!("jido-{}", uuid::Uuid::now_v7()));
         Ok(Jido {
             inner: Arc::new(JidoInner {
                 name,
+                namespace,
                 root,
                 shared,
                 exec: Exec::with_supervisor(
@@ -270,6 +300,13 @@ impl Jido {
     /// The instance's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The storage namespace of the instance's agents (see
+    /// [`JidoConfig::storage`]).
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    pub(crate) fn namespace(&self) -> &str {
+        &self.inner.namespace
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
@@ -609,10 +646,11 @@ impl Exit {
         }
     }
 
-    /// A shutdown, or a drain (ractor's `drain`: the agent finished its
-    /// work and stopped normally): never restarted.
+    /// A shutdown, a drain (ractor's `drain`: the agent finished its work
+    /// and stopped normally) or a fenced agent (a newer owner holds it):
+    /// never restarted.
     fn is_shutdown(&self) -> bool {
-        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED)
+        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED || r == super::exit::FENCED)
     }
 
     fn is_clean(&self) -> bool {

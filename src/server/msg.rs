@@ -186,6 +186,8 @@ pub(crate) enum Internal {
         reason: String,
     },
     Hierarchy(Box<HierarchyMsg>),
+    /// Persistence of a durable agent (see `durable.rs`).
+    Durable(Box<super::durable::DurableMsg>),
 }
 
 impl Internal {
@@ -205,6 +207,7 @@ impl Internal {
             Internal::Stop(_) => "stop",
             Internal::Down { .. } => "down",
             Internal::Hierarchy(_) => "hierarchy",
+            Internal::Durable(_) => "durable",
         }
     }
 }
