@@ -735,6 +735,7 @@ impl AgentServerState {
             }
             let Some(work) = self.pending.pop_front() else {
                 self.status = ServerStatus::Idle;
+                self.idle();
                 if self.pending.capacity() > 0 {
                     // An idle agent keeps no queue buffer (a million idle
                     // agents would otherwise hold ~1.3 KB each).
