@@ -460,6 +460,7 @@ fn durable_state(c: &mut Criterion) {
             });
         }
         group.bench_with_input(BenchmarkId::new("journal_cast_durable", h), &h, |b, _| {
+            let rt = &rt;
             let agent = journaled.clone();
             b.iter_custom(move |iters| {
                 let agent = agent.clone();
