@@ -82,6 +82,79 @@ pub const MAX_REPLAYS: u32 = 3;
 /// How many journal entries a restore reads at a time.
 const JOURNAL_PAGE: usize = 1024;
 
+/// One lock per stored agent (storage, key) that this process writes: a
+/// write holds it while it runs, and a restore takes it before it reads.
+/// A write still in flight when its agent crashed (its task outlives the
+/// actor, and may answer its callers) thus lands before the restarted
+/// agent reads, which then sees it instead of conflicting with it.
+type WriteLock = Arc<Writes>;
+
+/// The writes of one stored agent in flight.
+#[derive(Default)]
+pub(crate) struct Writes {
+    in_flight: std::sync::atomic::AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// One write in flight, counted from the moment it is decided (in the
+/// actor) until its task ends.
+struct Writing(WriteLock);
+
+impl Writing {
+    fn start(lock: &WriteLock) -> Self {
+        lock.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(lock))
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.done.notify_waiters();
+    }
+}
+
+impl Writes {
+    /// Waits until no write is in flight.
+    async fn settled(&self) {
+        loop {
+            let done = self.done.notified();
+            if self.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
+type WriteMap = HashMap<(usize, String), std::sync::Weak<Writes>>;
+
+static WRITES: std::sync::LazyLock<std::sync::Mutex<(WriteMap, usize)>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// The write lock of `key` in `storage`.
+fn write_lock(storage: &Arc<dyn Storage>, key: &StorageKey) -> WriteLock {
+    let id = (Arc::as_ptr(storage) as *const () as usize, key.to_string());
+    let mut guard = WRITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (map, prune_at) = &mut *guard;
+    if let Some(lock) = map.get(&id).and_then(std::sync::Weak::upgrade) {
+        return lock;
+    }
+    if map.len() >= *prune_at {
+        // Amortised: entries of agents that are gone.
+        map.retain(|_, weak| weak.strong_count() > 0);
+        *prune_at = (map.len() * 2).max(64);
+    }
+    let lock = WriteLock::default();
+    map.insert(id, Arc::downgrade(&lock));
+    lock
+}
+
 /// Who waits for a signal being appended to the journal.
 pub(crate) enum Ack {
     /// A plain cast: nobody.
@@ -122,6 +195,8 @@ pub(crate) struct Outcome {
 pub(crate) struct Durable {
     storage: Arc<dyn Storage>,
     key: Arc<StorageKey>,
+    /// Held by every write of this agent while it runs.
+    lock: WriteLock,
     mode: Durability,
     epoch: u64,
     /// The stored checkpoint's revision (`None`: none stored).
@@ -205,6 +280,9 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
         .as_ref()
         .map_or("default", |j| j.namespace());
     let key = Arc::new(StorageKey::new(namespace, args.agent.name(), args.id())?);
+    // Writes of an earlier incarnation still in flight land first.
+    let lock = write_lock(&storage, &key);
+    lock.settled().await;
     let stored = storage.get_checkpoint(&key).await?;
     let mut migrated = false;
     let (epoch, rev, applied, state) = match stored {
@@ -309,6 +387,7 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
         durable: Box::new(Durable {
             storage,
             key,
+            lock: Arc::clone(&lock),
             mode,
             epoch,
             rev,
@@ -474,6 +553,7 @@ impl AgentServerState {
         let d = self.durable.as_deref_mut()?;
         let storage = Arc::clone(&d.storage);
         let key = Arc::clone(&d.key);
+        let writing = Writing::start(&d.lock);
         let held = std::mem::take(&mut d.held);
         let applied = d.applied;
         let expect = d.rev.map_or(Expect::Absent, Expect::Rev);
@@ -482,6 +562,7 @@ impl AgentServerState {
             let started = tokio::time::Instant::now();
             let cp = checkpoint_of(&agent, applied);
             let result = storage.put_checkpoint(&key, &cp, expect, epoch).await;
+            drop(writing);
             tracing::debug!(
                 name: "jido.persist.checkpoint",
                 target: "jido::persist",
@@ -550,11 +631,13 @@ impl AgentServerState {
         let (signals, acks): (Vec<Signal>, Vec<Ack>) = d.incoming.drain(..).unzip();
         let storage = Arc::clone(&d.storage);
         let key = Arc::clone(&d.key);
+        let writing = Writing::start(&d.lock);
         let (epoch, after) = (d.epoch, d.head);
         d.appending = Some(acks);
         let fut = async move {
             let started = tokio::time::Instant::now();
             let result = storage.append_journal(&key, epoch, after, &signals).await;
+            drop(writing);
             tracing::debug!(
                 name: "jido.persist.journal.append",
                 target: "jido::persist",
