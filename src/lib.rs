@@ -35,7 +35,11 @@
 //! * Persistence (`persist`, feature `persist`): the `Storage` trait
 //!   (checkpoints, a signal journal, owner epochs, dead letters) with
 //!   memory, redb (`persist-redb`) and PostgreSQL (`persist-postgres`)
-//!   adapters and a conformance suite for your own.
+//!   adapters and a conformance suite for your own. With a storage, agents
+//!   are durable (`server::Durability`: checkpoints before replies, a
+//!   write-ahead journal and `AgentRef::cast_durable`), restored on every
+//!   start and restart, and hibernate when idle (`Jido::get_or_start`
+//!   thaws them); see `docs/persistence.md`.
 //!
 //! The pure core (everything but `server` and the extensions) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.

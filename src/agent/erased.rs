@@ -29,6 +29,8 @@ pub(crate) trait ErasedAgent: Send + Sync + 'static {
     fn schema_error(&self) -> Option<&Error>;
     /// The schema's defaults (empty without a schema).
     fn defaults(&self) -> &StateMap;
+    /// [`Agent::migrate`].
+    fn migrate(&self, from_version: &str, state: Map<String, Value>) -> Result<Map<String, Value>>;
 }
 
 /// An agent definition with its strategy and schema defaults, computed once.
@@ -117,6 +119,10 @@ impl<A: Agent> ErasedAgent for Definition<A> {
 
     fn defaults(&self) -> &StateMap {
         &self.defaults
+    }
+
+    fn migrate(&self, from_version: &str, state: Map<String, Value>) -> Result<Map<String, Value>> {
+        self.agent.migrate(from_version, state)
     }
 
     fn state_schema(&self) -> Option<Value> {

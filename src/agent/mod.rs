@@ -175,6 +175,48 @@ pub trait Agent: Send + Sync + 'static {
         directives
     }
 
+    /// Brings the state of a checkpoint written by another
+    /// [`VERSION`](Agent::VERSION) of this agent (`from_version`) up to
+    /// this one. The runtime calls it when it restores a durable agent
+    /// (feature `persist`) from such a checkpoint; the migrated state is
+    /// what the agent resumes with, and its next checkpoint carries the
+    /// current version.
+    ///
+    /// ```
+    /// use jido::prelude::*;
+    /// use serde_json::{Map, Value};
+    ///
+    /// struct Counter;
+    /// impl Agent for Counter {
+    ///     const NAME: &'static str = "counter";
+    ///     const VERSION: &'static str = "2.0.0";
+    ///     type Schema = ();
+    ///     fn migrate(&self, from: &str, mut state: Map<String, Value>) -> jido::Result<Map<String, Value>> {
+    ///         match from {
+    ///             // 1.x called the count "n".
+    ///             v if v.starts_with("1.") => {
+    ///                 let n = state.remove("n").unwrap_or(Value::from(0));
+    ///                 state.insert("count".into(), n);
+    ///                 Ok(state)
+    ///             }
+    ///             _ => Err(jido::Error::validation("checkpoint version mismatch")),
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The default refuses every other version: a validation error
+    /// "checkpoint version mismatch" (details `expected`, `got`). The
+    /// agent then does not start, and its checkpoint stays as it is.
+    fn migrate(&self, from_version: &str, state: Map<String, Value>) -> Result<Map<String, Value>> {
+        let _ = state;
+        Err(Error::validation("checkpoint version mismatch")
+            .with_detail("expected", Self::VERSION)
+            .with_detail("got", from_version.to_owned()))
+    }
+
     /// The agent type's metadata.
     fn metadata() -> AgentMetadata
     where
@@ -568,6 +610,16 @@ impl AgentState {
             .state_mut()
             .extend(state.iter().map(|(k, v)| (k, StateValue::from(v))));
         Ok(restored)
+    }
+
+    /// Runs the definition's [`Agent::migrate`] on a checkpoint's state.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    pub(crate) fn migrate_state(
+        &self,
+        from_version: &str,
+        state: Map<String, Value>,
+    ) -> Result<Map<String, Value>> {
+        self.def.migrate(from_version, state)
     }
 
     /// The strategy of the agent's definition.

@@ -123,16 +123,41 @@ pub(crate) struct InFlight {
     running: Running,
 }
 
-enum Running {
+pub(crate) enum Running {
     /// A signal's `cmd` with the Direct strategy, polled by the actor (see
     /// [`LocalCmd`]).
     Local(LocalCmd),
+    /// The checkpoint of a durable agent's last batch being written (see
+    /// `durable.rs`); its callers are answered once it is durable.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    Persist(Option<JoinHandle<Option<super::durable::Outcome>>>),
     /// A batch in a task of the instance's task supervisor, whose results
     /// come back through the inbox.
     Task {
         inbox: Arc<Inbox>,
         _task: AbortOnDrop<Option<()>>,
     },
+}
+
+#[cfg_attr(not(feature = "persist"), allow(dead_code))]
+impl InFlight {
+    /// Work in flight that is not a batch of `cmd`s.
+    pub(crate) fn new(generation: u64, running: Running) -> Self {
+        Self {
+            generation,
+            unsettled: 0,
+            running,
+        }
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// A checkpoint write.
+    pub(crate) fn is_persist(&self) -> bool {
+        matches!(self.running, Running::Persist(_))
+    }
 }
 
 /// A routed signal ready for `cmd`.
@@ -182,6 +207,8 @@ pub struct AgentServerState {
     /// Wakes the actor when its local `cmd` can make progress; made on the
     /// first signal.
     pub(crate) waker: Option<Arc<ActorWaker>>,
+    /// The persistence of a durable agent (`None`: no storage).
+    pub(crate) durable: Option<Box<super::durable::Durable>>,
 }
 
 /// The options an AgentServer consults while it runs (the rest of
@@ -268,7 +295,11 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         args: AgentServerArgs,
     ) -> std::result::Result<AgentServerState, ActorProcessingErr> {
-        AgentServerState::init(myself, args).map_err(boxed)
+        // A durable agent resumes from its storage (nothing is written).
+        let loaded = super::durable::load(&args).await.map_err(boxed)?;
+        let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
+        state.attach_durable(loaded);
+        Ok(state)
     }
 
     async fn post_start(
@@ -341,6 +372,7 @@ impl Actor for AgentServer {
             // supervisor): the work the agent accepted is finished first.
             state.finish_accepted(&myself).await;
         }
+        state.persist_on_stop().await;
         state.status = ServerStatus::Stopping;
         state.cleanup(&myself);
         // A directive executor that panicked while the work was finished
@@ -429,6 +461,7 @@ impl AgentServerState {
             jido,
             extras: None,
             waker: None,
+            durable: None,
             settings: Settings {
                 max_queue_size: max_queue_size.unwrap_or(super::DEFAULT_MAX_QUEUE_SIZE),
                 max_pending: max_pending_signals.unwrap_or(super::DEFAULT_MAX_PENDING_SIGNALS),
@@ -557,20 +590,44 @@ impl AgentServerState {
         if self.stopping {
             return self.enqueue_signal(myself, signal, reply);
         }
-        if let Some(error) = self.untrusted_refusal(&signal) {
-            let context = crate::directive::error_context::ROUTING;
+        if let Some((error, context)) = self.admission_error(&signal) {
             return self.refuse(myself, Work { signal, reply }, error, context);
+        }
+        if self.durable.is_some() {
+            // A journaling agent writes the signal ahead first.
+            let ack = match reply {
+                Some(reply) => super::durable::Ack::Call(reply),
+                None => super::durable::Ack::None,
+            };
+            match self.journal(signal, ack) {
+                Some((signal, super::durable::Ack::Call(reply))) => {
+                    self.enqueue_signal(myself, signal, Some(reply))
+                }
+                Some((signal, _)) => self.enqueue_signal(myself, signal, None),
+                None => {}
+            }
+            return;
+        }
+        self.enqueue_signal(myself, signal, reply);
+    }
+
+    /// Why a signal from outside is refused on arrival (with the error
+    /// policy's context): untrusted and reserved, or `max_pending_signals`
+    /// signals already wait.
+    pub(crate) fn admission_error(&mut self, signal: &Signal) -> Option<(Error, &'static str)> {
+        if let Some(error) = self.untrusted_refusal(signal) {
+            return Some((error, crate::directive::error_context::ROUTING));
         }
         if self.pending.len() >= self.settings.max_pending {
             let max = self.settings.max_pending;
-            self.overflow_event(&signal, "pending", max, 1);
+            self.overflow_event(signal, "pending", max, 1);
             let error = Error::queue_overflow("pending signal queue full")
                 .with_detail("agent_id", self.id.to_string())
                 .with_detail("max_pending_signals", max)
                 .with_detail("signal_type", signal.ty().to_owned());
-            return self.refuse(myself, Work { signal, reply }, error, "queue_overflow");
+            return Some((error, "queue_overflow"));
         }
-        self.enqueue_signal(myself, signal, reply);
+        None
     }
 
     /// The warning event `jido.agent_server.queue.overflow`: `queue` is
@@ -614,7 +671,13 @@ impl AgentServerState {
     /// policy sees it at once like any other error (a cast's only trace) —
     /// applied rather than queued as an Error directive, so a flood of
     /// refused signals takes no queue space.
-    fn refuse(&mut self, myself: &ActorRef<AgentMsg>, work: Work, error: Error, context: &str) {
+    pub(crate) fn refuse(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        work: Work,
+        error: Error,
+        context: &str,
+    ) {
         if let Some(reply) = work.reply {
             let _ = reply.send(Err(error.clone()));
         }
@@ -672,6 +735,7 @@ impl AgentServerState {
             }
             let Some(work) = self.pending.pop_front() else {
                 self.status = ServerStatus::Idle;
+                self.idle();
                 if self.pending.capacity() > 0 {
                     // An idle agent keeps no queue buffer (a million idle
                     // agents would otherwise hold ~1.3 KB each).
@@ -901,6 +965,7 @@ impl AgentServerState {
         if let std::task::Poll::Ready(item) = fut.as_mut().poll(&mut cx) {
             self.in_flight = None;
             self.settle(item);
+            self.batch_done();
             self.check_waiters();
         }
     }
@@ -981,6 +1046,7 @@ impl AgentServerState {
         reply: Option<RpcReplyPort<Result<AgentState>>>,
         err: Error,
     ) {
+        self.consumed(&signal);
         let ty = signal.ty().to_owned();
         if ty == signal_types::AGENT_STOP {
             let reason = signal
@@ -1024,7 +1090,7 @@ impl AgentServerState {
             .filter(|f| f.generation == generation)
             .and_then(|f| match &f.running {
                 Running::Task { inbox, .. } => Some(Arc::clone(inbox)),
-                Running::Local(_) => None,
+                Running::Local(_) | Running::Persist(_) => None,
             })
         else {
             return;
@@ -1048,6 +1114,7 @@ impl AgentServerState {
             for work in leftover.into_iter().rev() {
                 self.pending.push_front(work);
             }
+            self.batch_done();
         }
     }
 
@@ -1057,14 +1124,16 @@ impl AgentServerState {
     /// this answers its own caller.
     fn abandon_in_flight(&mut self) {
         // A local `cmd` is dropped with its caller's reply port.
-        if let Some(InFlight {
-            running: Running::Task { inbox, .. },
-            ..
-        }) = self.in_flight.take()
-        {
-            for item in inbox.close() {
-                self.settle(item);
+        match self.in_flight.take().map(|f| f.running) {
+            Some(Running::Task { inbox, .. }) => {
+                for item in inbox.close() {
+                    self.settle(item);
+                }
             }
+            // A checkpoint write answers its callers itself; the stop
+            // waits for it.
+            Some(Running::Persist(task)) => self.detach_write(task),
+            Some(Running::Local(_)) | None => {}
         }
     }
 
@@ -1086,6 +1155,15 @@ impl AgentServerState {
                     let item = fut.as_mut().await;
                     self.in_flight = None;
                     self.settle(item);
+                    self.batch_done();
+                    self.check_waiters();
+                    continue;
+                }
+                Some(Running::Persist(task)) => {
+                    let task = task.take();
+                    self.in_flight = None;
+                    self.detach_write(task);
+                    self.persist_on_stop().await;
                     self.check_waiters();
                     continue;
                 }
@@ -1117,6 +1195,7 @@ impl AgentServerState {
             result,
             duration_us,
         } = item;
+        self.consumed(&signal);
         match result {
             Ok(directives) => {
                 // The reserved keys can only have moved if the `cmd` wrote
@@ -1173,7 +1252,7 @@ impl AgentServerState {
                     }
                 };
                 if let Some(reply) = reply {
-                    let _ = reply.send(answer);
+                    self.answer(reply, answer);
                 }
             }
             Err(error) => {
@@ -1191,7 +1270,7 @@ impl AgentServerState {
                     "jido.agent_server.signal.exception"
                 );
                 if let Some(reply) = reply {
-                    let _ = reply.send(Err(error.clone()));
+                    self.answer(reply, Err(error.clone()));
                 }
                 self.queue
                     .push_back((signal, Directive::error(error, "cmd")));
@@ -1293,6 +1372,7 @@ impl AgentServerState {
             }
             Internal::Down { actor, reason } => self.on_actor_down(myself, actor, reason),
             Internal::Hierarchy(msg) => self.on_hierarchy(myself, *msg),
+            Internal::Durable(msg) => self.on_durable(myself, *msg),
         }
         false
     }

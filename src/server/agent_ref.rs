@@ -313,6 +313,58 @@ impl AgentRef {
             .map_err(|_| not_alive(&self.id))
     }
 
+    /// Sends `signal` to an agent with [`Durability::Journal`](super::Durability::Journal)
+    /// and returns once it is in the agent's journal (feature `persist`):
+    /// from then on it survives a crash or a kill of the process and is
+    /// processed (at least once: a replay after a crash may run it again,
+    /// with the same signal id). Its result is not waited for.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use std::sync::Arc;
+    /// use jido::prelude::*;
+    /// use jido::persist::MemoryStorage;
+    /// use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
+    /// use jido::signal::Signal;
+    ///
+    /// struct Inbox;
+    /// impl Agent for Inbox {
+    ///     const NAME: &'static str = "inbox";
+    ///     type Schema = ();
+    /// }
+    /// let jido = Jido::start(JidoConfig::new().storage(Arc::new(MemoryStorage::new()))).await?;
+    /// let agent = AgentState::new(Inbox, AgentOptions::new().id("inbox-1"));
+    /// let inbox = jido.start_agent(agent, ServerOptions::new().durability(Durability::Journal)).await?;
+    /// inbox.cast_durable(Signal::new("mail.received", serde_json::json!({"n": 1}))).await?;
+    /// # jido.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// * [`Storage`](crate::ErrorKind::Storage) (retryable) when the
+    ///   append failed: the signal was not accepted;
+    /// * [`Fenced`](crate::ErrorKind::Fenced) when a newer owner holds the
+    ///   agent (it stops with reason `fenced`);
+    /// * [`Configuration`](crate::ErrorKind::Configuration) "cast_durable
+    ///   needs an agent with durability journal";
+    /// * the refusals of [`call`](AgentRef::call) on arrival (an untrusted
+    ///   reserved signal, a full pending queue), a timeout (5 s), or
+    ///   [`NotFound`](crate::ErrorKind::NotFound) when the agent is not
+    ///   alive.
+    #[cfg(feature = "persist")]
+    pub async fn cast_durable(&self, signal: Signal) -> Result<()> {
+        self.request(
+            |r| {
+                AgentMsg::internal(Internal::Durable(Box::new(
+                    super::durable::DurableMsg::Cast(signal, r),
+                )))
+            },
+            DEFAULT_CALL_TIMEOUT,
+        )
+        .await?
+    }
+
     /// The agent as it is now. While a signal is being processed this is
     /// the state before it.
     ///

@@ -71,6 +71,11 @@ mod actor_target;
 mod agent_ref;
 pub mod cron;
 mod directives;
+#[cfg(feature = "persist")]
+mod durable;
+#[cfg(not(feature = "persist"))]
+#[path = "durable_off.rs"]
+mod durable;
 mod exit;
 mod hierarchy;
 mod inflight;
@@ -88,6 +93,8 @@ pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
+#[cfg(feature = "persist")]
+pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS};
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};
@@ -155,4 +162,9 @@ pub mod signal_types {
     /// of such a type is refused unless the agent opts in with
     /// [`ServerOptions::allow_untrusted_runtime_signals`](super::ServerOptions::allow_untrusted_runtime_signals).
     pub const RUNTIME_PREFIX: &str = "jido.agent.";
+    /// To a durable agent (feature `persist`) when a journal entry that
+    /// kept crashing it was moved to the dead letters on restore: `{key,
+    /// seq, attempts, signal_type, signal_id, error}`. Processed like any
+    /// signal (route it to react); without a route it is ignored.
+    pub const DEAD_LETTER: &str = "jido.agent.dead_letter";
 }

@@ -186,6 +186,9 @@ pub(crate) enum Internal {
         reason: String,
     },
     Hierarchy(Box<HierarchyMsg>),
+    /// Persistence of a durable agent (see `durable.rs`).
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    Durable(Box<super::durable::DurableMsg>),
 }
 
 impl Internal {
@@ -205,6 +208,7 @@ impl Internal {
             Internal::Stop(_) => "stop",
             Internal::Down { .. } => "down",
             Internal::Hierarchy(_) => "hierarchy",
+            Internal::Durable(_) => "durable",
         }
     }
 }

@@ -132,12 +132,21 @@ pub struct ServerOptions {
     pub(crate) executors: Executors,
     pub(crate) allow_untrusted_runtime_signals: Option<bool>,
     pub(crate) fail_calls_on_action_error: Option<bool>,
+    /// Where the agent is kept between runs (feature `persist`).
+    #[cfg(feature = "persist")]
+    pub(crate) storage: Option<Arc<dyn crate::persist::Storage>>,
+    /// How much of its work is durable (feature `persist`).
+    #[cfg(feature = "persist")]
+    pub(crate) durability: Option<super::durable::Durability>,
+    /// Hibernate after this long without work (feature `persist`).
+    #[cfg(feature = "persist")]
+    pub(crate) idle_timeout: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for ServerOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerOptions")
-            .field("id", &self.id)
+        let mut f = f.debug_struct("ServerOptions");
+        f.field("id", &self.id)
             .field("initial_state", &self.initial_state)
             .field("default_dispatch", &self.default_dispatch)
             .field("error_policy", &self.error_policy)
@@ -156,8 +165,12 @@ impl fmt::Debug for ServerOptions {
                 "fail_calls_on_action_error",
                 &self.fail_calls_on_action_error,
             )
-            .field("jido", &self.jido.as_ref().map(Jido::name))
-            .finish_non_exhaustive()
+            .field("jido", &self.jido.as_ref().map(Jido::name));
+        #[cfg(feature = "persist")]
+        f.field("storage", &self.storage.is_some())
+            .field("durability", &self.durability)
+            .field("idle_timeout", &self.idle_timeout);
+        f.finish_non_exhaustive()
     }
 }
 
@@ -361,6 +374,53 @@ impl ServerOptions {
         self
     }
 
+    /// Where the agent is kept between runs (feature `persist`; the
+    /// instance's [`JidoConfig::storage`](super::JidoConfig::storage) by
+    /// default). With a storage the agent is restored from it on every
+    /// start and restart, and checkpointed as its
+    /// [`durability`](ServerOptions::durability) says (see
+    /// `docs/persistence.md`).
+    #[cfg(feature = "persist")]
+    #[must_use]
+    pub fn storage(mut self, storage: Arc<dyn crate::persist::Storage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
+    /// How much of the agent's work is durable (feature `persist`; default
+    /// [`Durability::Volatile`](super::Durability::Volatile)). Needs a
+    /// [`storage`](ServerOptions::storage) for anything but `Volatile`:
+    /// the agent refuses to start without one.
+    ///
+    /// ```
+    /// use jido::server::{Durability, ServerOptions};
+    ///
+    /// let opts = ServerOptions::new().durability(Durability::Journal);
+    /// # let _ = opts;
+    /// ```
+    #[cfg(feature = "persist")]
+    #[must_use]
+    pub fn durability(mut self, durability: super::durable::Durability) -> Self {
+        self.durability = Some(durability);
+        self
+    }
+
+    /// Hibernates the agent after `timeout` without work (feature
+    /// `persist`, needs a [`storage`](ServerOptions::storage)): it writes
+    /// its checkpoint (in every durability mode), stops with reason
+    /// `hibernate` ([`ExitReason::Hibernated`](super::ExitReason::Hibernated);
+    /// never restarted) and leaves the registry.
+    /// [`Jido::get_or_start`](super::Jido::get_or_start) by id thaws it.
+    /// An agent hibernates only when nothing is in flight or waiting, no
+    /// completion waiter, child, schedule or cron job is live; otherwise
+    /// the timer starts again. A failed checkpoint keeps it running.
+    #[cfg(feature = "persist")]
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
     /// Registers the executor of a custom directive type (see
     /// [`DirectiveExec`]).
     #[must_use]
@@ -412,6 +472,12 @@ impl ServerOptions {
             .fail_calls_on_action_error
             .or(defaults.fail_calls_on_action_error);
         self.jido = self.jido.or_else(|| defaults.jido.clone());
+        #[cfg(feature = "persist")]
+        {
+            self.storage = self.storage.or_else(|| defaults.storage.clone());
+            self.durability = self.durability.or(defaults.durability);
+            self.idle_timeout = self.idle_timeout.or(defaults.idle_timeout);
+        }
         self.executors = self.executors.merged_over(&defaults.executors);
         self
     }
@@ -433,6 +499,21 @@ impl ServerOptions {
             return Err(Error::configuration("max_errors must be at least 1")
                 .with_detail("option", "error_policy")
                 .with_detail("value", 0));
+        }
+        #[cfg(feature = "persist")]
+        if self.storage.is_none()
+            && self
+                .durability
+                .is_some_and(|d| d != super::durable::Durability::Volatile)
+        {
+            return Err(Error::configuration("durability needs a storage")
+                .with_detail("option", "durability")
+                .with_detail("value", format!("{:?}", self.durability)));
+        }
+        #[cfg(feature = "persist")]
+        if self.storage.is_none() && self.idle_timeout.is_some() {
+            return Err(Error::configuration("idle_timeout needs a storage")
+                .with_detail("option", "idle_timeout"));
         }
         Ok(())
     }
