@@ -2,7 +2,7 @@
 //! poison entries to the dead letters.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value, json};
 
@@ -16,6 +16,10 @@ use crate::server::inflight::Work;
 use crate::server::options::AgentServerArgs;
 use crate::signal::Signal;
 use crate::state::StateMap;
+
+/// The owner name this process claims durable agents under.
+static PROCESS_OWNER: LazyLock<String> =
+    LazyLock::new(|| format!("process-{}", uuid::Uuid::now_v7()));
 
 /// How many journal entries a restore reads at a time.
 const JOURNAL_PAGE: usize = 1024;
@@ -68,6 +72,15 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
     // Writes of an earlier incarnation still in flight land first.
     let lock = write_lock(&storage, &key);
     lock.settled().await;
+    // An incarnation in another process (one that crashed, or a node that
+    // lost the agent) may still have a write in flight: a new owner epoch
+    // fences it, and what it wrote before the claim is read below. An
+    // earlier incarnation in this process has settled its writes above and
+    // keeps the claim (a thaw costs no extra write).
+    let held = storage.owner(&key).await?;
+    if held.is_none_or(|o| o.node != *PROCESS_OWNER) {
+        storage.claim(&key, &PROCESS_OWNER).await?;
+    }
     let stored = storage.get_checkpoint(&key).await?;
     let mut migrated = false;
     let (epoch, rev, applied, state) = match stored {
