@@ -19,6 +19,7 @@ pub mod directive;
 pub mod effects;
 pub mod envelope;
 pub mod react;
+pub mod reasoning;
 pub mod runtime;
 pub mod signals;
 pub mod tool;
