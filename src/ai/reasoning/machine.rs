@@ -462,6 +462,12 @@ pub trait Machine:
         0
     }
 
+    /// Whether the strategy's tools are offered on this machine's calls
+    /// (default: when it allows tool rounds).
+    fn wants_tools(&self, config: &Self::Config) -> bool {
+        Self::max_tool_rounds(config) > 0
+    }
+
     /// The strategy's own state for snapshots and request records
     /// (steps, thoughts, scores, …).
     fn details(&self) -> Map<String, Value>;

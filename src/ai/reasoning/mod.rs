@@ -3,6 +3,7 @@
 //! and Adaptive, each a pure state machine ([`machine::Machine`]) driven
 //! by the AI directives.
 
+pub mod adaptive;
 pub mod aot;
 pub mod cot;
 pub mod got;
