@@ -119,7 +119,6 @@ pub struct Selection {
 
 /// The configuration of [`Adaptive`]: the selection rules and each
 /// delegate's configuration.
-#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct AdaptiveConfig {
     /// The strategies it may pick (CoD, CoT, ReAct, ToT, GoT, TRM).

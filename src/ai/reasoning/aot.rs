@@ -53,7 +53,6 @@ impl SearchStyle {
 }
 
 /// The configuration of [`Aot`] (Jido's defaults).
-#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct AotConfig {
     /// The examples' length (standard).

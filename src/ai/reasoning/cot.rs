@@ -42,7 +42,6 @@ pub enum Style {
 }
 
 /// The configuration of [`Cot`].
-#[non_exhaustive]
 #[derive(Clone, Debug, Default)]
 pub struct CotConfig {
     /// Thought or draft.

@@ -65,7 +65,6 @@ impl Aggregation {
 }
 
 /// The configuration of [`Got`].
-#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct GotConfig {
     /// Most nodes, the root included (20, Jido's).

@@ -83,7 +83,6 @@ pub enum Traversal {
 }
 
 /// The configuration of [`Tot`] (Jido's defaults).
-#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct TotConfig {
     /// Thoughts per expansion (3).

@@ -55,7 +55,6 @@ Higher scores (0.8+) mean the answer is mostly correct and complete. Lower score
 pub const IMPROVEMENT_PROMPT: &str = "You are an assistant that improves answers based on feedback. Fix every issue, apply the suggestions, keep what was correct, and write the full improved answer (not a list of changes).";
 
 /// The configuration of [`Trm`].
-#[non_exhaustive]
 #[derive(Clone, Debug)]
 pub struct TrmConfig {
     /// Most supervision steps (5).
