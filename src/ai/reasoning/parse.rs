@@ -28,8 +28,9 @@ const CONCLUSION_MARKERS: [&str; 7] = [
 
 /// Steps and conclusion of a chain of thought.
 ///
-/// * A `####` separator with text after it: the conclusion is that text,
-///   the steps come from the text before it.
+/// * A `####` separator with text after it: the conclusion is that text
+///   (without a leading conclusion marker), the steps come from the text
+///   before it.
 /// * Else the first line starting with a conclusion marker (`Conclusion`,
 ///   `Answer`, `Final Answer`, `Therefore`, `Thus`, `Hence`, `In
 ///   conclusion`; any case, markdown emphasis allowed, followed by `:`,
@@ -53,6 +54,7 @@ const CONCLUSION_MARKERS: [&str; 7] = [
 pub fn steps_and_conclusion(text: &str) -> (Vec<ReasoningStep>, Option<String>) {
     if let Some((before, after)) = text.split_once("####") {
         let after = after.trim();
+        let after = strip_conclusion_marker(after).unwrap_or(after).trim();
         if !after.is_empty() {
             return (steps(before), Some(after.to_owned()));
         }
