@@ -518,6 +518,10 @@ impl Machine for Adaptive {
         "adaptive"
     }
 
+    fn default_config() -> AdaptiveConfig {
+        AdaptiveConfig::default()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }

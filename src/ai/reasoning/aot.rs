@@ -317,6 +317,10 @@ impl Machine for Aot {
         "aot"
     }
 
+    fn default_config() -> AotConfig {
+        AotConfig::default()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }

@@ -120,6 +120,10 @@ impl Machine for Cot {
         }
     }
 
+    fn default_config() -> CotConfig {
+        CotConfig::thought()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }
@@ -159,5 +163,43 @@ impl Machine for Cot {
         d.insert("conclusion".into(), json!(self.conclusion));
         d.insert("raw_response".into(), json!(self.raw_response));
         d
+    }
+}
+
+/// The Chain-of-Draft machine: [`Cot`] with [`CotConfig::draft`] as its
+/// default configuration and `cod` as its name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Cod(pub Cot);
+
+impl Machine for Cod {
+    type Config = CotConfig;
+
+    fn name(_config: &CotConfig) -> &'static str {
+        "cod"
+    }
+
+    fn default_config() -> CotConfig {
+        CotConfig::draft()
+    }
+
+    fn run(&self) -> &Run {
+        &self.0.run
+    }
+
+    fn run_mut(&mut self) -> &mut Run {
+        &mut self.0.run
+    }
+
+    fn begin(&mut self, config: &CotConfig) -> Vec<Step> {
+        self.0.begin(config)
+    }
+
+    fn on_answer(&mut self, config: &CotConfig, text: String) -> Vec<Step> {
+        self.0.on_answer(config, text)
+    }
+
+    fn details(&self) -> Map<String, Value> {
+        self.0.details()
     }
 }

@@ -324,6 +324,10 @@ impl Machine for Got {
         "got"
     }
 
+    fn default_config() -> GotConfig {
+        GotConfig::default()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }

@@ -443,6 +443,9 @@ pub trait Machine:
     /// `ai.<name>.query` and `ai.<name>.cancel`.
     fn name(config: &Self::Config) -> &'static str;
 
+    /// The configuration [`Reasoning::new`](super::Reasoning::new) uses.
+    fn default_config() -> Self::Config;
+
     /// The request bookkeeping.
     fn run(&self) -> &Run;
 

@@ -419,6 +419,10 @@ impl Machine for Tot {
         "tot"
     }
 
+    fn default_config() -> TotConfig {
+        TotConfig::default()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }

@@ -178,6 +178,10 @@ impl Machine for Trm {
         "trm"
     }
 
+    fn default_config() -> TrmConfig {
+        TrmConfig::default()
+    }
+
     fn run(&self) -> &Run {
         &self.run
     }
