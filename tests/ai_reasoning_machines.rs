@@ -206,7 +206,10 @@ fn cot_failures_errors_blank_and_truncated_answers() {
     );
     let (error, _) = failed(&t);
     assert_eq!(error["type"], "incomplete_response");
-    assert_eq!(error["message"], "incomplete response (finish reason: length)");
+    assert_eq!(
+        error["message"],
+        "incomplete response (finish reason: length)"
+    );
 }
 
 #[test]
@@ -275,7 +278,12 @@ fn aot_reports_search_diagnostics() {
     let mut m = Aot::default();
     let call = only_call(&start(&mut m, &cfg, "r1", "4 6 4 1"));
     assert_eq!(call.phase, Phase::Exploring);
-    assert!(call.system_prompt.clone().unwrap().contains("Search style preference: dfs."));
+    assert!(
+        call.system_prompt
+            .clone()
+            .unwrap()
+            .contains("Search style preference: dfs.")
+    );
     assert!(user_text(&call).ends_with("Problem:\n4 6 4 1"));
     let text = "Trying a promising first operation:\n1. 4 * 6 : (24, 4, 1)\n- 4 - 1 : (24, 3) no\nTrying another promising first operation:\n1. 6 - 4 : (2, 4, 1)\nfound it!\nBacktracking the solution:\nStep 1: 4 * 6 = 24\nStep 2: 4 / 4 = 1\nanswer: 4 * 6 * (4 / 4) = 24";
     let t = reply(&mut m, &cfg, text);
@@ -324,12 +332,19 @@ fn trm_loops_until_the_act_threshold_and_sums_usage() {
     let cfg = TrmConfig::default();
     let mut m = Trm::default();
     let call = only_call(&start(&mut m, &cfg, "r1", "Why is the sky blue?"));
-    assert_eq!((call.phase, user_text(&call)), (Phase::Reasoning, "Question: Why is the sky blue?"));
+    assert_eq!(
+        (call.phase, user_text(&call)),
+        (Phase::Reasoning, "Question: Why is the sky blue?")
+    );
     let t = reply(&mut m, &cfg, "Rayleigh scattering.");
     let call = only_call(&t);
     assert_eq!(call.phase, Phase::Supervising);
     assert!(user_text(&call).contains("Answer to evaluate:\nRayleigh scattering."));
-    let t = reply(&mut m, &cfg, "STRENGTH: right idea\nISSUE: too short\nSUGGESTION: explain wavelengths\nSCORE: 0.6");
+    let t = reply(
+        &mut m,
+        &cfg,
+        "STRENGTH: right idea\nISSUE: too short\nSUGGESTION: explain wavelengths\nSCORE: 0.6",
+    );
     let call = only_call(&t);
     assert_eq!(call.phase, Phase::Improving);
     assert!(user_text(&call).contains("- too short"));
@@ -346,7 +361,10 @@ fn trm_loops_until_the_act_threshold_and_sums_usage() {
     // The best-scored answer wins (the one scored 0.95).
     assert_eq!(
         completed(&t),
-        (json!("Blue light scatters more (Rayleigh)."), Termination::ActThreshold)
+        (
+            json!("Blue light scatters more (Rayleigh)."),
+            Termination::ActThreshold
+        )
     );
     assert_eq!(m.confidence_history, vec![0.6, 0.95]);
     assert_eq!(m.run.usage, usage(60, 30));
@@ -411,7 +429,11 @@ fn tot_best_first_search_to_max_depth() {
     assert_eq!(call.phase, Phase::Evaluating);
     assert!(user_text(&call).ends_with("t1: root a\nt2: root b\nt3: root c"));
     // Depth 1 scores: b is best and expanded next.
-    let call = only_call(&reply(&mut m, &cfg, r#"{"scores":{"t1":0.2,"t2":0.7,"t3":0.4}}"#));
+    let call = only_call(&reply(
+        &mut m,
+        &cfg,
+        r#"{"scores":{"t1":0.2,"t2":0.7,"t3":0.4}}"#,
+    ));
     assert_eq!(call.phase, Phase::Generating);
     assert_eq!(
         user_text(&call),
@@ -419,7 +441,11 @@ fn tot_best_first_search_to_max_depth() {
     );
     reply(&mut m, &cfg, &thoughts_json("b"));
     // Markdown-wrapped JSON still parses; the best is now 0.9.
-    let call = only_call(&reply(&mut m, &cfg, "```json\n{\"scores\":{\"t1\":0.9,\"t2\":0.5,\"t3\":0.1}}\n```"));
+    let call = only_call(&reply(
+        &mut m,
+        &cfg,
+        "```json\n{\"scores\":{\"t1\":0.9,\"t2\":0.5,\"t3\":0.1}}\n```",
+    ));
     assert!(user_text(&call).ends_with("Step 1: root b\nStep 2: b a"));
     reply(&mut m, &cfg, &thoughts_json("ba"));
     let t = reply(&mut m, &cfg, r#"{"scores":{"t1":0.95,"t2":0.3,"t3":0.2}}"#);
@@ -459,10 +485,17 @@ fn tot_traversal_orders() {
         start(&mut m, &cfg, "r1", "p");
         reply(&mut m, &cfg, &thoughts_json("root"));
         let call = only_call(&reply(&mut m, &cfg, "1. 0.9\n2. 0.5\n3. 0.1"));
-        assert!(user_text(&call).ends_with("Step 1: root a"), "{traversal:?}");
+        assert!(
+            user_text(&call).ends_with("Step 1: root a"),
+            "{traversal:?}"
+        );
         reply(&mut m, &cfg, &thoughts_json("a"));
         let call = only_call(&reply(&mut m, &cfg, "t1: 0.6\nt2: 0.6\nt3: 0.6"));
-        assert!(user_text(&call).ends_with(expected), "{traversal:?}: {}", user_text(&call));
+        assert!(
+            user_text(&call).ends_with(expected),
+            "{traversal:?}: {}",
+            user_text(&call)
+        );
         assert_eq!(m.parser_mode, Some(ParserMode::Regex));
     }
 }
@@ -521,7 +554,11 @@ fn tot_repairs_malformed_output_once_then_fails() {
     assert_eq!(call.phase, Phase::Generating);
     assert_eq!(call.messages.len(), 3);
     assert_eq!(call.messages[1].content, "I would rather not.");
-    assert!(call.messages[2].content.starts_with("Your answer could not be parsed."));
+    assert!(
+        call.messages[2]
+            .content
+            .starts_with("Your answer could not be parsed.")
+    );
     assert_eq!(m.parse_retries.generation, 1);
     // The repaired answer is used.
     reply(&mut m, &cfg, &thoughts_json("root"));
@@ -579,12 +616,30 @@ fn tot_tool_rounds_feed_results_back_in_call_order() {
     // Results arrive out of order; unknown ids are ignored.
     let res = |v: i64| ResultEnvelope::ok(json!({"v": v}));
     assert!(
-        !m.handle(&cfg, Event::ToolResult { call_id: "tc_9".into(), result: res(9) })
-            .accepted
+        !m.handle(
+            &cfg,
+            Event::ToolResult {
+                call_id: "tc_9".into(),
+                result: res(9)
+            }
+        )
+        .accepted
     );
-    let t = m.handle(&cfg, Event::ToolResult { call_id: "tc_2".into(), result: res(2) });
+    let t = m.handle(
+        &cfg,
+        Event::ToolResult {
+            call_id: "tc_2".into(),
+            result: res(2),
+        },
+    );
     assert!(t.accepted && t.steps.is_empty());
-    let t = m.handle(&cfg, Event::ToolResult { call_id: "tc_1".into(), result: res(1) });
+    let t = m.handle(
+        &cfg,
+        Event::ToolResult {
+            call_id: "tc_1".into(),
+            result: res(1),
+        },
+    );
     let call = only_call(&t);
     assert_eq!(call.phase, Phase::Generating);
     let tail: Vec<_> = call.messages[1..]
@@ -618,12 +673,25 @@ fn tot_stops_taking_tool_calls_after_three_rounds() {
     for round in 1..=4 {
         let call_id = m.run.llm_call_id.clone().unwrap();
         let turn = Turn {
-            text: if round == 4 { thoughts_json("root") } else { String::new() },
+            text: if round == 4 {
+                thoughts_json("root")
+            } else {
+                String::new()
+            },
             ..Turn::tool_calls(vec![call.clone()])
         };
-        let t = m.handle(&cfg, Event::LlmResult { call_id, result: Ok(turn) });
+        let t = m.handle(
+            &cfg,
+            Event::LlmResult {
+                call_id,
+                result: Ok(turn),
+            },
+        );
         if round < 4 {
-            assert!(matches!(&t.steps[..], [Step::ExecTool { .. }]), "round {round}");
+            assert!(
+                matches!(&t.steps[..], [Step::ExecTool { .. }]),
+                "round {round}"
+            );
             m.handle(
                 &cfg,
                 Event::ToolResult {
@@ -646,7 +714,11 @@ fn got_generates_connects_and_aggregates_in_two_rounds() {
     let mut m = Got::default();
     let call = only_call(&start(&mut m, &cfg, "r1", "How should a city cut traffic?"));
     assert_eq!(call.phase, Phase::Generating);
-    let call = only_call(&reply(&mut m, &cfg, "1. Congestion pricing\n2. Better buses\n3. Bike lanes"));
+    let call = only_call(&reply(
+        &mut m,
+        &cfg,
+        "1. Congestion pricing\n2. Better buses\n3. Bike lanes",
+    ));
     assert_eq!(call.phase, Phase::Connecting);
     assert!(user_text(&call).contains("n1: Congestion pricing\nn2: Better buses\nn3: Bike lanes"));
     // A backward edge, a self edge and an unknown node are ignored.
@@ -662,12 +734,24 @@ fn got_generates_connects_and_aggregates_in_two_rounds() {
         m.nodes.iter().map(|n| n.score).collect::<Vec<_>>(),
         vec![None, Some(0.9), Some(0.6), Some(0.5)]
     );
-    let call = only_call(&reply(&mut m, &cfg, "Combine them.\nAnswer: Price roads and fund buses."));
+    let call = only_call(&reply(
+        &mut m,
+        &cfg,
+        "Combine them.\nAnswer: Price roads and fund buses.",
+    ));
     assert_eq!(call.phase, Phase::Generating);
     assert!(user_text(&call).contains("Current conclusion:\nPrice roads and fund buses."));
-    reply(&mut m, &cfg, r#"{"thoughts":["Add bike lanes too","Phase it in"]}"#);
+    reply(
+        &mut m,
+        &cfg,
+        r#"{"thoughts":["Add bike lanes too","Phase it in"]}"#,
+    );
     reply(&mut m, &cfg, "CONNECTION: n5 -> n6 : sequence");
-    let t = reply(&mut m, &cfg, "Final Answer: Price roads, fund buses, add bike lanes, phase it in.");
+    let t = reply(
+        &mut m,
+        &cfg,
+        "Final Answer: Price roads, fund buses, add bike lanes, phase it in.",
+    );
     assert_eq!(
         completed(&t),
         (
@@ -744,16 +828,25 @@ fn adaptive_selection_rules() {
     let pick = |q: &str| select(q, &cfg).strategy;
     assert_eq!(pick("Solve this riddle"), Choice::Trm);
     assert_eq!(pick("Integrate these perspectives"), Choice::Got);
-    assert_eq!(pick("Look up the weather and fetch the forecast"), Choice::React);
+    assert_eq!(
+        pick("Look up the weather and fetch the forecast"),
+        Choice::React
+    );
     // Exploration prefers AoT, which is not available by default.
     assert_eq!(pick("Compare alternatives"), Choice::Tot);
     let with_aot = AdaptiveConfig {
         available: vec![Choice::Aot, Choice::Cot],
         ..AdaptiveConfig::default()
     };
-    assert_eq!(select("Compare alternatives", &with_aot).strategy, Choice::Aot);
+    assert_eq!(
+        select("Compare alternatives", &with_aot).strategy,
+        Choice::Aot
+    );
     let s = select("Who wrote Hamlet?", &cfg);
-    assert_eq!((s.strategy, s.task_type), (Choice::Cod, TaskType::SimpleQuery));
+    assert_eq!(
+        (s.strategy, s.task_type),
+        (Choice::Cod, TaskType::SimpleQuery)
+    );
     assert!(s.complexity < 0.3);
     // Without keywords the complexity is at most 0.7. A tool question
     // when ReAct is not available falls back to the complexity: a long,

@@ -39,9 +39,7 @@ use serde_json::{Map, Value, json};
 use super::aot::{Aot, AotConfig};
 use super::cot::{Cot, CotConfig};
 use super::got::{Got, GotConfig};
-use super::machine::{
-    Event, LlmCall, Machine, Phase, Run, Step, Termination, Transition, busy,
-};
+use super::machine::{Event, LlmCall, Machine, Phase, Run, Step, Termination, Transition, busy};
 use super::tot::{Tot, TotConfig};
 use super::trm::{Trm, TrmConfig};
 use crate::ai::react::machine as react;
@@ -174,8 +172,19 @@ impl Default for AdaptiveConfig {
 }
 
 const TOOL_WORDS: [&str; 13] = [
-    "search", "find", "lookup", "fetch", "get", "calculate", "compute", "call", "execute", "run",
-    "use", "tool", "look up",
+    "search",
+    "find",
+    "lookup",
+    "fetch",
+    "get",
+    "calculate",
+    "compute",
+    "call",
+    "execute",
+    "run",
+    "use",
+    "tool",
+    "look up",
 ];
 const COMPLEX_WORDS: [&str; 9] = [
     "analyze",
@@ -208,7 +217,14 @@ const SYNTHESIS_WORDS: [&str; 15] = [
     "perspectives",
     "viewpoints",
 ];
-const PUZZLE_WORDS: [&str; 6] = ["puzzle", "iterate", "improve", "refine", "recursive", "riddle"];
+const PUZZLE_WORDS: [&str; 6] = [
+    "puzzle",
+    "iterate",
+    "improve",
+    "refine",
+    "recursive",
+    "riddle",
+];
 const CONSTRAINT_WORDS: [&str; 5] = ["must", "should", "need to", "have to", "require"];
 
 /// The complexity of a question (see the module docs).
@@ -216,15 +232,15 @@ pub fn complexity(prompt: &str) -> f64 {
     let lower = prompt.to_lowercase();
     let words = lower.split_whitespace().count() as f64;
     let length = (words / 100.0).min(1.0) * 0.3;
-    let sentences = prompt
-        .split(['.', '!', '?'])
-        .count()
-        .saturating_sub(1) as f64;
+    let sentences = prompt.split(['.', '!', '?']).count().saturating_sub(1) as f64;
     let structure = (sentences / 5.0).min(1.0) * 0.2;
     let complex = COMPLEX_WORDS.iter().filter(|w| lower.contains(*w)).count() as f64;
     let keywords = (complex / 3.0).min(1.0) * 0.3;
     let questions = prompt.matches('?').count();
-    let constraints: usize = CONSTRAINT_WORDS.iter().map(|w| lower.matches(w).count()).sum();
+    let constraints: usize = CONSTRAINT_WORDS
+        .iter()
+        .map(|w| lower.matches(w).count())
+        .sum();
     let constraint = ((questions + constraints) as f64 / 5.0).min(1.0) * 0.2;
     (length + structure + keywords + constraint).min(1.0)
 }
@@ -485,9 +501,7 @@ fn lift_react(m: &react::Machine, config: &AdaptiveConfig, step: react::Step) ->
             reason,
             message,
         },
-        react::Step::CancelCalls { request_id, reason } => {
-            Step::CancelCalls { request_id, reason }
-        }
+        react::Step::CancelCalls { request_id, reason } => Step::CancelCalls { request_id, reason },
         react::Step::Completed {
             request_id,
             answer,

@@ -223,9 +223,9 @@ pub fn parse_search(text: &str, require_explicit_answer: bool) -> AotResult {
             let digits = t.bytes().take_while(u8::is_ascii_digit).count();
             digits > 0
                 && t[digits..].starts_with('.')
-                && t[digits + 1..]
-                    .split_once(':')
-                    .is_some_and(|(op, rest)| !op.trim().is_empty() && rest.trim_start().starts_with('('))
+                && t[digits + 1..].split_once(':').is_some_and(|(op, rest)| {
+                    !op.trim().is_empty() && rest.trim_start().starts_with('(')
+                })
         })
         .count() as u64;
     let backtracking_steps = lower
@@ -241,7 +241,8 @@ pub fn parse_search(text: &str, require_explicit_answer: bool) -> AotResult {
         .count() as u64;
     let found_markers = (lower.matches("found it").count()
         + lower.matches("solution found").count()
-        + lower.lines().filter(|l| answer_line(l).is_some()).count()) as u64;
+        + lower.lines().filter(|l| answer_line(l).is_some()).count())
+        as u64;
     let found_solution = found_markers > 0 || answer.is_some();
     let success = if require_explicit_answer {
         answer.as_deref().is_some_and(|a| !a.is_empty())
@@ -256,7 +257,10 @@ pub fn parse_search(text: &str, require_explicit_answer: bool) -> AotResult {
         Termination::NoSolution
     };
     let mut diagnostics = Map::new();
-    diagnostics.insert("explicit_answer_required".into(), require_explicit_answer.into());
+    diagnostics.insert(
+        "explicit_answer_required".into(),
+        require_explicit_answer.into(),
+    );
     diagnostics.insert("explicit_answer_found".into(), answer.is_some().into());
     diagnostics.insert(
         "non_finalization_detected".into(),
@@ -353,7 +357,9 @@ impl Machine for Aot {
                 .complete(answer.map_or(Value::Null, Value::String), termination)
         } else {
             let message = match termination {
-                Termination::MissingExplicitAnswer => "the search found a solution but gave no answer line",
+                Termination::MissingExplicitAnswer => {
+                    "the search found a solution but gave no answer line"
+                }
                 _ => "the search found no solution",
             };
             self.run.fail(

@@ -17,7 +17,8 @@ use super::parse::{ReasoningStep, steps_and_conclusion};
 use crate::ai::client::Message;
 
 /// Jido's Chain-of-Thought system prompt.
-pub const COT_PROMPT: &str = "You are a helpful AI assistant that thinks through problems step by step.
+pub const COT_PROMPT: &str =
+    "You are a helpful AI assistant that thinks through problems step by step.
 
 When solving problems:
 1. Break down the problem into clear, logical steps
@@ -137,10 +138,11 @@ impl Machine for Cot {
         self.conclusion = None;
         self.raw_response = None;
         let query = self.run.query.clone();
-        vec![
-            self.run
-                .call(Phase::Reasoning, Some(config.prompt()), vec![Message::user(query)]),
-        ]
+        vec![self.run.call(
+            Phase::Reasoning,
+            Some(config.prompt()),
+            vec![Message::user(query)],
+        )]
     }
 
     fn on_answer(&mut self, _config: &CotConfig, text: String) -> Vec<Step> {
@@ -154,7 +156,10 @@ impl Machine for Cot {
         self.steps = steps;
         self.conclusion = conclusion;
         self.raw_response = Some(text);
-        vec![self.run.complete(Value::String(answer), Termination::Success)]
+        vec![
+            self.run
+                .complete(Value::String(answer), Termination::Success),
+        ]
     }
 
     fn details(&self) -> Map<String, Value> {

@@ -202,7 +202,9 @@ pub fn parse_connections(text: &str) -> Vec<(usize, usize)> {
     text.lines()
         .filter_map(|line| {
             let t = line.trim().trim_start_matches(['-', '*', ' ']);
-            let rest = t.get(..11).filter(|p| p.eq_ignore_ascii_case("connection:"))?;
+            let rest = t
+                .get(..11)
+                .filter(|p| p.eq_ignore_ascii_case("connection:"))?;
             let body = &t[rest.len()..];
             let (from, to) = body.split_once("->")?;
             let to = to.split(':').next()?;
@@ -277,7 +279,10 @@ impl Got {
         let user = format!(
             "Problem: {}\n\nThoughts:\n{}\n\nRelations: {}\n\n{instruction} End with a line `Answer: <conclusion>`.",
             self.run.query,
-            self.thought_list(&self.round_thoughts, self.aggregation == Aggregation::Weighted),
+            self.thought_list(
+                &self.round_thoughts,
+                self.aggregation == Aggregation::Weighted
+            ),
             if connections.is_empty() {
                 "(none)".to_owned()
             } else {

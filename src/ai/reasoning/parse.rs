@@ -87,9 +87,7 @@ fn strip_conclusion_marker(line: &str) -> Option<&str> {
         .trim_start_matches(['*', '_', '#'])
         .trim_start();
     let lower = trimmed.to_ascii_lowercase();
-    let marker = CONCLUSION_MARKERS
-        .iter()
-        .find(|m| lower.starts_with(**m))?;
+    let marker = CONCLUSION_MARKERS.iter().find(|m| lower.starts_with(**m))?;
     let rest = &trimmed[marker.len()..];
     match rest.chars().next() {
         None => Some(rest),
@@ -411,9 +409,7 @@ pub fn parse_scores(text: &str, ids: &[String]) -> Option<(Vec<f64>, ParserMode)
                     continue;
                 };
                 let rest = rest.trim_start_matches(['*', '_']);
-                let Some(rest) = rest
-                    .strip_prefix([':', '.', ')', '='])
-                    .map(str::trim_start)
+                let Some(rest) = rest.strip_prefix([':', '.', ')', '=']).map(str::trim_start)
                 else {
                     continue;
                 };
@@ -517,10 +513,7 @@ mod tests {
     fn markers_need_a_word_boundary_and_allow_emphasis() {
         assert_eq!(strip_conclusion_marker("Answering the question"), None);
         assert_eq!(strip_conclusion_marker("Thusly"), None);
-        assert_eq!(
-            strip_conclusion_marker("**Final Answer:** 42"),
-            Some("42")
-        );
+        assert_eq!(strip_conclusion_marker("**Final Answer:** 42"), Some("42"));
         assert_eq!(strip_conclusion_marker("Hence - 7"), Some("7"));
         let (_, c) = steps_and_conclusion("Step 1: x\nFinal answer: 9");
         assert_eq!(c.as_deref(), Some("9"));

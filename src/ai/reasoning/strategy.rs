@@ -317,7 +317,12 @@ impl<M: Machine> Reasoning<M> {
     }
 
     /// The strategy command of an `ai.tool.result`.
-    pub fn tool_result_command(&self, call_id: &str, tool: &str, result: ResultEnvelope) -> Command {
+    pub fn tool_result_command(
+        &self,
+        call_id: &str,
+        tool: &str,
+        result: ResultEnvelope,
+    ) -> Command {
         Command::strategy(
             self.command_name(commands::TOOL_RESULT),
             json!({"call_id": call_id, "tool_name": tool, "result": result.to_value(), "metadata": {}}),
@@ -507,10 +512,23 @@ impl<M: Machine> Reasoning<M> {
         let started = matches!(event, Event::Start { .. });
         let mut m = self.load(agent);
         let t = m.handle(&self.config, event);
-        if t.accepted {
-            let started = started && !matches!(t.steps.first(), Some(Step::Reject { .. }));
-            self.finish(agent, m, t.steps, started, &mut out);
+        if !t.accepted {
+            return out;
         }
+        if let [Step::Reject { .. }] = t.steps.as_slice() {
+            // A rejected request leaves the state untouched.
+            let mut steps = t.steps;
+            if let Some(Step::Reject {
+                request_id,
+                reason,
+                message,
+            }) = steps.pop()
+            {
+                out.push(EmitRequestError::new(request_id, reason, message).into());
+            }
+            return out;
+        }
+        self.finish(agent, m, t.steps, started, &mut out);
         out
     }
 

@@ -40,7 +40,8 @@ use super::parse::{ParserMode, parse_scores, parse_thoughts};
 use crate::ai::client::Message;
 
 /// The generation call's system prompt (Jido's).
-pub const GENERATION_PROMPT: &str = "You are a reasoning assistant that generates multiple distinct approaches to solve problems.
+pub const GENERATION_PROMPT: &str =
+    "You are a reasoning assistant that generates multiple distinct approaches to solve problems.
 
 Return strict JSON with this shape:
 {\"thoughts\":[{\"id\":\"t1\",\"content\":\"...\"},{\"id\":\"t2\",\"content\":\"...\"}]}
@@ -51,7 +52,8 @@ Rules:
 - return valid JSON only (no markdown wrappers)";
 
 /// The evaluation call's system prompt (Jido's).
-pub const EVALUATION_PROMPT: &str = "You are a reasoning assistant that evaluates the quality of solution approaches.
+pub const EVALUATION_PROMPT: &str =
+    "You are a reasoning assistant that evaluates the quality of solution approaches.
 
 For each thought/approach, provide a score from 0.0 to 1.0 based on:
 - Correctness: Is the reasoning valid?
@@ -272,9 +274,15 @@ impl Tot {
             ]);
         }
         let (kind, message) = if generation {
-            ("thoughts_parse_failed", "could not read thoughts from the model's answer")
+            (
+                "thoughts_parse_failed",
+                "could not read thoughts from the model's answer",
+            )
         } else {
-            ("scores_parse_failed", "could not read scores from the model's answer")
+            (
+                "scores_parse_failed",
+                "could not read scores from the model's answer",
+            )
         };
         self.run.fail(
             error_value(kind, message, json!({"answer": text})),
@@ -298,7 +306,11 @@ impl Tot {
     fn finish(&mut self, winner: Option<usize>, termination: Termination) -> Step {
         let Some(id) = winner.or_else(|| self.best_leaf()) else {
             return self.run.fail(
-                error_value("no_solution_found", "no scored thought to answer with", json!({})),
+                error_value(
+                    "no_solution_found",
+                    "no scored thought to answer with",
+                    json!({}),
+                ),
                 Termination::Error,
             );
         };
@@ -493,16 +505,22 @@ impl Machine for Tot {
         d.insert("node_count".into(), self.nodes.len().into());
         d.insert(
             "solution_path".into(),
-            json!(self
-                .solution_path
-                .iter()
-                .skip(1)
-                .filter_map(|&i| self.nodes.get(i).map(|n| n.content.clone()))
-                .collect::<Vec<_>>()),
+            json!(
+                self.solution_path
+                    .iter()
+                    .skip(1)
+                    .filter_map(|&i| self.nodes.get(i).map(|n| n.content.clone()))
+                    .collect::<Vec<_>>()
+            ),
         );
         d.insert(
             "best_score".into(),
-            json!(self.solution_path.last().and_then(|&i| self.nodes.get(i)).and_then(|n| n.score)),
+            json!(
+                self.solution_path
+                    .last()
+                    .and_then(|&i| self.nodes.get(i))
+                    .and_then(|n| n.score)
+            ),
         );
         d.insert(
             "candidates".into(),

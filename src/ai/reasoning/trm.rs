@@ -157,7 +157,8 @@ impl Trm {
             return Some(Termination::ActThreshold);
         }
         if self.confidence_history.len() >= CONVERGENCE_WINDOW {
-            let recent = &self.confidence_history[self.confidence_history.len() - CONVERGENCE_WINDOW..];
+            let recent =
+                &self.confidence_history[self.confidence_history.len() - CONVERGENCE_WINDOW..];
             let max = recent.iter().copied().fold(f64::MIN, f64::max);
             let min = recent.iter().copied().fold(f64::MAX, f64::min);
             if max - min < CONVERGENCE_EPSILON {
@@ -230,7 +231,11 @@ impl Machine for Trm {
                     if items.is_empty() {
                         "(none)".to_owned()
                     } else {
-                        items.iter().map(|i| format!("- {i}")).collect::<Vec<_>>().join("\n")
+                        items
+                            .iter()
+                            .map(|i| format!("- {i}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
                     }
                 };
                 let user = format!(
