@@ -5,7 +5,9 @@
 //! prompt is [`COT_PROMPT`] (numbered steps, then `Conclusion:` or
 //! `Answer:`) or, for Chain of Draft, [`COD_PROMPT`] (drafts of at most
 //! five words, the answer after `####`); a configured system prompt
-//! replaces it. The answer is the conclusion
+//! replaces it. The steps are the numbered or bulleted lines (for Chain
+//! of Draft without those, every line before the answer is a draft). The
+//! answer is the conclusion
 //! ([`steps_and_conclusion`]), or the whole text when the model wrote no
 //! conclusion marker; a blank answer fails with `empty_response`.
 
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::machine::{Machine, Phase, Run, Step, Termination, error_value};
-use super::parse::{ReasoningStep, steps_and_conclusion};
+use super::parse::{ReasoningStep, drafts, steps_and_conclusion};
 use crate::ai::client::Message;
 
 /// Jido's Chain-of-Thought system prompt.
@@ -145,13 +147,16 @@ impl Machine for Cot {
         )]
     }
 
-    fn on_answer(&mut self, _config: &CotConfig, text: String) -> Vec<Step> {
+    fn on_answer(&mut self, config: &CotConfig, text: String) -> Vec<Step> {
         if text.trim().is_empty() {
             self.raw_response = Some(text);
             let error = error_value("empty_response", "the model gave no answer", json!({}));
             return vec![self.run.fail(error, Termination::Error)];
         }
-        let (steps, conclusion) = steps_and_conclusion(&text);
+        let (mut steps, conclusion) = steps_and_conclusion(&text);
+        if steps.is_empty() && config.style == Style::Draft {
+            steps = drafts(&text);
+        }
         let answer = conclusion.clone().unwrap_or_else(|| text.trim().to_owned());
         self.steps = steps;
         self.conclusion = conclusion;

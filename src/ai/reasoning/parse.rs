@@ -80,6 +80,38 @@ pub fn steps_and_conclusion(text: &str) -> (Vec<ReasoningStep>, Option<String>) 
     )
 }
 
+/// The drafts of a chain of draft: the non-empty lines before the `####`
+/// separator (or the first conclusion marker), without list markers,
+/// numbered from 1.
+///
+/// ```
+/// use jido::ai::reasoning::parse::drafts;
+///
+/// let d = drafts("17 sheep\n- all but 9 flee\n\n9 stay\n#### 9");
+/// assert_eq!(d.iter().map(|s| s.content.as_str()).collect::<Vec<_>>(), ["17 sheep", "all but 9 flee", "9 stay"]);
+/// ```
+pub fn drafts(text: &str) -> Vec<ReasoningStep> {
+    let body = text.split_once("####").map_or(text, |(before, _)| before);
+    let mut out = Vec::new();
+    for line in body.lines() {
+        if strip_conclusion_marker(line).is_some() {
+            break;
+        }
+        let content = step_marker(line)
+            .map(|(_, rest)| rest)
+            .or_else(|| bullet(line))
+            .unwrap_or(line)
+            .trim();
+        if !content.is_empty() {
+            out.push(ReasoningStep {
+                number: out.len() as u64 + 1,
+                content: content.to_owned(),
+            });
+        }
+    }
+    out
+}
+
 /// The rest of `line` after a conclusion marker, if it starts with one.
 fn strip_conclusion_marker(line: &str) -> Option<&str> {
     let trimmed = line
