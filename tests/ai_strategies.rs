@@ -247,10 +247,7 @@ async fn directives_without_a_runtime() {
         json!({"query": "6*7?", "status": "pending"})
     );
     assert_eq!(agent.state()["__strategy__"]["module"], "cot");
-    assert_eq!(
-        agent.state()["__strategy__"]["machine"]["run"]["phase"],
-        "reasoning"
-    );
+    assert_eq!(agent.state()["__strategy__"]["run"]["phase"], "reasoning");
     assert_eq!(agent.strategy_snapshot().status, SnapshotStatus::Running);
 
     // Busy: one EmitRequestError, state untouched.
@@ -341,13 +338,11 @@ async fn the_machine_survives_a_checkpoint() {
     assert_eq!(b.state()["last_answer"], "42");
     assert_eq!(b.state()["status"], "completed");
     assert_eq!(b.strategy_snapshot().status, SnapshotStatus::Success);
-    // State edited behind the strategy's back wins over its typed copy.
+    // A state without the machine's fields reads as an idle machine.
     b.cmd(cot.query_command("next", Some("r2")), ExecOptions::new())
         .await;
     let mut edited = b.state().clone();
-    edited
-        .object_mut("__strategy__")
-        .insert("machine", jido::state::StateValue::from(json!({})));
+    edited.object_mut("__strategy__").remove("run");
     let mut c = AgentState::new(
         Bot(DynStrategy::new(cot.clone())),
         AgentOptions::new().state(edited),

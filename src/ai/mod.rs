@@ -12,6 +12,9 @@
 //! * [`tool`]: tools from actions; [`effects`]: the tool effect policy.
 //! * [`runtime`]: [`AiRuntime`], which holds the client
 //!   and the tools and executes the directives.
+//! * [`request`]: what every request-driven reasoning strategy shares
+//!   ([`RequestCore`]: requests by id, busy, cancellation, completion,
+//!   typed state in the strategy ext with its JSON mirror).
 //! * [`react`]: the ReAct strategy ([`ReAct`]) on its pure state machine.
 
 pub mod client;
@@ -20,6 +23,7 @@ pub mod effects;
 pub mod envelope;
 pub mod react;
 pub mod reasoning;
+pub mod request;
 pub mod runtime;
 pub mod signals;
 pub mod tool;
@@ -37,5 +41,6 @@ pub use directive::{
 };
 pub use envelope::{ErrorEnvelope, ResultEnvelope};
 pub use react::{OutputSchema, ReAct};
+pub use request::{RequestCore, RequestState};
 pub use runtime::AiRuntime;
 pub use tool::{Tool, ToolSet};

@@ -21,11 +21,12 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::output::OutputSchema;
 use crate::ai::client::{FinishReason, Message, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::ai::request::{RequestCore, set_bool, set_json, set_str, set_u64, usage_state};
 use crate::error::{Error, Result};
 use crate::state::{StateArray, StateMap, StateValue};
 
@@ -422,6 +423,17 @@ pub enum ToolCallState {
     Done(ResultEnvelope),
 }
 
+impl ToolCallState {
+    /// `"queued"`, `"running"` or `"done"` (as in the JSON mirror).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCallState::Queued => "queued",
+            ToolCallState::Running => "running",
+            ToolCallState::Done(_) => "done",
+        }
+    }
+}
+
 /// A tool call of the current turn.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingToolCall {
@@ -465,6 +477,12 @@ impl Conversation {
             .iter()
             .filter_map(|v| Message::deserialize(v).ok())
             .collect()
+    }
+
+    /// The content of the last message, if any.
+    pub fn last_content(&self) -> Option<String> {
+        let last = self.0.last()?;
+        Some(last.get("content")?.as_str()?.to_owned())
     }
 
     /// The underlying array.
@@ -562,11 +580,8 @@ impl Machine {
             }
             Event::ToolResult { call_id, result } => self.on_tool_result(config, &call_id, result),
             Event::Cancel { request_id, reason } => {
-                let matches = match &request_id {
-                    None => true,
-                    Some(id) => self.request_id.as_deref() == Some(id.as_str()),
-                };
-                if !self.status.is_busy() || !matches {
+                let active = self.request_id.as_deref().filter(|_| self.status.is_busy());
+                if !RequestCore::cancel_matches(active, request_id.as_deref()) {
                     return Transition::ignored();
                 }
                 let active = self.request_id.clone().unwrap_or_default();
@@ -808,42 +823,74 @@ impl Machine {
         }
     }
 
-    /// Writes the machine into a strategy state map (field by field: the
-    /// conversation is shared, not copied).
+    /// Brings a strategy state map up to date with the machine: only the
+    /// fields that differ from what `into` holds are written (a signal that
+    /// changes the status and one tool call writes those), and the
+    /// conversation is shared, not copied.
     pub fn write(&self, into: &mut StateMap) {
-        into.insert("status", self.status.as_str());
-        into.insert("iteration", self.iteration);
-        into.insert("request_id", self.request_id.as_deref());
-        into.insert("llm_call_id", self.llm_call_id.as_deref());
-        into.insert("call_seq", self.call_seq);
-        let calls: StateArray = self
-            .tool_calls
-            .iter()
-            .map(|c| {
-                let mut m = StateMap::with_capacity(5);
-                m.insert("id", c.call.id.as_str());
-                m.insert("name", c.call.name.as_str());
-                m.insert("arguments", StateValue::from(&c.call.arguments));
-                let (state, result) = match &c.state {
-                    ToolCallState::Queued => ("queued", Value::Null),
-                    ToolCallState::Running => ("running", Value::Null),
-                    ToolCallState::Done(r) => ("done", r.to_value()),
-                };
-                m.insert("state", state);
-                m.insert("result", StateValue::from(result));
-                StateValue::Object(m)
-            })
-            .collect();
-        into.insert("tool_calls", calls);
-        into.insert("result", StateValue::from(&self.result));
-        into.insert(
+        set_str(into, "status", Some(self.status.as_str()));
+        set_u64(into, "iteration", self.iteration);
+        set_str(into, "request_id", self.request_id.as_deref());
+        set_str(into, "llm_call_id", self.llm_call_id.as_deref());
+        set_u64(into, "call_seq", self.call_seq);
+        self.write_tool_calls(into);
+        set_json(into, "result", &self.result);
+        set_str(
+            into,
             "termination_reason",
             self.termination.map(Termination::as_str),
         );
-        into.insert("usage", usage_state(&self.usage));
-        into.insert("output", self.output.as_deref());
-        into.insert("repaired", self.repaired);
-        into.insert("conversation", self.conversation.as_array().clone());
+        let usage_same = into
+            .get("usage")
+            .and_then(|u| Usage::deserialize(u).ok())
+            .is_some_and(|u| u == self.usage);
+        if !usage_same {
+            into.insert("usage", usage_state(&self.usage));
+        }
+        set_str(into, "output", self.output.as_deref());
+        set_bool(into, "repaired", self.repaired);
+        let conversation = self.conversation.as_array();
+        let same = into
+            .get("conversation")
+            .and_then(StateValue::as_array)
+            .is_some_and(|a| a.ptr_eq(conversation));
+        if !same {
+            into.insert("conversation", conversation.clone());
+        }
+    }
+
+    /// The tool calls: rewritten whole when the calls differ (a new turn),
+    /// else only the entries whose state changed.
+    fn write_tool_calls(&self, into: &mut StateMap) {
+        let same_calls = into
+            .get("tool_calls")
+            .and_then(StateValue::as_array)
+            .is_some_and(|a| {
+                a.len() == self.tool_calls.len()
+                    && a.iter().zip(&self.tool_calls).all(|(v, c)| {
+                        v.get("id").and_then(StateValue::as_str) == Some(c.call.id.as_str())
+                    })
+            });
+        if !same_calls {
+            let calls: StateArray = self.tool_calls.iter().map(pending_state).collect();
+            into.insert("tool_calls", calls);
+            return;
+        }
+        for (i, c) in self.tool_calls.iter().enumerate() {
+            let name = c.state.name();
+            let slot = into
+                .get_mut("tool_calls")
+                .and_then(StateValue::as_array_mut)
+                .and_then(|a| a.get_mut(i))
+                .and_then(StateValue::as_object_mut);
+            let Some(entry) = slot else { continue };
+            if entry.get("state").and_then(StateValue::as_str) != Some(name) {
+                entry.insert("state", name);
+                if let ToolCallState::Done(r) = &c.state {
+                    entry.insert("result", StateValue::from(r.to_value()));
+                }
+            }
+        }
     }
 
     /// Reads a machine written by [`Machine::write`]; missing fields take
@@ -889,6 +936,20 @@ impl Machine {
     }
 }
 
+fn pending_state(c: &PendingToolCall) -> StateValue {
+    let mut m = StateMap::with_capacity(5);
+    m.insert("id", c.call.id.as_str());
+    m.insert("name", c.call.name.as_str());
+    m.insert("arguments", StateValue::from(&c.call.arguments));
+    m.insert("state", c.state.name());
+    let result = match &c.state {
+        ToolCallState::Done(r) => StateValue::from(r.to_value()),
+        _ => StateValue::Null,
+    };
+    m.insert("result", result);
+    StateValue::Object(m)
+}
+
 fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
     let m = v.as_object()?;
     let call = ToolCall {
@@ -907,22 +968,6 @@ fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
         _ => return None,
     };
     Some(PendingToolCall { call, state })
-}
-
-pub(crate) fn usage_state(u: &Usage) -> StateMap {
-    let mut m = StateMap::with_capacity(3);
-    m.insert("input_tokens", u.input_tokens);
-    m.insert("output_tokens", u.output_tokens);
-    m.insert("total_tokens", u.total_tokens);
-    m
-}
-
-pub(crate) fn usage_json(u: &Usage) -> Value {
-    let mut m = Map::with_capacity(3);
-    m.insert("input_tokens".into(), u.input_tokens.into());
-    m.insert("output_tokens".into(), u.output_tokens.into());
-    m.insert("total_tokens".into(), u.total_tokens.into());
-    Value::Object(m)
 }
 
 fn capitalise(s: &str) -> String {

@@ -27,9 +27,11 @@
 //!   `cancelled` error, termination `cancelled`.
 //! * The answer: top-level `status: "completed"` and `last_answer` (so
 //!   [`AgentRef::await_completion`] works), or `status: "failed"` and
-//!   `error`; per request in `__strategy__.requests.ID` (see
-//!   [`requests`]); the machine itself under `__strategy__.machine` (JSON:
-//!   checkpoints keep it). Token usage is summed over the request's calls.
+//!   `error`; per request in `__strategy__.requests.ID`. This is the
+//!   shared [`RequestCore`](crate::ai::request::RequestCore): the machine
+//!   lives typed in the strategy ext and its fields are mirrored as JSON
+//!   under `__strategy__` (checkpoints keep them; a restored agent reads
+//!   them back). Token usage is summed over the request's calls.
 //!
 //! Swapping one of these strategies for another (or for ReAct) changes
 //! only the query signal's type: the agent's own routes and actions are
@@ -72,7 +74,6 @@ pub mod cot;
 pub mod got;
 pub mod machine;
 pub mod parse;
-pub mod requests;
 mod strategy;
 pub mod tot;
 pub mod trm;

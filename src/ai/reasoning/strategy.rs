@@ -1,8 +1,9 @@
 //! [`Reasoning`]: one [`Strategy`] for every reasoning machine.
 //!
 //! It translates the strategy's signals into machine [`Event`]s and the
-//! machine's [`Step`]s into AI directives, keeps the machine in the agent
-//! state, and records requests (see [`requests`](super::requests)).
+//! machine's [`Step`]s into AI directives; the request lifecycle (records,
+//! completion, events, the typed machine in the strategy ext with its JSON
+//! mirror) is the shared [`RequestCore`].
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::machine::{Event, Machine, Phase, Step};
-use super::requests::Records;
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::ai::client::ToolSpec;
 use crate::ai::directive::{
@@ -22,6 +22,7 @@ use crate::ai::directive::{
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::react::ReAct;
 use crate::ai::react::machine::Turn;
+use crate::ai::request::{RequestCore, RequestState, set_json};
 use crate::ai::signals::{self, LlmResponseData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
@@ -29,7 +30,7 @@ use crate::error::Error;
 use crate::server::AwaitOptions;
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
-use crate::state::StateValue;
+use crate::state::StateMap;
 use crate::strategy::{
     Command, Snapshot, SnapshotStatus, Strategy, StrategyContext, apply_outcome,
 };
@@ -41,7 +42,7 @@ pub const DEFAULT_TOOL_MAX_RETRIES: u32 = 1;
 /// Default delay between tool attempts (200 ms, Jido's).
 pub const DEFAULT_TOOL_BACKOFF_MS: u64 = 200;
 /// How many requests the strategy remembers (100, Jido's).
-pub const DEFAULT_REQUEST_HISTORY: usize = 100;
+pub const DEFAULT_REQUEST_HISTORY: usize = crate::ai::request::DEFAULT_REQUEST_HISTORY;
 
 /// The command suffixes the routes send (`<name>_<suffix>`, e.g.
 /// `cot_query`).
@@ -64,11 +65,35 @@ pub mod commands {
     pub const REQUEST_ERROR: &str = "request_error";
 }
 
-/// The typed machine kept in the strategy extension.
-#[derive(Clone)]
-struct Stored<M> {
-    rev: u64,
-    machine: M,
+/// The machine as the request core keeps it: typed in the strategy ext,
+/// mirrored field by field under `__strategy__` (each top-level field of
+/// its JSON, written only when it changed).
+#[derive(Clone, Default)]
+struct State<M>(M);
+
+impl<M: Machine> RequestState for State<M> {
+    fn read(from: &StateMap) -> Option<Self> {
+        serde_json::from_value(Value::Object(from.to_json()))
+            .ok()
+            .map(State)
+    }
+
+    fn write(&self, into: &mut StateMap) {
+        if let Ok(Value::Object(fields)) = serde_json::to_value(&self.0) {
+            for (key, value) in &fields {
+                set_json(into, key, value);
+            }
+        }
+    }
+
+    fn active_request(&self) -> Option<&str> {
+        let run = self.0.run();
+        if run.phase.is_busy() {
+            run.request_id.as_deref()
+        } else {
+            None
+        }
+    }
 }
 
 /// A reasoning strategy on machine `M` (see the [module docs](super)).
@@ -98,8 +123,7 @@ pub struct Reasoning<M: Machine> {
     tool_timeout_ms: u64,
     tool_max_retries: u32,
     tool_backoff_ms: u64,
-    events: Option<DispatchConfig>,
-    request_history: usize,
+    core: RequestCore,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -117,8 +141,7 @@ impl<M: Machine> Clone for Reasoning<M> {
             tool_timeout_ms: self.tool_timeout_ms,
             tool_max_retries: self.tool_max_retries,
             tool_backoff_ms: self.tool_backoff_ms,
-            events: self.events.clone(),
-            request_history: self.request_history,
+            core: self.core.clone(),
             machine: PhantomData,
         }
     }
@@ -150,6 +173,7 @@ impl<M: Machine> Reasoning<M> {
     /// The machine configured with `config`.
     pub fn with_config(config: M::Config) -> Self {
         Reasoning {
+            core: RequestCore::new(M::name(&config)),
             config,
             model: ModelRef::alias("fast"),
             streaming: true,
@@ -161,8 +185,6 @@ impl<M: Machine> Reasoning<M> {
             tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
             tool_max_retries: DEFAULT_TOOL_MAX_RETRIES,
             tool_backoff_ms: DEFAULT_TOOL_BACKOFF_MS,
-            events: None,
-            request_history: DEFAULT_REQUEST_HISTORY,
             machine: PhantomData,
         }
     }
@@ -171,6 +193,14 @@ impl<M: Machine> Reasoning<M> {
     #[must_use]
     pub fn configure(mut self, f: impl FnOnce(&mut M::Config)) -> Self {
         f(&mut self.config);
+        let name = M::name(&self.config);
+        if name != self.core.module() {
+            let mut core = RequestCore::new(name).history(self.core.history_len());
+            if let Some(events) = self.core.events_dispatch() {
+                core = core.events(events.clone());
+            }
+            self.core = core;
+        }
         self
     }
 
@@ -254,14 +284,14 @@ impl<M: Machine> Reasoning<M> {
     /// `ai.request.completed` / `ai.request.failed`).
     #[must_use]
     pub fn events(mut self, dispatch: DispatchConfig) -> Self {
-        self.events = Some(dispatch);
+        self.core = self.core.events(dispatch);
         self
     }
 
     /// How many requests `__strategy__.requests` keeps (oldest dropped).
     #[must_use]
     pub fn request_history(mut self, n: usize) -> Self {
-        self.request_history = n.max(1);
+        self.core = self.core.history(n);
         self
     }
 
@@ -334,59 +364,12 @@ impl<M: Machine> Reasoning<M> {
     ///
     /// [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
     pub fn await_options(request_id: &str) -> AwaitOptions {
-        ReAct::await_options(request_id)
+        RequestCore::await_options(request_id)
     }
 
     /// The machine of `agent`, if it runs this strategy.
     pub fn machine_of(&self, agent: &AgentData) -> Option<M> {
-        self.read(agent)
-    }
-
-    fn records(&self) -> Records<'_> {
-        Records {
-            events: self.events.as_ref(),
-            history: self.request_history,
-        }
-    }
-
-    fn read(&self, agent: &AgentData) -> Option<M> {
-        let st = agent.strategy_state()?;
-        if st.get("module").and_then(StateValue::as_str) != Some(self.short_name()) {
-            return None;
-        }
-        let rev = st.get("rev").and_then(StateValue::as_u64);
-        if let Some(ext) = agent.strategy_ext::<Stored<M>>() {
-            if Some(ext.rev) == rev {
-                return Some(ext.machine.clone());
-            }
-        }
-        let json = st.get("machine")?.to_json();
-        serde_json::from_value(json).ok()
-    }
-
-    fn load(&self, agent: &AgentData) -> M {
-        self.read(agent).unwrap_or_default()
-    }
-
-    /// Stores the machine: as JSON under `__strategy__.machine` (what
-    /// checkpoints keep) and typed in the strategy extension, valid while
-    /// `__strategy__.rev` is the revision it was written with.
-    fn write(&self, agent: &mut AgentData, m: M) {
-        let json = serde_json::to_value(&m).unwrap_or(Value::Null);
-        let st = agent.strategy_state_mut();
-        if st.get("module").and_then(StateValue::as_str) != Some(self.short_name()) {
-            st.insert("module", self.short_name());
-        }
-        let rev = st.get("rev").and_then(StateValue::as_u64).unwrap_or(0) + 1;
-        st.insert("rev", rev);
-        st.insert("machine", StateValue::from(json));
-        agent.set_strategy_ext(Stored { rev, machine: m });
-    }
-
-    fn forward(&self, ctx: &StrategyContext, out: &mut Vec<Directive>) {
-        if let (Some(events), Some(signal)) = (&self.events, ctx.signal()) {
-            out.push(Directive::emit_to(signal.clone(), events.clone()));
-        }
+        self.core.peek::<State<M>>(agent).map(|s| s.into_owned().0)
     }
 
     fn on_command(
@@ -445,8 +428,12 @@ impl<M: Machine> Reasoning<M> {
             },
             commands::LLM_DELTA => {
                 let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
-                if self.load(agent).run().awaits(call_id) {
-                    self.forward(ctx, &mut out);
+                let awaited = self
+                    .core
+                    .peek::<State<M>>(agent)
+                    .is_some_and(|s| s.0.run().awaits(call_id));
+                if awaited {
+                    self.core.forward(ctx, &mut out);
                 }
                 return out;
             }
@@ -455,15 +442,18 @@ impl<M: Machine> Reasoning<M> {
                     .get("metadata")
                     .and_then(|m| m.get("request_id"))
                     .and_then(Value::as_str);
-                let m = self.load(agent);
-                if m.run().phase.is_busy() && m.run().request_id.as_deref() == request_id {
-                    self.forward(ctx, &mut out);
+                let current = self.core.peek::<State<M>>(agent).is_some_and(|s| {
+                    let run = s.0.run();
+                    run.phase.is_busy() && run.request_id.as_deref() == request_id
+                });
+                if current {
+                    self.core.forward(ctx, &mut out);
                 }
                 return out;
             }
             commands::REQUEST_ERROR => {
-                self.records().rejection(agent, &params);
-                self.forward(ctx, &mut out);
+                self.core.record_rejection(agent, &params);
+                self.core.forward(ctx, &mut out);
                 return out;
             }
             commands::LLM_RESULT => match LlmResponseData::deserialize(params) {
@@ -481,7 +471,7 @@ impl<M: Machine> Reasoning<M> {
             commands::TOOL_RESULT => match ToolResultData::deserialize(params) {
                 Ok(data) => {
                     let effects = data.result.decode_effects();
-                    let mut m = self.load(agent);
+                    let m = &mut self.core.state::<State<M>>(agent).0;
                     let t = m.handle(
                         &self.config,
                         Event::ToolResult {
@@ -492,12 +482,13 @@ impl<M: Machine> Reasoning<M> {
                     if !t.accepted {
                         return out;
                     }
-                    self.forward(ctx, &mut out);
+                    let facts = Facts::of(m, &self.config);
+                    self.core.forward(ctx, &mut out);
                     match effects {
                         Ok(effects) => out.extend(agent.apply_effects(effects)),
                         Err(err) => out.push(Directive::error(err, "tool_effects")),
                     }
-                    self.finish(agent, m, t.steps, false, &mut out);
+                    self.finish(agent, facts, t.steps, false, &mut out);
                     return out;
                 }
                 Err(e) => return vec![bad_payload(name, &e)],
@@ -510,11 +501,12 @@ impl<M: Machine> Reasoning<M> {
             }
         };
         let started = matches!(event, Event::Start { .. });
-        let mut m = self.load(agent);
+        let m = &mut self.core.state::<State<M>>(agent).0;
         let t = m.handle(&self.config, event);
         if !t.accepted {
             return out;
         }
+        let facts = Facts::of(m, &self.config);
         if let [Step::Reject { .. }] = t.steps.as_slice() {
             // A rejected request leaves the state untouched.
             let mut steps = t.steps;
@@ -524,32 +516,29 @@ impl<M: Machine> Reasoning<M> {
                 message,
             }) = steps.pop()
             {
-                out.push(EmitRequestError::new(request_id, reason, message).into());
+                out.push(RequestCore::reject(&request_id, &reason, message));
             }
             return out;
         }
-        self.finish(agent, m, t.steps, started, &mut out);
+        self.finish(agent, facts, t.steps, started, &mut out);
         out
     }
 
-    /// Stores the machine and lifts its steps.
+    /// Commits the machine's changes and lifts its steps.
     fn finish(
         &self,
         agent: &mut AgentData,
-        m: M,
+        facts: Facts,
         steps: Vec<Step>,
         started: bool,
         out: &mut Vec<Directive>,
     ) {
-        let wants_tools = m.wants_tools(&self.config);
-        let usage = m.run().usage;
-        let query = m.run().query.clone();
-        let records = self.records();
-        let request_id = m.run().request();
-        self.write(agent, m);
+        let core = &self.core;
+        core.commit::<State<M>>(agent);
         if started {
-            records.start(agent, &request_id, &query, out);
+            core.start(agent, &facts.request_id, &facts.query, out);
         }
+        let (wants_tools, usage) = (facts.wants_tools, facts.usage);
         for step in steps {
             match step {
                 Step::CallLlm(call) => out.push(self.llm_directive(call, wants_tools)),
@@ -585,7 +574,7 @@ impl<M: Machine> Reasoning<M> {
                     request_id,
                     answer,
                     termination,
-                } => records.end(
+                } => core.finish(
                     agent,
                     &request_id,
                     Ok(answer),
@@ -597,7 +586,7 @@ impl<M: Machine> Reasoning<M> {
                     request_id,
                     error,
                     termination,
-                } => records.end(
+                } => core.finish(
                     agent,
                     &request_id,
                     Err(error),
@@ -642,6 +631,27 @@ impl<M: Machine> Reasoning<M> {
     }
 }
 
+/// What lifting a transition needs from the machine, taken before the
+/// machine's borrow ends.
+struct Facts {
+    request_id: String,
+    query: String,
+    usage: crate::ai::client::Usage,
+    wants_tools: bool,
+}
+
+impl Facts {
+    fn of<M: Machine>(m: &M, config: &M::Config) -> Self {
+        let run = m.run();
+        Facts {
+            request_id: run.request(),
+            query: run.query.clone(),
+            usage: run.usage,
+            wants_tools: m.wants_tools(config),
+        }
+    }
+}
+
 fn query_params(query: &str, request_id: Option<&str>) -> Value {
     let mut m = Map::with_capacity(2);
     m.insert("query".into(), query.into());
@@ -674,9 +684,7 @@ impl<M: Machine> Strategy for Reasoning<M> {
     }
 
     fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
-        if self.read(agent).is_none() {
-            self.write(agent, M::default());
-        }
+        self.core.init::<State<M>>(agent);
         Vec::new()
     }
 
@@ -706,9 +714,10 @@ impl<M: Machine> Strategy for Reasoning<M> {
     /// details `phase`, `request_id`, `termination_reason`, `usage`,
     /// `llm_calls` and the machine's own details.
     fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
-        let Some(m) = self.read(agent) else {
+        let Some(state) = self.core.peek::<State<M>>(agent) else {
             return Snapshot::default();
         };
+        let m = &state.0;
         let run = m.run();
         let status = match run.phase {
             Phase::Idle => SnapshotStatus::Idle,
