@@ -16,8 +16,8 @@ use super::machine::{Event, Machine, Phase, Step};
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::ai::client::ToolSpec;
 use crate::ai::directive::{
-    CancelRequest, DEFAULT_CANCEL_REASON, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE,
-    EmitRequestError, EmitToolError, LlmGenerate, LlmStream, ModelRef, ToolExec,
+    CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
+    ModelRef, ToolExec,
 };
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::react::ReAct;
@@ -399,33 +399,19 @@ impl<M: Machine> Reasoning<M> {
                     query: q.query,
                 },
                 Err(e) => {
-                    let request_id = params
-                        .get("request_id")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
-                    out.push(
-                        EmitRequestError::new(
-                            request_id,
-                            "invalid_request",
-                            format!("invalid query: {e}"),
-                        )
-                        .into(),
-                    );
+                    let request_id = RequestCore::request_id(&params);
+                    out.push(RequestCore::reject(
+                        &request_id,
+                        "invalid_request",
+                        format!("invalid query: {e}"),
+                    ));
                     return out;
                 }
             },
-            commands::CANCEL => Event::Cancel {
-                request_id: params
-                    .get("request_id")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned),
-                reason: params
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or(DEFAULT_CANCEL_REASON)
-                    .to_owned(),
-            },
+            commands::CANCEL => {
+                let (request_id, reason) = RequestCore::cancel_params(&params);
+                Event::Cancel { request_id, reason }
+            }
             commands::LLM_DELTA => {
                 let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
                 let awaited = self
@@ -566,7 +552,7 @@ impl<M: Machine> Reasoning<M> {
                     request_id,
                     reason,
                     message,
-                } => out.push(EmitRequestError::new(request_id, reason, message).into()),
+                } => out.push(RequestCore::reject(&request_id, &reason, message)),
                 Step::CancelCalls { request_id, reason } => {
                     out.push(CancelRequest::new(request_id).reason(reason).into());
                 }
