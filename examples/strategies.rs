@@ -42,8 +42,13 @@ impl Agent for Reasoner {
     }
 }
 
+type BoxError = Box<dyn std::error::Error>;
+
+/// A client and its model's name.
+type Live = (Arc<dyn LlmClient>, String);
+
 /// The real model when `OPENAI_BASE_URL` is set (feature `ai-genai`).
-fn live_model() -> Result<Option<(Arc<dyn LlmClient>, String)>, Box<dyn std::error::Error>> {
+fn live_model() -> Result<Option<Live>, BoxError> {
     #[cfg(feature = "ai-genai")]
     {
         let config = jido::ai::client::LlmConfig::from_env();

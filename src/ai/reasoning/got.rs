@@ -184,20 +184,20 @@ fn parse_node_ref(s: &str) -> Option<usize> {
 /// Connections `(from, to)` from a connecting answer (JSON `connections`
 /// or `CONNECTION: n1 -> n2` lines), unfiltered.
 pub fn parse_connections(text: &str) -> Vec<(usize, usize)> {
-    if let Some(Value::Object(o)) = extract_json(text) {
-        if let Some(list) = o.get("connections").and_then(Value::as_array) {
-            return list
-                .iter()
-                .filter_map(|c| {
-                    let end = |k: &str| match c.get(k)? {
-                        Value::String(s) => parse_node_ref(s),
-                        Value::Number(n) => n.as_u64().and_then(|n| usize::try_from(n).ok()),
-                        _ => None,
-                    };
-                    Some((end("from")?, end("to")?))
-                })
-                .collect();
-        }
+    if let Some(Value::Object(o)) = extract_json(text)
+        && let Some(list) = o.get("connections").and_then(Value::as_array)
+    {
+        return list
+            .iter()
+            .filter_map(|c| {
+                let end = |k: &str| match c.get(k)? {
+                    Value::String(s) => parse_node_ref(s),
+                    Value::Number(n) => n.as_u64().and_then(|n| usize::try_from(n).ok()),
+                    _ => None,
+                };
+                Some((end("from")?, end("to")?))
+            })
+            .collect();
     }
     text.lines()
         .filter_map(|line| {

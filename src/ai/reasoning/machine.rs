@@ -482,7 +482,7 @@ pub trait Machine:
 }
 
 /// The common lifecycle behind [`Machine::handle`] (see the module docs).
-pub fn handle<M: Machine + ?Sized>(m: &mut M, config: &M::Config, event: Event) -> Transition {
+pub fn handle<M: Machine>(m: &mut M, config: &M::Config, event: Event) -> Transition {
     match event {
         Event::Start { request_id, query } => {
             let phase = m.run().phase;
@@ -541,7 +541,7 @@ pub fn busy(request_id: String, phase: Phase) -> Step {
     }
 }
 
-fn on_turn<M: Machine + ?Sized>(m: &mut M, config: &M::Config, turn: Turn) -> Vec<Step> {
+fn on_turn<M: Machine>(m: &mut M, config: &M::Config, turn: Turn) -> Vec<Step> {
     let run = m.run_mut();
     if let Some(usage) = turn.usage {
         run.usage += usage;
@@ -596,11 +596,7 @@ fn on_turn<M: Machine + ?Sized>(m: &mut M, config: &M::Config, turn: Turn) -> Ve
     m.on_answer(config, turn.text)
 }
 
-fn on_tool_result<M: Machine + ?Sized>(
-    m: &mut M,
-    call_id: &str,
-    result: ResultEnvelope,
-) -> Transition {
+fn on_tool_result<M: Machine>(m: &mut M, call_id: &str, result: ResultEnvelope) -> Transition {
     let run = m.run_mut();
     if !run.phase.is_busy() {
         return Transition::ignored();

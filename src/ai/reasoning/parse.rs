@@ -224,22 +224,21 @@ pub fn extract_json(text: &str) -> Option<Value> {
     if let Some(start) = trimmed.find("```") {
         let body = &trimmed[start + 3..];
         let body = body.strip_prefix("json").unwrap_or(body);
-        if let Some(end) = body.find("```") {
-            if let Ok(v @ (Value::Object(_) | Value::Array(_))) =
+        if let Some(end) = body.find("```")
+            && let Ok(v @ (Value::Object(_) | Value::Array(_))) =
                 serde_json::from_str(body[..end].trim())
-            {
-                return Some(v);
-            }
+        {
+            return Some(v);
         }
     }
     for (start, open) in trimmed.char_indices() {
         if open != '{' && open != '[' {
             continue;
         }
-        if let Some(end) = balanced_end(&trimmed[start..]) {
-            if let Ok(v) = serde_json::from_str::<Value>(&trimmed[start..start + end]) {
-                return Some(v);
-            }
+        if let Some(end) = balanced_end(&trimmed[start..])
+            && let Ok(v) = serde_json::from_str::<Value>(&trimmed[start..start + end])
+        {
+            return Some(v);
         }
     }
     None
@@ -297,13 +296,14 @@ pub fn numbered_items(text: &str) -> Vec<String> {
         if let Some((_, rest)) = step_marker(line) {
             out.push(rest.to_owned());
             open = true;
-        } else if open && !line.trim().is_empty() {
-            if let Some(last) = out.last_mut() {
-                if !last.is_empty() {
-                    last.push(' ');
-                }
-                last.push_str(line.trim());
+        } else if open
+            && !line.trim().is_empty()
+            && let Some(last) = out.last_mut()
+        {
+            if !last.is_empty() {
+                last.push(' ');
             }
+            last.push_str(line.trim());
         }
     }
     out.retain(|s| !s.is_empty());
