@@ -31,6 +31,20 @@
 //!   `AgentState::cmd`, its `LlmGenerate` directives executed by the
 //!   harness and the answers fed back as `ai.llm.response` payloads.
 //!
+//! Group `react_runtime`: the same request through the whole runtime,
+//! the caller in a spawned task:
+//!
+//! * `raw_ractor_react` (baseline): a raw ractor actor doing the loop the
+//!   way the runtime does it: the question arrives as a call, each model
+//!   call and each tool run (Exec, same options) is a spawned tokio task
+//!   whose result comes back to the actor as a message, the answer is the
+//!   call's reply;
+//! * `raw_task_loop`: the hand-written loop in the caller's task;
+//! * `react_agent`: an `AgentServer` running ReAct on an `AiRuntime` with
+//!   the scripted model: `cast` of `ai.react.query`, then
+//!   `await_completion` of the request (ReAct with `keep_conversation(false)`,
+//!   so that the state does not grow with the rounds).
+//!
 //! With `CI` set the runs are shorter.
 
 use std::hint::black_box;
@@ -49,7 +63,9 @@ use jido::ai::signals::ToolResultData;
 use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet};
 use jido::exec::Exec;
 use jido::prelude::*;
+use jido::server::{Jido, JidoConfig};
 use jido::strategy::Command;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value, json};
 
 #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
@@ -470,5 +486,229 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(ai, benches);
+/// The raw ractor shape of a ReAct agent (see the module docs).
+struct RawReact {
+    model: Arc<dyn LlmClient>,
+    exec: Exec,
+    tools: ToolSet,
+}
+
+enum RawMsg {
+    Ask(String, RpcReplyPort<String>),
+    ModelDone(LlmResponse),
+    ToolDone(usize, ResultEnvelope),
+}
+
+struct RawState {
+    messages: Vec<Message>,
+    pending: Vec<(jido::ai::ToolCall, Option<ResultEnvelope>)>,
+    reply: Option<RpcReplyPort<String>>,
+}
+
+impl RawReact {
+    fn call_model(&self, myself: &ActorRef<RawMsg>, messages: &[Message]) {
+        let mut req = LlmRequest::new("scripted", messages.to_vec());
+        req.tools = self.tools.specs();
+        let model = self.model.clone();
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let resp = model.generate(req).await.expect("model");
+            let _ = me.cast(RawMsg::ModelDone(resp));
+        });
+    }
+}
+
+impl Actor for RawReact {
+    type Msg = RawMsg;
+    type State = RawState;
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RawMsg>, _: ()) -> Result<RawState, ActorProcessingErr> {
+        Ok(RawState {
+            messages: Vec::new(),
+            pending: Vec::new(),
+            reply: None,
+        })
+    }
+    async fn handle(
+        &self,
+        myself: ActorRef<RawMsg>,
+        msg: RawMsg,
+        state: &mut RawState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RawMsg::Ask(question, reply) => {
+                state.messages = vec![Message::user(question)];
+                state.reply = Some(reply);
+                self.call_model(&myself, &state.messages);
+            }
+            RawMsg::ModelDone(resp) => {
+                if resp.tool_calls.is_empty() {
+                    state.messages.push(Message::assistant(resp.text.clone()));
+                    if let Some(reply) = state.reply.take() {
+                        let _ = reply.send(resp.text);
+                    }
+                    return Ok(());
+                }
+                state.messages.push(Message::assistant_tool_calls(
+                    resp.text.clone(),
+                    resp.tool_calls.clone(),
+                ));
+                state.pending = resp.tool_calls.into_iter().map(|c| (c, None)).collect();
+                for (i, (call, _)) in state.pending.iter().enumerate() {
+                    let tool = self.tools.get(&call.name).expect("tool");
+                    let ins = Instruction::new(tool.action().clone())
+                        .with_params(call.arguments.clone())
+                        .with_opts(tool_opts());
+                    let exec = self.exec.clone();
+                    let me = myself.clone();
+                    tokio::spawn(async move {
+                        let outcome = exec.execute(ins, Context::new()).await;
+                        let result = match outcome.result {
+                            Ok(out) => ResultEnvelope::ok(Value::Object(out)),
+                            Err(err) => ResultEnvelope::error(&err),
+                        };
+                        let _ = me.cast(RawMsg::ToolDone(i, result));
+                    });
+                }
+            }
+            RawMsg::ToolDone(i, result) => {
+                if let Some(slot) = state.pending.get_mut(i) {
+                    slot.1 = Some(result);
+                }
+                if state.pending.iter().all(|(_, r)| r.is_some()) {
+                    for (call, result) in std::mem::take(&mut state.pending) {
+                        let result = result.expect("result");
+                        state.messages.push(Message::tool_result(
+                            call.id,
+                            call.name,
+                            result.tool_content(),
+                        ));
+                    }
+                    self.call_model(&myself, &state.messages);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The options ReAct's ToolExec runs a tool with (its defaults: 15 s per
+/// attempt, one retry).
+fn tool_opts() -> ExecOptions {
+    ExecOptions::new()
+        .timeout(Duration::from_millis(15_000))
+        .max_retries(1)
+}
+
+fn runtime_benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let exec = Exec::new();
+    let tools = ToolSet::new().with(Multiply).expect("tools");
+    let model = model();
+    let (raw, jido, agent) = rt.block_on(async {
+        let (raw, _) = Actor::spawn(
+            None,
+            RawReact {
+                model: model.clone(),
+                exec: exec.clone(),
+                tools: tools.clone(),
+            },
+            (),
+        )
+        .await
+        .expect("raw");
+        let ai = jido::ai::AiRuntime::new().client_arc(model.clone());
+        let jido = Jido::start(ai.register_instance(JidoConfig::new()))
+            .await
+            .expect("jido");
+        let react = ReAct::new()
+            .model("scripted")
+            .streaming(false)
+            .keep_conversation(false)
+            .tools(tools.clone());
+        let agent = jido
+            .start_agent(
+                AgentState::new(Bot(react), AgentOptions::new().id("bench_react_agent")),
+                ServerOptions::new(),
+            )
+            .await
+            .expect("agent");
+        (raw, jido, agent)
+    });
+
+    // All three give the same answer.
+    let answer = rt.block_on(async {
+        let raw_answer = raw
+            .call(|r| RawMsg::Ask(QUESTION.into(), r), None)
+            .await
+            .expect("raw call")
+            .expect("raw answer");
+        agent
+            .cast(ReAct::query(QUESTION, Some("check")))
+            .expect("cast");
+        let done = agent
+            .await_completion(ReAct::await_options("check"))
+            .await
+            .expect("completion");
+        assert_eq!(done.result, json!(raw_answer));
+        raw_answer
+    });
+    assert_eq!(answer, "6 times 7 is 42.");
+
+    let mut g = c.benchmark_group("react_runtime");
+    if std::env::var_os("CI").is_some() {
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(1));
+    }
+    g.bench_function("raw_ractor_react", |b| {
+        b.iter_custom(|iters| {
+            let raw = raw.clone();
+            in_task(&rt, iters, move || {
+                let raw = raw.clone();
+                async move {
+                    raw.call(|r| RawMsg::Ask(QUESTION.into(), r), None)
+                        .await
+                        .expect("raw call")
+                        .expect("raw answer")
+                }
+            })
+        });
+    });
+    g.bench_function("raw_task_loop", |b| {
+        b.iter_custom(|iters| {
+            let (model, exec, tools) = (model.clone(), exec.clone(), tools.clone());
+            in_task(&rt, iters, move || {
+                let (model, exec, tools) = (model.clone(), exec.clone(), tools.clone());
+                async move { hand_loop(&model, &exec, &tools).await }
+            })
+        });
+    });
+    let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    g.bench_function("react_agent", |b| {
+        b.iter_custom(|iters| {
+            let (agent, seq) = (agent.clone(), seq.clone());
+            in_task(&rt, iters, move || {
+                let agent = agent.clone();
+                let n = seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async move {
+                    let id = format!("q{n}");
+                    agent.cast(ReAct::query(QUESTION, Some(&id))).expect("cast");
+                    agent
+                        .await_completion(ReAct::await_options(&id))
+                        .await
+                        .expect("completion")
+                }
+            })
+        });
+    });
+    g.finish();
+    rt.block_on(jido.shutdown());
+}
+
+criterion_group!(ai, benches, runtime_benches);
 criterion_main!(ai);

@@ -194,6 +194,31 @@ async fn the_history_keeps_the_latest_requests() {
     assert_eq!(requests["q3"]["result"], "q3");
 }
 
+#[tokio::test]
+async fn the_default_history_is_the_latest_hundred() {
+    let mut agent = AgentState::new(Bot(react()), AgentOptions::new().id("a1"));
+    for i in 0..101 {
+        let id = format!("q{i}");
+        agent
+            .cmd(ReAct::query_command("hi", Some(&id)), ExecOptions::new())
+            .await;
+        let call_id = format!("call_{id}_{}", i + 1);
+        agent
+            .cmd(llm(&call_id, Turn::answer("ok")), ExecOptions::new())
+            .await;
+    }
+    let requests = agent.state()["__strategy__"]["requests"].clone();
+    let ids: Vec<&str> = requests.as_object().unwrap().keys().collect();
+    assert_eq!(ids.len(), 100);
+    assert_eq!(ids[0], "q1");
+    assert_eq!(ids[99], "q100");
+    assert_eq!(RequestCore::request_status(&agent, "q0"), None);
+    assert_eq!(
+        RequestCore::request_status(&agent, "q100"),
+        Some(RequestStatus::Completed)
+    );
+}
+
 // ------------------------------------------------------ the core alone
 
 #[derive(Clone, Default, PartialEq, Debug)]

@@ -10,6 +10,7 @@
 //!   `ai.tool.started`, `ai.tool.result`, `ai.request.error`).
 //! * [`envelope`]: the result and error envelopes, the tool-result content.
 //! * [`tool`]: tools from actions; [`effects`]: the tool effect policy.
+//! * [`telemetry`]: the `jido.ai.llm.*` / `jido.ai.tool.*` spans and events.
 //! * [`runtime`]: [`AiRuntime`], which holds the client
 //!   and the tools and executes the directives.
 //! * [`request`]: what every request-driven reasoning strategy shares
@@ -26,6 +27,7 @@ pub mod reasoning;
 pub mod request;
 pub mod runtime;
 pub mod signals;
+pub mod telemetry;
 pub mod tool;
 
 #[cfg(feature = "ai-genai")]

@@ -46,7 +46,7 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Tool {
     action: DynAction,
-    spec: ToolSpec,
+    spec: std::sync::Arc<ToolSpec>,
 }
 
 impl Tool {
@@ -63,12 +63,12 @@ impl Tool {
         };
         let parameters = tool_schema(action.params_schema(), false);
         Tool {
-            spec: ToolSpec {
+            spec: std::sync::Arc::new(ToolSpec {
                 name: meta.name.to_owned(),
                 description,
                 parameters,
                 strict: false,
-            },
+            }),
             action,
         }
     }
@@ -78,22 +78,23 @@ impl Tool {
     /// enforce the schema.
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
-        self.spec.parameters = tool_schema(self.action.params_schema(), strict);
-        self.spec.strict = strict;
+        let spec = std::sync::Arc::make_mut(&mut self.spec);
+        spec.parameters = tool_schema(self.action.params_schema(), strict);
+        spec.strict = strict;
         self
     }
 
     /// Names the tool `PREFIX` + the action's name (e.g. `"math_"`).
     #[must_use]
     pub fn prefixed(mut self, prefix: &str) -> Self {
-        self.spec.name = format!("{prefix}{}", self.action.name());
+        std::sync::Arc::make_mut(&mut self.spec).name = format!("{prefix}{}", self.action.name());
         self
     }
 
     /// Replaces the description.
     #[must_use]
     pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.spec.description = description.into();
+        std::sync::Arc::make_mut(&mut self.spec).description = description.into();
         self
     }
 
@@ -186,7 +187,7 @@ impl ToolSet {
 
     /// The specs to offer a model, in insertion order.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec.clone()).collect()
+        self.tools.values().map(|t| (*t.spec).clone()).collect()
     }
 
     /// How many tools.

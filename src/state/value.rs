@@ -196,6 +196,13 @@ impl StateMap {
         self.0.values()
     }
 
+    /// The entries with mutable values, in order (the map is copied
+    /// shallowly first if shared): one pass, no key hashing, for updating
+    /// several known keys at once.
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = (&str, &mut StateValue)> + '_ {
+        self.inner_mut().iter_mut().map(|(k, v)| (&**k, v))
+    }
+
     /// Keeps the entries for which `keep` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &StateValue) -> bool) {
         if self.0.iter().all(|(k, v)| keep(k, v)) {

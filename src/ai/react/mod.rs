@@ -80,7 +80,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn};
 use super::client::{Message, ToolSpec};
@@ -308,6 +308,16 @@ impl ReAct {
         self
     }
 
+    /// Whether a request continues the conversation of the previous ones
+    /// (default true: a follow-up question sees the earlier turns); false:
+    /// each request starts a new conversation (a stateless question
+    /// answerer, whose state does not grow).
+    #[must_use]
+    pub fn keep_conversation(mut self, keep: bool) -> Self {
+        self.machine = self.machine.keep_conversation(keep);
+        self
+    }
+
     /// Where the request's signals go (see [Signals](self#signals)).
     #[must_use]
     pub fn events(mut self, dispatch: DispatchConfig) -> Self {
@@ -348,22 +358,24 @@ impl ReAct {
     /// runtime sends; to drive an agent without it).
     pub fn llm_response_payload(call_id: &str, result: Result<Turn, &Error>) -> Value {
         let result = match result {
-            Ok(turn) => ResultEnvelope::ok(json!({
-                "type": if turn.tool_calls.is_empty() { "final_answer" } else { "tool_calls" },
-                "text": turn.text,
-                "thinking_content": null,
-                "tool_calls": turn.tool_calls,
-                "finish_reason": turn.finish_reason.as_ref().map(|r| match serde_json::to_value(r) {
-                    Ok(Value::Object(m)) => m.into_iter().next().map_or(Value::Null, |(_, v)| v),
-                    Ok(v) => v,
-                    Err(_) => Value::Null,
-                }),
-                "model": "",
-                "usage": turn.usage,
-            })),
+            Ok(turn) => ResultEnvelope::ok(signals::turn_value(
+                turn.text,
+                None,
+                turn.tool_calls,
+                turn.finish_reason.as_ref(),
+                String::new(),
+                turn.usage,
+                false,
+            )),
             Err(error) => ResultEnvelope::error(error),
         };
-        json!({"call_id": call_id, "result": result.to_value(), "model": "", "duration_ms": 0, "metadata": {}})
+        let mut m = Map::with_capacity(5);
+        m.insert("call_id".into(), call_id.into());
+        m.insert("result".into(), result.into_value());
+        m.insert("model".into(), "".into());
+        m.insert("duration_ms".into(), 0.into());
+        m.insert("metadata".into(), Value::Object(Map::new()));
+        Value::Object(m)
     }
 
     /// Options for [`AgentRef::await_completion`] waiting for request
@@ -444,19 +456,19 @@ impl ReAct {
                 self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => match LlmResponseData::deserialize(params) {
+            commands::LLM_RESULT => match LlmResponseData::from_value(params) {
                 Ok(data) => Event::LlmResult {
                     call_id: data.call_id,
                     result: match data.result {
                         ResultEnvelope::Ok { result, .. } => {
-                            Turn::from_payload(&result).map_err(|e| ErrorEnvelope::from_error(&e))
+                            Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
                         }
                         ResultEnvelope::Error { reason, .. } => Err(reason),
                     },
                 },
                 Err(e) => return vec![bad_payload(name, &e)],
             },
-            commands::TOOL_RESULT => match ToolResultData::deserialize(params) {
+            commands::TOOL_RESULT => match ToolResultData::from_value(params) {
                 Ok(data) => {
                     effects = Some(data.result.decode_effects());
                     Event::ToolResult {
