@@ -20,6 +20,17 @@
 //! `(react_cmd − raw_hand_loop)` is the strategy's overhead per request
 //! (an upper bound of its overhead per turn).
 //!
+//! Beside it, in the same group, Chain of Thought (input `cot`: one model
+//! call) and Tree of Thoughts (input `tot`: depth 2, two thoughts per
+//! node, four model calls), each timed *per model call* (a request's time
+//! divided by its calls):
+//!
+//! * `raw_replay` (baseline): the same model requests the strategy makes,
+//!   replayed by hand, and their answers parsed with the same parsers;
+//! * `strategy_cmd`: the strategy driving those calls through
+//!   `AgentState::cmd`, its `LlmGenerate` directives executed by the
+//!   harness and the answers fed back as `ai.llm.response` payloads.
+//!
 //! Group `react_runtime`: the same request through the whole runtime,
 //! the caller in a spawned task:
 //!
@@ -40,11 +51,14 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use jido::ai::client::{LlmClient, Script, ScriptedModel};
 use jido::ai::envelope::ResultEnvelope;
 use jido::ai::react::machine::Turn;
 use jido::ai::react::{ReAct, commands};
+use jido::ai::reasoning::machine::{Event, Machine, Step};
+use jido::ai::reasoning::parse::{parse_scores, parse_thoughts, steps_and_conclusion};
+use jido::ai::reasoning::{ChainOfThought, Reasoning, TreeOfThoughts};
 use jido::ai::signals::ToolResultData;
 use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet};
 use jido::exec::Exec;
@@ -178,6 +192,114 @@ async fn react_request(
     pending
 }
 
+struct Thinker(DynStrategy);
+impl Agent for Thinker {
+    const NAME: &'static str = "bench_reasoning";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        self.0.clone()
+    }
+}
+
+const COT_ANSWER: &str = "Step 1: 6 times 7 is 42.\nStep 2: Check 42 / 7 = 6.\nConclusion: 42";
+const TOT_ANSWERS: [&str; 4] = [
+    r#"{"thoughts":[{"content":"Multiply directly"},{"content":"Add 6 seven times"}]}"#,
+    r#"{"scores":{"t1":0.9,"t2":0.4}}"#,
+    r#"{"thoughts":[{"content":"6 * 7 = 42"},{"content":"7 * 6 = 42"}]}"#,
+    r#"{"scores":{"t1":0.95,"t2":0.9}}"#,
+];
+
+/// A scripted model answering `answers` to the calls machine `M` makes,
+/// and the requests it will get (system prompt first), for the replay.
+fn reasoning_model<M: Machine>(
+    config: &M::Config,
+    answers: &[&str],
+) -> (Arc<dyn LlmClient>, Vec<LlmRequest>) {
+    let mut m = M::default();
+    let start = Event::Start {
+        request_id: "r1".into(),
+        query: QUESTION.into(),
+    };
+    let mut steps = m.handle(config, start).steps;
+    let (mut scripts, mut requests) = (Vec::new(), Vec::new());
+    for answer in answers {
+        let Some(Step::CallLlm(call)) = steps.first() else {
+            panic!("no call")
+        };
+        let user = call.messages.last().expect("user").content.clone();
+        scripts.push(Script::user(user).answer(*answer));
+        let mut messages = Vec::new();
+        if let Some(system) = &call.system_prompt {
+            messages.push(Message::system(system.clone()));
+        }
+        messages.extend(call.messages.clone());
+        requests.push(LlmRequest::new("scripted", messages));
+        let event = Event::LlmResult {
+            call_id: call.call_id.clone(),
+            result: Ok(Turn::answer(*answer)),
+        };
+        steps = m.handle(config, event).steps;
+    }
+    (
+        Arc::new(ScriptedModel::new(scripts).expect("script")),
+        requests,
+    )
+}
+
+/// The baseline: the same requests by hand, the answers parsed.
+async fn raw_replay(model: &Arc<dyn LlmClient>, requests: &[LlmRequest]) -> usize {
+    let ids = ["t1".to_string(), "t2".to_string()];
+    let mut parsed = 0;
+    for req in requests {
+        let resp = model.generate(req.clone()).await.expect("model");
+        parsed += steps_and_conclusion(&resp.text).0.len()
+            + parse_thoughts(&resp.text).0.len()
+            + parse_scores(&resp.text, &ids).map_or(0, |(s, _)| s.len());
+    }
+    parsed
+}
+
+/// A reasoning strategy's request, its model calls executed by hand.
+async fn strategy_request<M: Machine>(
+    agent: &mut AgentState,
+    strategy: &Reasoning<M>,
+    model: &Arc<dyn LlmClient>,
+    exec: &Exec,
+) {
+    let opts = CmdOptions::new().exec(exec.clone());
+    let mut pending = agent
+        .cmd(strategy.query_command(QUESTION, Some("r1")), opts.clone())
+        .await;
+    while let Some(directive) = pending.pop() {
+        let Directive::Custom(custom) = &directive else {
+            continue;
+        };
+        let Some(d) = custom.downcast_ref::<LlmGenerate>() else {
+            continue;
+        };
+        let mut messages = Vec::with_capacity(d.context.len() + 1);
+        if let Some(system) = &d.system_prompt {
+            messages.push(Message::system(system.clone()));
+        }
+        messages.extend(d.context.iter().cloned());
+        let resp = model
+            .generate(LlmRequest::new("scripted", messages))
+            .await
+            .expect("model");
+        let turn = Turn {
+            text: resp.text,
+            tool_calls: resp.tool_calls,
+            finish_reason: Some(resp.finish_reason),
+            usage: resp.usage,
+        };
+        pending.extend(
+            agent
+                .cmd(strategy.llm_result_command(&d.id, Ok(turn)), opts.clone())
+                .await,
+        );
+    }
+}
+
 fn in_task<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, round: F) -> Duration
 where
     F: FnMut() -> Fut + Send + 'static,
@@ -258,6 +380,104 @@ fn benches(c: &mut Criterion) {
                 let mut agent = template.clone();
                 async move {
                     react_request(&mut agent, &model, &exec).await;
+                    agent
+                }
+            })
+        });
+    });
+
+    // Chain of Thought and Tree of Thoughts, per model call.
+    let cot = ChainOfThought::new().model("scripted").streaming(false);
+    let tot = TreeOfThoughts::new()
+        .model("scripted")
+        .streaming(false)
+        .configure(|c| {
+            c.max_depth = 2;
+            c.branching_factor = 2;
+        });
+    let (cot_model, cot_requests) =
+        reasoning_model::<jido::ai::reasoning::cot::Cot>(cot.config(), &[COT_ANSWER]);
+    let (tot_model, tot_requests) =
+        reasoning_model::<jido::ai::reasoning::tot::Tot>(tot.config(), &TOT_ANSWERS);
+    let cot_agent = AgentState::new(
+        Thinker(DynStrategy::new(cot.clone())),
+        AgentOptions::new().id("bench-cot"),
+    );
+    let tot_agent = AgentState::new(
+        Thinker(DynStrategy::new(tot.clone())),
+        AgentOptions::new().id("bench-tot"),
+    );
+    // Both paths make the same calls and the strategies answer.
+    for (agent, model, requests, calls, answer) in [
+        (&cot_agent, &cot_model, &cot_requests, 1usize, "42"),
+        (&tot_agent, &tot_model, &tot_requests, 4, "6 * 7 = 42"),
+    ] {
+        assert_eq!(requests.len(), calls);
+        assert!(rt.block_on(raw_replay(model, requests)) > 0);
+        let mut check = agent.clone();
+        if calls == 1 {
+            rt.block_on(strategy_request(&mut check, &cot, model, &exec));
+        } else {
+            rt.block_on(strategy_request(&mut check, &tot, model, &exec));
+        }
+        assert_eq!(check.state()["last_answer"], answer);
+    }
+
+    /// Times `round` per model call: a request's time over its calls.
+    fn per_call<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, calls: u32, round: F) -> Duration
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future + Send,
+    {
+        in_task(rt, iters, round) / calls
+    }
+
+    for (name, model, requests) in [
+        ("cot", &cot_model, &cot_requests),
+        ("tot", &tot_model, &tot_requests),
+    ] {
+        let calls = requests.len() as u32;
+        g.bench_function(BenchmarkId::new("raw_replay", name), |b| {
+            b.iter_custom(|iters| {
+                let (model, requests) = (model.clone(), requests.clone());
+                per_call(&rt, iters, calls, move || {
+                    let (model, requests) = (model.clone(), requests.clone());
+                    async move { raw_replay(&model, &requests).await }
+                })
+            });
+        });
+    }
+    g.bench_function(BenchmarkId::new("strategy_cmd", "cot"), |b| {
+        b.iter_custom(|iters| {
+            let (model, exec, agent, cot) = (
+                cot_model.clone(),
+                exec.clone(),
+                cot_agent.clone(),
+                cot.clone(),
+            );
+            per_call(&rt, iters, 1, move || {
+                let (model, exec, cot) = (model.clone(), exec.clone(), cot.clone());
+                let mut agent = agent.clone();
+                async move {
+                    strategy_request(&mut agent, &cot, &model, &exec).await;
+                    agent
+                }
+            })
+        });
+    });
+    g.bench_function(BenchmarkId::new("strategy_cmd", "tot"), |b| {
+        b.iter_custom(|iters| {
+            let (model, exec, agent, tot) = (
+                tot_model.clone(),
+                exec.clone(),
+                tot_agent.clone(),
+                tot.clone(),
+            );
+            per_call(&rt, iters, 4, move || {
+                let (model, exec, tot) = (model.clone(), exec.clone(), tot.clone());
+                let mut agent = agent.clone();
+                async move {
+                    strategy_request(&mut agent, &tot, &model, &exec).await;
                     agent
                 }
             })

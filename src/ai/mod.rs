@@ -27,6 +27,7 @@ pub mod envelope;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod react;
+pub mod reasoning;
 pub mod request;
 pub mod runtime;
 pub mod signals;
