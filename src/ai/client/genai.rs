@@ -89,7 +89,21 @@ impl GenaiClient {
     /// [`LlmErrorKind::Other`] when the HTTP client cannot be built (no
     /// TLS backend).
     pub fn new(config: LlmConfig) -> Result<Self, LlmError> {
-        let client = Client::builder().build().map_err(map_error)?;
+        // Idle connections are dropped before a server's usual keep-alive
+        // of 5 s (llama.cpp, uvicorn) closes them: a request sent on a
+        // connection the server is closing fails without an answer.
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build()
+            .map_err(|e| {
+                LlmError::new(LlmErrorKind::Other, "cannot build the http client")
+                    .with_details(json!({"cause": causes(&e)}))
+            })?;
+        let client = Client::builder()
+            .with_reqwest(http)
+            .build()
+            .map_err(map_error)?;
         Ok(GenaiClient {
             client,
             config: Arc::new(config),
@@ -544,6 +558,10 @@ impl LlmClient for GenaiClient {
         .boxed()
     }
 }
+
+/// How long an idle pooled connection is kept: under the 5 s keep-alive of
+/// common servers.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The text of an error's source chain (no URL: reqwest's own message
 /// names it; its sources do not).
