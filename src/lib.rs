@@ -35,6 +35,10 @@
 //!   (checkpoints, a signal journal, owner epochs, dead letters) with
 //!   memory, redb (`persist-redb`) and PostgreSQL (`persist-postgres`)
 //!   adapters and a conformance suite for your own.
+//! * Distribution (`cluster`, feature `cluster`, experimental): agents
+//!   addressable by id across nodes over `ractor_cluster`, a gateway per
+//!   node carrying CloudEvents bytes, rendezvous placement, activation on
+//!   demand, watches across nodes.
 //!
 //! The pure core (everything but `server` and the extensions) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.
@@ -104,6 +108,8 @@ pub mod agent;
 mod agent_data;
 #[cfg(feature = "ai")]
 pub mod ai;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod context;
 pub mod directive;
 pub mod effect;

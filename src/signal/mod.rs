@@ -185,6 +185,12 @@ pub struct Signal {
     pub(crate) trust: Trust,
 }
 
+/// A local-only ractor message (used as an actor's `Msg` by examples and
+/// benches): with feature `cluster` the blanket impl is gone, and a signal
+/// crosses nodes only as CloudEvents JSON through the gateway.
+#[cfg(feature = "cluster")]
+impl ractor::Message for Signal {}
+
 /// The extension attributes of a signal: boxed, and absent when there are
 /// none (most signals), so a signal is 64 bytes smaller (it is moved on
 /// every send) and an empty one allocates nothing.
