@@ -7,17 +7,19 @@
 //! The tests of this file run one at a time (`SERIAL`): ractor's pid
 //! registry and process groups are global to a process, so two node
 //! servers must not live in one.
-#![cfg(feature = "cluster")]
+#![cfg(all(feature = "cluster", feature = "persist-postgres"))]
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TestAgent, act, effects, forward};
 use jido::ErrorKind;
 use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
+use jido::persist::postgres::{PostgresOptions, PostgresStorage};
 use jido::prelude::*;
-use jido::server::{Jido, JidoConfig, ServerOptions};
+use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -31,20 +33,26 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The agent kind every node registers: `counter:*`, state `{node, log}`.
-fn counter(node: &str, id: &str) -> jido::Result<(AgentState, ServerOptions)> {
+/// The agent kind every node registers: `counter:*`, state `{node, log,
+/// ran_on}`: `node` where it was first started, `ran_on` where the last
+/// `counter.add` ran. Durable (checkpoint before reply) with a storage.
+fn counter(node: &str, id: &str, durable: bool) -> jido::Result<(AgentState, ServerOptions)> {
+    let here = node.to_owned();
     let agent = TestAgent::new()
         .route(
             "counter.add",
-            act(|p, ctx| async move {
-                let mut log = ctx
-                    .state()
-                    .and_then(|s| s.get("log").cloned())
-                    .unwrap_or_else(|| json!([]).into());
-                if let Some(list) = log.as_array_mut() {
-                    list.push(p["n"].clone());
+            act(move |p, ctx| {
+                let here = here.clone();
+                async move {
+                    let mut log = ctx
+                        .state()
+                        .and_then(|s| s.get("log").cloned())
+                        .unwrap_or_else(|| json!([]).into());
+                    if let Some(list) = log.as_array_mut() {
+                        list.push(p["n"].clone());
+                    }
+                    Ok(json!({"log": log, "ran_on": here}))
                 }
-                Ok(json!({"log": log}))
             }),
         )
         .route(
@@ -71,12 +79,49 @@ fn counter(node: &str, id: &str) -> jido::Result<(AgentState, ServerOptions)> {
                 ("log".to_owned(), json!([])),
             ])),
     );
-    Ok((state, ServerOptions::new()))
+    let options = if durable {
+        ServerOptions::new().durability(Durability::Checkpoint)
+    } else {
+        ServerOptions::new()
+    };
+    Ok((state, options))
 }
 
-fn register_counter(cluster: &Cluster) {
+fn register_counter(cluster: &Cluster, durable: bool) {
     let node = cluster.node().to_owned();
-    cluster.register_kind("counter", move |id| counter(&node, id));
+    cluster.register_kind("counter", move |id| counter(&node, id, durable));
+}
+
+/// The PostgreSQL server of `JIDO_TEST_PG` (see tests/persist_postgres.rs:
+/// skipped without it, failed without it under `CI=true`).
+fn test_pg() -> Option<String> {
+    match std::env::var("JIDO_TEST_PG") {
+        Ok(conn) if !conn.is_empty() => Some(conn),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "JIDO_TEST_PG is not set under CI=true: the failover tests would be skipped \
+                 (start a server with `JIDO_TEST_PG=$(scripts/pg_server.sh start)`)"
+            );
+            eprintln!(
+                "skipped: JIDO_TEST_PG is not set (JIDO_TEST_PG=$(scripts/pg_server.sh start))"
+            );
+            None
+        }
+    }
+}
+
+/// A `Jido` on the shared PostgreSQL schema `schema` (or without storage).
+async fn jido_with(pg: Option<(&str, &str)>) -> Jido {
+    let mut config = JidoConfig::new();
+    if let Some((conn, schema)) = pg {
+        let storage = PostgresStorage::connect(conn, PostgresOptions::new().schema(schema))
+            .await
+            .expect("pg");
+        storage.migrate().await.expect("migrate");
+        config = config.storage(Arc::new(storage));
+    }
+    Jido::start(config).await.expect("jido")
 }
 
 /// A child process runs this (it does nothing in a normal test run): a
@@ -99,13 +144,18 @@ fn cluster_node_main() {
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let jido = Jido::start(JidoConfig::new()).await.expect("jido");
+        let (pg, schema) = (
+            std::env::var("JIDO_CLUSTER_PG").ok(),
+            std::env::var("JIDO_CLUSTER_SCHEMA").ok(),
+        );
+        let shared = pg.as_deref().zip(schema.as_deref());
+        let jido = jido_with(shared).await;
         let config = ClusterConfig::new(&node)
             .cookie(COOKIE)
             .cluster(cluster_name)
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
         let cluster = Cluster::start(&jido, config).await.expect("cluster");
-        register_counter(&cluster);
+        register_counter(&cluster, shared.is_some());
         // Until the parent goes away (it holds our stdin).
         let mut stdin = tokio::io::stdin();
         let mut sink = tokio::io::sink();
@@ -121,7 +171,18 @@ fn free_port() -> u16 {
 
 /// Starts node `name` of `cluster` as a child process on `port`.
 fn spawn_node(cluster: &str, name: &str, port: u16) -> Child {
-    Command::new(std::env::current_exe().expect("test binary"))
+    spawn_node_with(cluster, name, port, None)
+}
+
+/// Starts node `name`, on PostgreSQL schema `pg.1` of server `pg.0`.
+fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Child {
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    if let Some((conn, schema)) = pg {
+        command
+            .env("JIDO_CLUSTER_PG", conn)
+            .env("JIDO_CLUSTER_SCHEMA", schema);
+    }
+    command
         .args([
             "--exact",
             "cluster_node_main",
@@ -141,14 +202,18 @@ fn spawn_node(cluster: &str, name: &str, port: u16) -> Child {
 
 /// Node A in this process, seeding the child nodes' ports.
 async fn node_a(cluster: &str, seeds: &[u16]) -> (Jido, Cluster) {
-    let jido = Jido::start(JidoConfig::new()).await.expect("jido");
+    node_a_with(cluster, seeds, None).await
+}
+
+async fn node_a_with(cluster: &str, seeds: &[u16], pg: Option<(&str, &str)>) -> (Jido, Cluster) {
+    let jido = jido_with(pg).await;
     let config = ClusterConfig::new("node-a")
         .cookie(COOKIE)
         .cluster(cluster)
         .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
         .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}")));
     let node = Cluster::start(&jido, config).await.expect("cluster");
-    register_counter(&node);
+    register_counter(&node, pg.is_some());
     (jido, node)
 }
 
@@ -531,4 +596,87 @@ fn config_is_checked() {
         assert!(!debug.contains("secret"), "{debug}");
         jido.shutdown().await;
     });
+}
+
+fn schema() -> String {
+    format!("t_{}", uuid::Uuid::now_v7().simple())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_nodes_agent_is_thawed_on_its_new_owner_with_its_durable_state() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let (port_b, port_c) = (free_port(), free_port());
+    // Node A migrates the schema before the others connect to it.
+    let (jido, a) = node_a_with("t-failover", &[port_b, port_c], pg).await;
+    let mut b = spawn_node_with("t-failover", "node-b", port_b, pg);
+    let _c = spawn_node_with("t-failover", "node-c", port_c, pg);
+    let mut events = a.events();
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let id = id_on(&a, "node-b", "failover");
+    let agent = a.agent(&id);
+    agent.call(add(1), LIMIT).await.expect("call");
+    let cp = agent.call(add(2), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["ran_on"], "node-b");
+
+    b.start_kill().expect("SIGKILL node-b");
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    let owner = agent.owner().unwrap();
+    assert_ne!(owner, "node-b");
+    // Every answered call of node-b was durable: the new owner has them.
+    let cp = agent
+        .call(add(3), LIMIT)
+        .await
+        .expect("call on the new owner");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    assert_eq!(state(&cp)["ran_on"], json!(owner));
+    assert_eq!(state(&cp)["node"], "node-b", "first started on node-b");
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_owner_is_fenced_and_its_write_is_refused() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let (jido, a) = node_a_with("t-fence", &[port], pg).await;
+    let _b = spawn_node_with("t-fence", "node-b", port, pg);
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "fence");
+    let on_b = a.agent_on(&id, Place::Node("node-b".into()));
+    on_b.call(add(1), LIMIT).await.expect("call on b");
+
+    // Node A takes the agent over while node-b still runs its copy (two
+    // owners, as while membership views disagree): A claims a newer epoch.
+    let on_a = a.agent_on(&id, Place::Local);
+    let cp = on_a.call(add(2), LIMIT).await.expect("call on a");
+    assert_eq!(
+        (state(&cp)["log"].clone(), state(&cp)["ran_on"].clone()),
+        (json!([1, 2]), json!("node-a"))
+    );
+
+    let (w, mut down) = watcher(&jido, "watcher-fence").await;
+    on_b.watch(&w).await.expect("watch b's copy");
+    let err = on_b.call(add(99), LIMIT).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "fenced"})
+    );
+    // The stale write never landed.
+    let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
 }
