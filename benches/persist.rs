@@ -16,6 +16,13 @@
 //!   `N` concurrent `INSERT … ON CONFLICT DO UPDATE` of the same bytes
 //!   through a pool of the same size (16), PostgreSQL grouping the commits.
 //!
+//! * `durable_call/N`: `N` agents with `Durability::Checkpoint` on one
+//!   `RedbStorage` each answer one call at once (every call waits for its
+//!   checkpoint); beside `volatile_call` (no storage) and `raw_redb_commit`.
+//! * `durable_state/H`: one signal beside a 10 000-message history:
+//!   `checkpoint_call` (a full checkpoint per call), `journal_cast_durable`
+//!   (an append per signal, a checkpoint every 64), `volatile_call`.
+//!
 //! `cargo bench --bench persist --features persist-redb,persist-postgres`, then
 //! `python3 scripts/bench_report.py`.
 
@@ -24,11 +31,15 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use jido::agent::SignalRoute;
 use jido::persist::postgres::{PostgresOptions, PostgresStorage};
 use jido::persist::redb::RedbStorage;
 use jido::persist::{Checkpoint, Expect, Storage, StorageKey};
+use jido::prelude::*;
+use jido::server::{AgentRef, Durability, Jido, JidoConfig, ServerOptions};
+use jido::signal::Signal;
 use redb::{Database, TableDefinition};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
 /// Agents per round (with `CI` set: 1 and 100 only).
@@ -238,5 +249,246 @@ fn postgres(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, redb, postgres);
+/// A counter agent: `add` sets `n += 1`; `note` appends to `history`.
+struct Durable;
+impl Agent for Durable {
+    const NAME: &'static str = "durable_bench";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("add", DynAction::new(Add)),
+            SignalRoute::action("note", DynAction::new(Note)),
+        ]
+    }
+}
+
+#[derive(Clone)]
+struct Add;
+impl Action for Add {
+    type Params = Value;
+    type Output = Value;
+    const NAME: &'static str = "add";
+    async fn run(&self, _: Value, ctx: &Context) -> jido::Result<Value> {
+        let n = ctx.state().and_then(|s| s.get("n")?.as_i64()).unwrap_or(0);
+        Ok(json!({"n": n + 1}))
+    }
+}
+
+/// Sets `last` (a small change beside a large `history`).
+#[derive(Clone)]
+struct Note;
+impl Action for Note {
+    type Params = Value;
+    type Output = Value;
+    const NAME: &'static str = "note";
+    async fn run(&self, p: Value, _: &Context) -> jido::Result<Value> {
+        Ok(json!({"last": p}))
+    }
+}
+
+/// Inline actions (no task per action): the cost measured is the
+/// runtime's and the storage's.
+fn config() -> JidoConfig {
+    JidoConfig::new().exec_options(jido::exec::ExecOptions::new().timeout(Duration::ZERO))
+}
+
+fn inline() -> ServerOptions {
+    ServerOptions::new()
+}
+
+/// `durable_call/N`: `N` agents with `Durability::Checkpoint` on one
+/// `RedbStorage` each answer one `call` at once (each call waits for its
+/// checkpoint, the writer groups them); beside `volatile_call` (the same
+/// agents without storage) and `raw_redb_commit` (the `N` upserts in one
+/// raw commit, as in `persist_redb`).
+fn durable_calls(c: &mut Criterion) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let storage: Arc<dyn Storage> =
+        Arc::new(RedbStorage::open(dir.path().join("calls.redb")).expect("open"));
+    let raw = Database::create(dir.path().join("raw-calls.redb")).expect("raw db");
+    let mut group = c.benchmark_group("durable_call");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for n in agents() {
+        let (durable, volatile, jidos) = rt.block_on(async {
+            let jido = Jido::start(config().name("bench").storage(Arc::clone(&storage)))
+                .await
+                .expect("instance");
+            let plain = Jido::start(config()).await.expect("instance");
+            let mut durable = Vec::with_capacity(n);
+            let mut volatile = Vec::with_capacity(n);
+            for i in 0..n {
+                let id = format!("a-{i}");
+                durable.push(
+                    jido.start_agent(
+                        AgentState::new(Durable, AgentOptions::new().id(id.clone())),
+                        inline().durability(Durability::Checkpoint),
+                    )
+                    .await
+                    .expect("start"),
+                );
+                volatile.push(
+                    plain
+                        .start_agent(
+                            AgentState::new(Durable, AgentOptions::new().id(id)),
+                            inline(),
+                        )
+                        .await
+                        .expect("start"),
+                );
+            }
+            (Arc::new(durable), Arc::new(volatile), (jido, plain))
+        });
+        let bytes = checkpoint("a-0").to_json_vec();
+        group.bench_with_input(BenchmarkId::new("raw_redb_commit", n), &n, |b, _| {
+            b.iter_custom(|iters| {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let txn = raw.begin_write().expect("begin");
+                    {
+                        let mut table = txn.open_table(RAW).expect("table");
+                        for i in 0..n {
+                            table
+                                .insert(format!("a-{i}").as_str(), bytes.as_slice())
+                                .expect("insert");
+                        }
+                    }
+                    txn.commit().expect("commit");
+                }
+                started.elapsed()
+            })
+        });
+        for (name, agents) in [
+            ("volatile_call", &volatile),
+            ("durable_call_redb", &durable),
+        ] {
+            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                b.iter_custom(|iters| calls(&rt, agents, "add", iters))
+            });
+        }
+        rt.block_on(async {
+            jidos.0.shutdown().await;
+            jidos.1.shutdown().await;
+        });
+    }
+    group.finish();
+}
+
+/// One round: every agent answers one call, each from its own task.
+fn calls(rt: &Runtime, agents: &Arc<Vec<AgentRef>>, ty: &'static str, iters: u64) -> Duration {
+    let agents = Arc::clone(agents);
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let started = Instant::now();
+            for _ in 0..iters {
+                let tasks: Vec<_> = agents
+                    .iter()
+                    .cloned()
+                    .map(|a| {
+                        tokio::spawn(async move {
+                            a.call(Signal::new(ty, json!({"x": 1})))
+                                .await
+                                .expect("call")
+                        })
+                    })
+                    .collect();
+                for task in tasks {
+                    task.await.expect("task");
+                }
+            }
+            started.elapsed()
+        })
+        .await
+        .expect("bench task")
+    })
+}
+
+/// `durable_state/H`: one signal beside a state holding a `history` of
+/// `H` entries (0 and 10 000 short messages, about 600 KB of JSON): a
+/// `call` to a `Checkpoint` agent (a full checkpoint per call: O(state)),
+/// a `cast_durable` to a `Journal` agent followed every 64th time by the
+/// checkpoint the journal mode writes (amortised), and a `call` without
+/// storage.
+fn durable_state(c: &mut Criterion) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let storage: Arc<dyn Storage> =
+        Arc::new(RedbStorage::open(dir.path().join("state.redb")).expect("open"));
+    let mut group = c.benchmark_group("durable_state");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for h in [0usize, 10_000] {
+        let history: Vec<Value> = (0..h)
+            .map(|i| json!({"role": "user", "content": format!("message number {i}")}))
+            .collect();
+        let mut state = serde_json::Map::new();
+        state.insert("history".into(), Value::Array(history));
+        let (jido, plain, checkpointed, journaled, volatile) = rt.block_on(async {
+            let jido = Jido::start(
+                config()
+                    .name(format!("state-{h}"))
+                    .storage(Arc::clone(&storage)),
+            )
+            .await
+            .expect("instance");
+            let plain = Jido::start(config()).await.expect("instance");
+            let make = |id: &str| {
+                AgentState::new(Durable, AgentOptions::new().id(id).state(state.clone()))
+            };
+            let checkpointed = jido
+                .start_agent(make("cp"), inline().durability(Durability::Checkpoint))
+                .await
+                .expect("start");
+            let journaled = jido
+                .start_agent(make("j"), inline().durability(Durability::Journal))
+                .await
+                .expect("start");
+            let volatile = plain.start_agent(make("v"), inline()).await.expect("start");
+            (jido, plain, checkpointed, journaled, volatile)
+        });
+        for (name, agent) in [
+            ("volatile_call", &volatile),
+            ("checkpoint_call", &checkpointed),
+        ] {
+            group.bench_with_input(BenchmarkId::new(name, h), &h, |b, _| {
+                b.iter_custom(|iters| calls(&rt, &Arc::new(vec![agent.clone()]), "note", iters))
+            });
+        }
+        group.bench_with_input(BenchmarkId::new("journal_cast_durable", h), &h, |b, _| {
+            let rt = &rt;
+            let agent = journaled.clone();
+            b.iter_custom(move |iters| {
+                let agent = agent.clone();
+                rt.block_on(async move {
+                    tokio::spawn(async move {
+                        let started = Instant::now();
+                        for _ in 0..iters {
+                            agent
+                                .cast_durable(Signal::new("note", json!({"x": 1})))
+                                .await
+                                .expect("cast_durable");
+                        }
+                        // Processed (and the amortised checkpoints written).
+                        agent.state().await.expect("state");
+                        started.elapsed()
+                    })
+                    .await
+                    .expect("bench task")
+                })
+            })
+        });
+        rt.block_on(async {
+            jido.shutdown().await;
+            plain.shutdown().await;
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, redb, postgres, durable_calls, durable_state);
 criterion_main!(benches);

@@ -129,6 +129,7 @@ pub(crate) enum Running {
     Local(LocalCmd),
     /// The checkpoint of a durable agent's last batch being written (see
     /// `durable.rs`); its callers are answered once it is durable.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     Persist(Option<JoinHandle<Option<super::durable::Outcome>>>),
     /// A batch in a task of the instance's task supervisor, whose results
     /// come back through the inbox.
@@ -138,6 +139,7 @@ pub(crate) enum Running {
     },
 }
 
+#[cfg_attr(not(feature = "persist"), allow(dead_code))]
 impl InFlight {
     /// Work in flight that is not a batch of `cmd`s.
     pub(crate) fn new(generation: u64, running: Running) -> Self {
@@ -733,6 +735,7 @@ impl AgentServerState {
             }
             let Some(work) = self.pending.pop_front() else {
                 self.status = ServerStatus::Idle;
+                self.idle();
                 if self.pending.capacity() > 0 {
                     // An idle agent keeps no queue buffer (a million idle
                     // agents would otherwise hold ~1.3 KB each).

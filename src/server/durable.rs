@@ -27,8 +27,8 @@ use ractor::{ActorRef, RpcReplyPort};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
 
-use super::actor::{AgentServerState, InFlight, Running};
-use super::exit::FENCED;
+use super::actor::{AbortOnDrop, AgentServerState, InFlight, Running};
+use super::exit::{FENCED, HIBERNATE};
 use super::inflight::{Reply, Work};
 use super::msg::{AgentMsg, Internal};
 use super::options::AgentServerArgs;
@@ -104,6 +104,8 @@ pub(crate) enum DurableMsg {
     },
     /// The checkpoint write of generation `generation` finished.
     Persisted(Box<Outcome>),
+    /// The idle timer armed as generation `.0` fired.
+    Idle(u64),
 }
 
 /// The result of a checkpoint write.
@@ -149,6 +151,13 @@ pub(crate) struct Durable {
     /// The checkpoint write of an agent that stopped while it ran.
     detached: Option<JoinHandle<Option<Outcome>>>,
     fenced: bool,
+    /// Hibernate after this long without work.
+    idle_timeout: Option<std::time::Duration>,
+    /// The generation of the idle timer armed last.
+    idle_gen: u64,
+    idle_timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
+    /// The checkpoint in flight is the last one before hibernating.
+    hibernating: bool,
 }
 
 /// What a restore read from the storage, before the agent starts.
@@ -181,6 +190,10 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
     else {
         return Ok(None);
     };
+    let idle_timeout = args
+        .options
+        .idle_timeout
+        .or_else(|| defaults.and_then(|d| d.idle_timeout));
     let mode = args
         .options
         .durability
@@ -311,6 +324,10 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
             appending: None,
             detached: None,
             fenced: false,
+            idle_timeout,
+            idle_gen: 0,
+            idle_timer: None,
+            hibernating: false,
         }),
         state,
         migrated,
@@ -415,18 +432,19 @@ impl AgentServerState {
             return;
         }
         let changed = !self.agent.state().ptr_eq(d.durable_agent.state());
-        let write = match d.mode {
-            Durability::Volatile => false,
-            Durability::Checkpoint => changed,
-            Durability::Journal => {
-                let behind = d.applied.saturating_sub(d.durable_applied);
-                (changed && (!d.held.is_empty() || d.unjournaled))
-                    || behind >= JOURNAL_CHECKPOINT_EVERY
-                    || (behind > 0 && d.durable_applied < d.replay_until)
-            }
-            #[allow(unreachable_patterns)]
-            _ => changed,
-        };
+        let write = d.hibernating
+            || match d.mode {
+                Durability::Volatile => false,
+                Durability::Checkpoint => changed,
+                Durability::Journal => {
+                    let behind = d.applied.saturating_sub(d.durable_applied);
+                    (changed && (!d.held.is_empty() || d.unjournaled))
+                        || behind >= JOURNAL_CHECKPOINT_EVERY
+                        || (behind > 0 && d.durable_applied < d.replay_until)
+                }
+                #[allow(unreachable_patterns)]
+                _ => changed,
+            };
         if !write {
             for (reply, answer) in d.held.drain(..) {
                 let _ = reply.send(answer);
@@ -572,6 +590,7 @@ impl AgentServerState {
                 signals,
                 result,
             } => self.on_appended(myself, after, signals, result),
+            DurableMsg::Idle(generation) => self.on_idle(myself, generation),
             DurableMsg::Persisted(outcome) => {
                 let current = self
                     .in_flight
@@ -681,9 +700,13 @@ impl AgentServerState {
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
                 d.unjournaled = false;
+                if std::mem::take(&mut d.hibernating) && self.may_hibernate() {
+                    self.hibernate(myself);
+                }
             }
             Err(error) if is_fencing(&error) => self.fence(myself, &error),
             Err(error) => {
+                d.hibernating = false;
                 if d.mode == Durability::Checkpoint {
                     // The last durable state stays the truth; the batch's
                     // directives go with its state change.
@@ -698,6 +721,92 @@ impl AgentServerState {
                     .push_back((signal, Directive::error(error, "persist")));
             }
         }
+    }
+
+    /// The agent has nothing to do: (re)arms its idle timer.
+    pub(crate) fn idle(&mut self) {
+        let myself = self.myself.clone();
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        let Some(timeout) = d.idle_timeout else {
+            return;
+        };
+        if d.hibernating || d.fenced {
+            return;
+        }
+        d.idle_gen += 1;
+        let generation = d.idle_gen;
+        d.idle_timer = Some(AbortOnDrop(myself.send_after(timeout, move || {
+            AgentMsg::internal(Internal::Durable(Box::new(DurableMsg::Idle(generation))))
+        })));
+    }
+
+    /// Whether nothing keeps the agent alive: no work, no waiter, no live
+    /// child, schedule or cron job, no append in flight.
+    fn may_hibernate(&self) -> bool {
+        let Some(d) = self.durable.as_deref() else {
+            return false;
+        };
+        let extras_idle = self.extras().is_none_or(|e| {
+            e.waiters.is_empty()
+                && e.children.is_empty()
+                && e.crons.is_empty()
+                && e.timers.iter().all(|t| t.0.is_finished())
+        });
+        !self.stopping
+            && !d.fenced
+            && self.in_flight.is_none()
+            && self.pending.is_empty()
+            && self.queue.is_empty()
+            && d.incoming.is_empty()
+            && d.appending.is_none()
+            && d.held.is_empty()
+            && extras_idle
+    }
+
+    /// The idle timer fired: checkpoint (every mode), then hibernate.
+    fn on_idle(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
+        let current = self
+            .durable
+            .as_deref()
+            .is_some_and(|d| d.idle_gen == generation && !d.hibernating);
+        if !current {
+            return;
+        }
+        if !self.may_hibernate() {
+            // Checked again one idle period later (a waiter, a child or a
+            // timer may be gone by then without any new work).
+            if self.in_flight.is_none() && self.pending.is_empty() && self.queue.is_empty() {
+                self.idle();
+            }
+            return;
+        }
+        if let Some(d) = self.durable.as_deref_mut() {
+            d.idle_timer = None;
+            let changed = !self.agent.state().ptr_eq(d.durable_agent.state())
+                || d.applied > d.durable_applied;
+            if !changed {
+                return self.hibernate(myself);
+            }
+            d.hibernating = true;
+        }
+        self.batch_done();
+    }
+
+    /// Leaves for good: the checkpoint is durable.
+    fn hibernate(&mut self, myself: &ActorRef<AgentMsg>) {
+        tracing::debug!(
+            name: "jido.persist.hibernate",
+            target: "jido::persist",
+            agent_id = %self.id,
+            "jido.persist.hibernate"
+        );
+        if let Some(jido) = &self.jido {
+            jido.forget_restart(myself.get_id());
+            jido.hibernating(myself.get_id());
+        }
+        self.stop_self(myself, HIBERNATE.to_owned());
     }
 
     /// Stops a fenced agent (a newer owner exists).

@@ -46,6 +46,9 @@ impl AgentServerState {
     #[inline]
     pub(crate) fn batch_done(&mut self) {}
 
+    #[inline]
+    pub(crate) fn idle(&mut self) {}
+
     pub(crate) fn journal(&mut self, signal: Signal, ack: Ack) -> Option<(Signal, Ack)> {
         Some((signal, ack))
     }

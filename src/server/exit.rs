@@ -35,6 +35,10 @@ pub enum ExitReason {
     /// another incarnation wrote its checkpoint). Never restarted, like
     /// `Shutdown`: the newer owner holds the agent now.
     Fenced,
+    /// Stopped with reason `"hibernate"`: an idle durable agent wrote its
+    /// checkpoint and left (see `ServerOptions::idle_timeout`); never
+    /// restarted. [`Jido::get_or_start`](super::Jido::get_or_start) thaws it.
+    Hibernated,
     /// Stopped with another reason: a Stop directive or signal with a
     /// reason, the error policy (`"agent_error: …"`), a parent's death
     /// (`"shutdown: parent_down: …"`).
@@ -49,6 +53,8 @@ pub enum ExitReason {
 
 /// The stop reason of a fenced agent (see [`ExitReason::Fenced`]).
 pub(crate) const FENCED: &str = "fenced";
+/// The stop reason of a hibernated agent (see [`ExitReason::Hibernated`]).
+pub(crate) const HIBERNATE: &str = "hibernate";
 
 impl ExitReason {
     /// From a ractor exit: the stop reason of `ActorTerminated`, or the
@@ -61,6 +67,7 @@ impl ExitReason {
                 "shutdown" => ExitReason::Shutdown,
                 "killed" => ExitReason::Killed,
                 FENCED => ExitReason::Fenced,
+                HIBERNATE => ExitReason::Hibernated,
                 other => ExitReason::Stopped(other.to_owned()),
             },
         }
@@ -80,6 +87,7 @@ impl fmt::Display for ExitReason {
             ExitReason::Shutdown => f.write_str("shutdown"),
             ExitReason::Killed => f.write_str("killed"),
             ExitReason::Fenced => f.write_str(FENCED),
+            ExitReason::Hibernated => f.write_str(HIBERNATE),
             ExitReason::Stopped(reason) => f.write_str(reason),
             ExitReason::Failed(message) => write!(f, "failed: {message}"),
             ExitReason::Unknown => f.write_str("unknown"),

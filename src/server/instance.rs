@@ -166,6 +166,12 @@ struct Registry {
 
 pub(crate) struct Shared {
     registry: RwLock<Registry>,
+    /// One lock per id being started by `get_or_start` (removed once the
+    /// start is done).
+    starting: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
+    /// Agents writing their last checkpoint before they hibernate (still
+    /// registered until they end).
+    hibernating: Mutex<std::collections::HashSet<ActorId>>,
     exits: Mutex<ExitBook>,
     specs: Mutex<HashMap<ActorId, AgentServerArgs>>,
     shutting_down: AtomicBool,
@@ -266,6 +272,8 @@ impl Jido {
             .unwrap_or((DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW));
         let shared = Arc::new(Shared {
             registry: RwLock::new(Registry::default()),
+            starting: Mutex::new(HashMap::new()),
+            hibernating: Mutex::new(std::collections::HashSet::new()),
             exits: Mutex::new(ExitBook::default()),
             specs: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
@@ -381,6 +389,106 @@ impl Jido {
             .await
             .map_err(spawn_error)?;
         Ok(AgentRef::new(actor, id).in_instance(&self.inner.shared))
+    }
+
+    /// The agent with this id: the running one, or one started with what
+    /// `start` returns (the agent value and its options; the id is `id`).
+    /// With a storage this thaws a hibernated agent (see
+    /// [`ServerOptions::idle_timeout`]) with its state. Concurrent calls for
+    /// one id start it once: the others wait and get the same agent. A
+    /// lookup that finds the agent while it hibernates waits for it to end
+    /// and starts it again.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+    /// use jido::prelude::*;
+    /// use jido::server::{Jido, JidoConfig, ServerOptions};
+    ///
+    /// struct Cart;
+    /// impl Agent for Cart {
+    ///     const NAME: &'static str = "cart";
+    ///     type Schema = ();
+    /// }
+    /// let jido = Jido::start(JidoConfig::new()).await?;
+    /// let make = || (AgentState::new(Cart, AgentOptions::new()), ServerOptions::new());
+    /// let a = jido.get_or_start("cart-1", make).await?;
+    /// let b = jido.get_or_start("cart-1", make).await?;
+    /// assert_eq!(a, b);
+    /// # jido.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`start_agent`](Jido::start_agent) (a restore that fails
+    /// included).
+    pub async fn get_or_start(
+        &self,
+        id: &str,
+        start: impl FnOnce() -> (AgentState, ServerOptions),
+    ) -> Result<AgentRef> {
+        if let Some(agent) = self.live(id).await {
+            return Ok(agent);
+        }
+        let shared = &self.inner.shared;
+        let key: Arc<str> = Arc::from(id);
+        let lock = Arc::clone(
+            shared
+                .starting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(Arc::clone(&key))
+                .or_default(),
+        );
+        let result = {
+            let _guard = lock.lock().await;
+            match self.live(id).await {
+                Some(agent) => Ok(agent),
+                None => {
+                    let (agent, options) = start();
+                    self.start_agent(agent, options.id(id)).await
+                }
+            }
+        };
+        let mut starting = shared
+            .starting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if starting.get(&key).is_some_and(|l| Arc::ptr_eq(l, &lock)) {
+            starting.remove(&key);
+        }
+        result
+    }
+
+    /// The registered agent `id`, once it is not hibernating (waits for a
+    /// hibernating one to end).
+    async fn live(&self, id: &str) -> Option<AgentRef> {
+        loop {
+            let agent = self.whereis(id)?;
+            let hibernating = self
+                .inner
+                .shared
+                .hibernating
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&agent.actor_ref().get_id());
+            if !hibernating {
+                return Some(agent);
+            }
+            agent.wait_exit().await;
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Marks the agent running as `actor` as hibernating.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    pub(crate) fn hibernating(&self, actor: ActorId) {
+        self.inner
+            .shared
+            .hibernating
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(actor);
     }
 
     /// The running agent with this id.
@@ -566,6 +674,12 @@ impl Jido {
     }
 
     pub(crate) fn unregister(&self, id: &str, actor: ActorId) {
+        self.inner
+            .shared
+            .hibernating
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&actor);
         if self.inner.shared.shutting_down.load(Ordering::SeqCst) {
             // `shutdown` clears the registry at the end: no lock per agent.
             return;
@@ -650,7 +764,7 @@ impl Exit {
     /// and stopped normally) or a fenced agent (a newer owner holds it):
     /// never restarted.
     fn is_shutdown(&self) -> bool {
-        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED || r == super::exit::FENCED)
+        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED || r == super::exit::FENCED || r == super::exit::HIBERNATE)
     }
 
     fn is_clean(&self) -> bool {

@@ -194,6 +194,7 @@ pub(crate) enum Internal {
     },
     Hierarchy(Box<HierarchyMsg>),
     /// Persistence of a durable agent (see `durable.rs`).
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     Durable(Box<super::durable::DurableMsg>),
 }
 

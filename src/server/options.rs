@@ -138,6 +138,9 @@ pub struct ServerOptions {
     /// How much of its work is durable (feature `persist`).
     #[cfg(feature = "persist")]
     pub(crate) durability: Option<super::durable::Durability>,
+    /// Hibernate after this long without work (feature `persist`).
+    #[cfg(feature = "persist")]
+    pub(crate) idle_timeout: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for ServerOptions {
@@ -165,7 +168,8 @@ impl fmt::Debug for ServerOptions {
             .field("jido", &self.jido.as_ref().map(Jido::name));
         #[cfg(feature = "persist")]
         f.field("storage", &self.storage.is_some())
-            .field("durability", &self.durability);
+            .field("durability", &self.durability)
+            .field("idle_timeout", &self.idle_timeout);
         f.finish_non_exhaustive()
     }
 }
@@ -401,6 +405,22 @@ impl ServerOptions {
         self
     }
 
+    /// Hibernates the agent after `timeout` without work (feature
+    /// `persist`, needs a [`storage`](ServerOptions::storage)): it writes
+    /// its checkpoint (in every durability mode), stops with reason
+    /// `hibernate` ([`ExitReason::Hibernated`](super::ExitReason::Hibernated);
+    /// never restarted) and leaves the registry.
+    /// [`Jido::get_or_start`](super::Jido::get_or_start) by id thaws it.
+    /// An agent hibernates only when nothing is in flight or waiting, no
+    /// completion waiter, child, schedule or cron job is live; otherwise
+    /// the timer starts again. A failed checkpoint keeps it running.
+    #[cfg(feature = "persist")]
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
     /// Registers the executor of a custom directive type (see
     /// [`DirectiveExec`]).
     #[must_use]
@@ -456,6 +476,7 @@ impl ServerOptions {
         {
             self.storage = self.storage.or_else(|| defaults.storage.clone());
             self.durability = self.durability.or(defaults.durability);
+            self.idle_timeout = self.idle_timeout.or(defaults.idle_timeout);
         }
         self.executors = self.executors.merged_over(&defaults.executors);
         self
@@ -488,6 +509,11 @@ impl ServerOptions {
             return Err(Error::configuration("durability needs a storage")
                 .with_detail("option", "durability")
                 .with_detail("value", format!("{:?}", self.durability)));
+        }
+        #[cfg(feature = "persist")]
+        if self.storage.is_none() && self.idle_timeout.is_some() {
+            return Err(Error::configuration("idle_timeout needs a storage")
+                .with_detail("option", "idle_timeout"));
         }
         Ok(())
     }
