@@ -17,8 +17,10 @@
 //!   registry or started from the factory registered for its kind
 //!   ([`Cluster::register_kind`]; the kind is the id's prefix before `:`),
 //!   once for any number of concurrent first requests, which wait in
-//!   order. With a storage on the `Jido` instance the owner first claims
-//!   the agent's storage key (a new owner epoch) and the agent restores
+//!   order ([`Jido::get_or_start`], which also thaws a hibernated
+//!   agent). With a storage on the `Jido` instance an owner taking the
+//!   agent over from another node first claims the agent's storage key (a
+//!   new owner epoch), and the agent restores
 //!   its last durable state: a stale owner elsewhere is fenced on its
 //!   next write and stops with reason `fenced`
 //!   ([`ClusterEvent::Fenced`]).
@@ -246,14 +248,18 @@ impl Inner {
             .clone()
             .or_else(|| self.jido.defaults().storage.clone());
         if let Some(storage) = storage {
+            // Taking the agent over from another node: a new owner epoch,
+            // so the other copy (if it still runs) is fenced on its next
+            // write. Its own last claim is kept (a thaw after hibernation
+            // must not fence the incarnation still writing its last
+            // checkpoint).
             let key = crate::persist::StorageKey::new(self.jido.namespace(), agent.name(), id)?;
-            storage.claim(&key, &self.node).await?;
+            let held = storage.owner(&key).await?;
+            if held.is_none_or(|o| o.node != self.node) {
+                storage.claim(&key, &self.node).await?;
+            }
         }
-        match self.jido.start_agent(agent, options).await {
-            Ok(agent) => Ok(agent),
-            // Started meanwhile by someone else on this node.
-            Err(e) => self.jido.whereis(id).ok_or(e),
-        }
+        self.jido.get_or_start(id, move || (agent, options)).await
     }
 }
 
@@ -473,6 +479,11 @@ async fn forward_exits(
             ..
         } = event
         {
+            // A hibernated agent is thawed by the next request: its
+            // watches stay (they are by id).
+            if reason == ExitReason::Hibernated {
+                continue;
+            }
             if reason == ExitReason::Fenced {
                 let _ = inner
                     .events
