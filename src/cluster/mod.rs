@@ -272,7 +272,42 @@ fn kind_of(id: &str) -> Option<&str> {
 
 /// A node of a cluster: its node server, its gateway and the connector
 /// that keeps its seeds dialled. Cheap to clone; dropping it does not stop
-/// the node (see [`shutdown`](Cluster::shutdown)).
+/// the node (see [`shutdown`](Cluster::shutdown)). Run one per process:
+/// ractor's process groups are global to a process.
+///
+/// # Examples
+///
+/// A single node (no seeds) owns every id:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use std::time::Duration;
+/// use jido::prelude::*;
+/// use jido::cluster::{Cluster, ClusterConfig};
+/// use jido::server::{Jido, JidoConfig, ServerOptions};
+/// use jido::signal::Signal;
+///
+/// struct Order;
+/// impl Agent for Order { const NAME: &'static str = "order"; type Schema = (); }
+///
+/// let jido = Jido::start(JidoConfig::new()).await?;
+/// let cluster = Cluster::start(&jido, ClusterConfig::new("solo").cookie("secret")).await?;
+/// cluster.register_kind("order", |id| {
+///     Ok((AgentState::new(Order, AgentOptions::new().id(id)), ServerOptions::new()))
+/// });
+/// assert_eq!(cluster.members(), ["solo"]);
+/// let order = cluster.agent("order:17");
+/// assert_eq!(order.owner()?, "solo");
+/// // Started on demand by the first request; no route for the signal.
+/// let err = order.call(Signal::new("order.pay", serde_json::json!({})), Duration::from_secs(5))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Routing);
+/// assert!(jido.whereis("order:17").is_some());
+/// cluster.shutdown().await;
+/// jido.shutdown().await;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Cluster {
     inner: Arc<Inner>,
