@@ -211,10 +211,10 @@ async fn main() -> jido::Result<()> {
     let killed = Instant::now();
     child.start_kill().expect("SIGKILL");
     loop {
-        if let ClusterEvent::NodeDown { node } = events.recv().await? {
-            if node == owner {
-                break;
-            }
+        if let ClusterEvent::NodeDown { node } = events.recv().await?
+            && node == owner
+        {
+            break;
         }
     }
     let detected = killed.elapsed();

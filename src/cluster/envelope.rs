@@ -72,7 +72,7 @@ impl Request {
         self
     }
 
-    pub(crate) fn from_node(mut self, node: &str) -> Self {
+    pub(crate) fn sender(mut self, node: &str) -> Self {
         self.from = Some(node.to_owned());
         self
     }

@@ -421,7 +421,7 @@ impl GatewayState {
         // the answer still finds it; a refusal takes it back.
         self.watching.entry(key).or_default().push(watcher.clone());
         let request = Request::new(Op::Watch, &agent, None)
-            .from_node(&self.inner.node)
+            .sender(&self.inner.node)
             .encode();
         let me = myself.clone();
         tokio::spawn(async move {
