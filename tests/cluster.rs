@@ -609,10 +609,11 @@ async fn a_lost_nodes_agent_is_thawed_on_its_new_owner_with_its_durable_state() 
     let schema = schema();
     let pg = Some((conn.as_str(), schema.as_str()));
     let (port_b, port_c) = (free_port(), free_port());
-    // Node A migrates the schema before the others connect to it.
-    let (jido, a) = node_a_with("t-failover", &[port_b, port_c], pg).await;
+    // The children first: node A must not be dialling their ports while
+    // they bind them (the schema's migrations may run concurrently).
     let mut b = spawn_node_with("t-failover", "node-b", port_b, pg);
     let _c = spawn_node_with("t-failover", "node-c", port_c, pg);
+    let (jido, a) = node_a_with("t-failover", &[port_b, port_c], pg).await;
     let mut events = a.events();
     a.wait_for_members(3, LIMIT).await.expect("b and c join");
     let id = id_on(&a, "node-b", "failover");

@@ -37,7 +37,7 @@ pub enum Place {
 /// let others: Vec<String> = nodes.iter().filter(|n| **n != before).skip(1).cloned()
 ///     .chain(std::iter::once(before.clone())).collect();
 /// assert_eq!(owner("order:17", &others), Some(before.as_str()));
-/// assert_eq!(owner("order:17", &[]), None);
+/// assert_eq!(owner::<String>("order:17", &[]), None);
 /// ```
 pub fn owner<'a, S: AsRef<str>>(agent: &str, nodes: &'a [S]) -> Option<&'a str> {
     nodes
