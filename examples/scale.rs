@@ -9,6 +9,17 @@
 //! With `CI` set the default is 2 000 agents (`.ci/run` runs every example
 //! in debug mode).
 //!
+//! `--hibernate` (feature `persist-redb`) measures addressable agents
+//! instead: N agents on a redb store, each sent one signal, hibernate after
+//! an idle second (checkpoint, stop, leave the registry); then a sample of
+//! them is thawed by id (`Jido::get_or_start`) and checked. It prints the
+//! resident set while they were live and once they hibernated, the store's
+//! bytes per agent, and the thaw latency (p50/p99):
+//!
+//! ```text
+//! cargo run --release --example scale --features persist-redb -- --hibernate --agents 1000000
+//! ```
+//!
 //! Phase 1 (a child process, so its memory is returned before phase 2):
 //! N raw ractor actors holding the same state map as the agents. Phase 2
 //! (this process): N agents. Each phase measures the resident set growth
@@ -332,6 +343,7 @@ async fn raw_phase(n: usize) -> Figures {
 struct Args {
     agents: usize,
     raw_only: bool,
+    hibernate: bool,
 }
 
 fn args() -> Args {
@@ -341,6 +353,7 @@ fn args() -> Args {
         100_000
     };
     let mut raw_only = false;
+    let mut hibernate = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -352,13 +365,115 @@ fn args() -> Args {
                 }
             },
             "--raw-only" => raw_only = true,
+            "--hibernate" => hibernate = true,
             other => {
                 eprintln!("unknown argument {other}; usage: scale [--agents N]");
                 std::process::exit(2);
             }
         }
     }
-    Args { agents, raw_only }
+    Args {
+        agents,
+        raw_only,
+        hibernate,
+    }
+}
+
+/// `--hibernate`: N addressable agents, most of them on disk.
+#[cfg(feature = "persist-redb")]
+async fn hibernate_phase(n: usize) -> jido::Result<()> {
+    use std::sync::Arc;
+
+    use jido::persist::redb::RedbStorage;
+
+    let dir = std::env::temp_dir().join(format!("jido-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| jido::Error::internal(e.to_string()))?;
+    let path = dir.join("agents.redb");
+    let storage = Arc::new(RedbStorage::open(&path)?);
+    let jido = Jido::start(
+        JidoConfig::new()
+            .name("scale")
+            .storage(storage)
+            .exec_options(ExecOptions::new().timeout(Duration::ZERO).max_retries(0)),
+    )
+    .await?;
+    let make = || {
+        (
+            AgentState::new(Counter, AgentOptions::new().state(initial_state())),
+            ServerOptions::new().idle_timeout(Duration::from_secs(1)),
+        )
+    };
+    let base = rss_bytes();
+    eprintln!("hibernate: {n} agents, one signal each");
+    let started = Instant::now();
+    let mut peak_live = 0;
+    for i in 0..n {
+        let agent = jido.get_or_start(&format!("a{i}"), make).await?;
+        agent.cast(Signal::new("tick", json!({"n": i as u64})))?;
+        if (i + 1) % every(n) == 0 {
+            progress("started", i + 1, n, started);
+            peak_live = peak_live.max(jido.registered_count());
+        }
+    }
+    let spawn = started.elapsed();
+    let rss_live = rss_bytes().saturating_sub(base);
+    let live = jido.registered_count();
+    // Everyone processed their signal and hibernated.
+    let deadline = Instant::now() + WAIT_LIMIT;
+    while (PROCESSED.load(Ordering::Relaxed) < n as u64 || jido.registered_count() > 0)
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let hibernated = jido.registered_count() == 0;
+    let rss_hibernated = rss_bytes().saturating_sub(base);
+    let disk = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    // Thaw a sample by id and check its state.
+    let sample = n.min(1_000);
+    let step = (n / sample).max(1);
+    let mut hist =
+        hdrhistogram::Histogram::<u64>::new(3).map_err(|e| jido::Error::internal(e.to_string()))?;
+    let mut intact = 0;
+    for k in 0..sample {
+        let i = k * step;
+        let t = Instant::now();
+        let agent = jido.get_or_start(&format!("a{i}"), make).await?;
+        let state = agent.state().await?;
+        hist.record(t.elapsed().as_micros() as u64).ok();
+        if state.state().get("ticks").and_then(|v| v.as_u64()) == Some(i as u64) {
+            intact += 1;
+        }
+    }
+    println!(
+        "hibernate: {n} agents started and signalled in {spawn:.2?} (at most {} live at once, {live} at the end); \
+         rss {:.0} B per agent while starting, {:.0} B per agent once all hibernated ({}); \
+         store {} B ({:.0} B per agent); thaw p50 {} us, p99 {} us; {intact}/{sample} thawed agents intact",
+        peak_live.max(live),
+        rss_live as f64 / n as f64,
+        rss_hibernated as f64 / n as f64,
+        if hibernated {
+            "all left the registry"
+        } else {
+            "NOT ALL HIBERNATED"
+        },
+        disk,
+        disk as f64 / n as f64,
+        hist.value_at_quantile(0.5),
+        hist.value_at_quantile(0.99),
+    );
+    jido.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !hibernated || intact != sample || PROCESSED.load(Ordering::Relaxed) < n as u64 {
+        eprintln!("hibernation incomplete or state lost");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "persist-redb"))]
+async fn hibernate_phase(_: usize) -> jido::Result<()> {
+    eprintln!("--hibernate needs --features persist-redb");
+    std::process::exit(2);
 }
 
 fn main() -> jido::Result<()> {
@@ -368,6 +483,9 @@ fn main() -> jido::Result<()> {
         .build()
         .map_err(|e| jido::Error::internal(format!("runtime: {e}")))?;
     let n = args.agents;
+    if args.hibernate {
+        return rt.block_on(hibernate_phase(n));
+    }
     if args.raw_only {
         let f = rt.block_on(raw_phase(n));
         f.print("raw ractor", n);

@@ -193,6 +193,26 @@ impl AgentData {
         Arc::get_mut(arc)?.downcast_mut::<T>()
     }
 
+    /// The state and the strategy data (when it is a `T`, copied first if
+    /// shared with a clone), both mutably: for a strategy that keeps a typed
+    /// state in the ext and mirrors it into the JSON state (see
+    /// [`RequestCore::commit`](crate::ai::request::RequestCore::commit)
+    /// with feature `ai`).
+    pub fn state_and_strategy_ext_mut<T: Any + Send + Sync + Clone>(
+        &mut self,
+    ) -> (&mut StateMap, Option<&mut T>) {
+        if self.strategy_ext::<T>().is_some() {
+            // Unshare first, through the checked path.
+            let _ = self.strategy_ext_mut::<T>();
+        }
+        let ext = self
+            .ext
+            .as_mut()
+            .and_then(Arc::get_mut)
+            .and_then(|any| any.downcast_mut::<T>());
+        (&mut self.state, ext)
+    }
+
     /// Sets the strategy data.
     pub fn set_strategy_ext<T: Any + Send + Sync>(&mut self, value: T) {
         self.ext = Some(Arc::new(value));

@@ -103,6 +103,35 @@ impl ErrorKind {
             ErrorKind::Fenced => "fenced",
         }
     }
+
+    /// The kind whose envelope `type` is `name`: the inverse of
+    /// [`as_str`](ErrorKind::as_str), for envelopes that come back from
+    /// another process. `None` for a type this version does not know.
+    ///
+    /// ```
+    /// use jido::ErrorKind;
+    /// assert_eq!(ErrorKind::from_type("timeout"), Some(ErrorKind::Timeout));
+    /// assert_eq!(ErrorKind::from_type("no_such_error"), None);
+    /// ```
+    pub fn from_type(name: &str) -> Option<Self> {
+        Some(match name {
+            "validation_error" => ErrorKind::Validation,
+            "configuration_error" => ErrorKind::Configuration,
+            "execution_error" => ErrorKind::Execution,
+            "timeout" => ErrorKind::Timeout,
+            "compensation_error" => ErrorKind::Compensation,
+            "routing_error" => ErrorKind::Routing,
+            "dispatch_error" => ErrorKind::Dispatch,
+            "queue_overflow" => ErrorKind::QueueOverflow,
+            "not_found" => ErrorKind::NotFound,
+            "cancelled" => ErrorKind::Cancelled,
+            "internal" => ErrorKind::Internal,
+            "storage_error" => ErrorKind::Storage,
+            "conflict" => ErrorKind::Conflict,
+            "fenced" => ErrorKind::Fenced,
+            _ => return None,
+        })
+    }
 }
 
 impl fmt::Display for ErrorKind {

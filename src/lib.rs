@@ -30,11 +30,16 @@
 //!   groups ([`ActorTarget`](server::ActorTarget)) and keeps the agent
 //!   hierarchy through supervision events.
 //! * The AI layer (`ai`, feature `ai`): LLM and tool directives with their
-//!   signal contract, tools from actions, the model interface.
+//!   signal contract, tools from actions, the model interface; with
+//!   feature `mcp`, the tools of MCP servers and actions served over MCP.
 //! * Persistence (`persist`, feature `persist`): the `Storage` trait
 //!   (checkpoints, a signal journal, owner epochs, dead letters) with
 //!   memory, redb (`persist-redb`) and PostgreSQL (`persist-postgres`)
-//!   adapters and a conformance suite for your own.
+//!   adapters and a conformance suite for your own. With a storage, agents
+//!   are durable (`server::Durability`: checkpoints before replies, a
+//!   write-ahead journal and `AgentRef::cast_durable`), restored on every
+//!   start and restart, and hibernate when idle (`Jido::get_or_start`
+//!   thaws them); see `docs/persistence.md`.
 //! * Distribution (`cluster`, feature `cluster`, experimental): agents
 //!   addressable by id across nodes over `ractor_cluster`, a gateway per
 //!   node carrying CloudEvents bytes, rendezvous placement, activation on
@@ -82,7 +87,7 @@
 //! | 3 | [`signal::dispatch`] | [`DispatchConfig`](signal::dispatch::DispatchConfig), the [`Dispatch`](signal::dispatch::Dispatch) trait, the in-process and HTTP adapters |
 //! | 3 | `action_metadata` (private, read at [`action`](mod@action)) | [`ActionMetadata`](action::ActionMetadata), [`Compensation`](action::Compensation) |
 //! | 4 | [`context`] | [`Context`]: what an action sees (values, deadline, state, signal, executor, the running action's metadata) |
-//! | 5 | [`action`](mod@action) | the [`Action`] trait, [`DynAction`], `action_fn` |
+//! | 5 | [`action`](mod@action) | the [`Action`] trait, [`DynAction`], `action_fn`, `json_action` |
 //! | 6 | [`instruction`] | [`Instruction`]: an action, its params, context values and options |
 //! | 7 | [`directive`] | [`Directive`] and its builders; a spawned child agent is held as a [`ChildAgent`](directive::ChildAgent) |
 //! | 8 | [`effect`] | [`Effect`](effect::Effect) (a state op or a directive), [`Context::push_effect`] |

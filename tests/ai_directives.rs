@@ -1093,3 +1093,125 @@ async fn an_agents_runtime_is_inherited_by_its_children_and_no_one_else() {
     nothing_more(&mut rx).await;
     jido.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------
+// A task that cannot start
+
+/// When the instance's task supervisor shuts down between a signal and its
+/// directives (the instance is shutting down), a directive whose work runs
+/// in a supervised task cannot start it: it sends its terminal signal at
+/// once, carrying a `cancelled` error "task supervisor is shut down" with
+/// the call id, and nothing else (no `ai.tool.started`, usage or delta); no
+/// call is left registered. The agent, whose instance is gone, refuses that
+/// signal like any other: its error policy sees each terminal once (context
+/// `shutdown`), which is how this test observes them.
+#[tokio::test(start_paused = true)]
+async fn a_task_that_cannot_start_ends_in_one_terminal_signal() {
+    use jido::directive::{ErrorDecision, ErrorPolicy};
+    let ai = AiRuntime::new()
+        .client(Fake::new(vec![]))
+        .tools(ToolSet::new().with(multiply()).unwrap());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Seen>();
+    let policy = ErrorPolicy::custom(move |ev| {
+        if ev.context == "shutdown" {
+            let data = ev.signal.data().cloned().unwrap_or(Value::Null);
+            let _ = tx.send((ev.signal.ty().to_owned(), data));
+        }
+        Ok(ErrorDecision::Continue)
+    });
+    // Actions inline (timeout 0): `go` itself needs no task.
+    let jido = jido::server::Jido::start(
+        ai.register_instance(
+            jido::server::JidoConfig::new()
+                .exec_options(ExecOptions::new().timeout(Duration::ZERO))
+                .error_policy(policy),
+        ),
+    )
+    .await
+    .unwrap();
+    let supervisor = jido.exec().supervisor().clone();
+    let go_action = jido::action_fn("go", move |_: Value, ctx: Context| {
+        let supervisor = supervisor.clone();
+        async move {
+            // The instance starts shutting down while the signal runs.
+            supervisor.shutdown().await;
+            let directives: Vec<Directive> = vec![
+                LlmStream::new("call_s", "local:m", vec![Message::user("hi")])
+                    .meta("request_id", "req_1")
+                    .meta("iteration", 1)
+                    .into(),
+                LlmGenerate::new("call_g", "local:m", vec![Message::user("hi")])
+                    .meta("request_id", "req_1")
+                    .meta("iteration", 1)
+                    .into(),
+                LlmEmbed::new("call_e", "local:e", vec!["hi".into()])
+                    .meta("request_id", "req_1")
+                    .into(),
+                ToolExec::new("tc_1", "multiply", json!({"a": 6, "b": 7}))
+                    .request_id("req_1")
+                    .iteration(1)
+                    .into(),
+            ];
+            for d in directives {
+                ctx.push_effect(d);
+            }
+            Ok(json!({}))
+        }
+    });
+    let agent = jido
+        .start_agent(
+            AgentState::new(
+                RoutedAgent(vec![jido::agent::SignalRoute::action("go", go_action)]),
+                AgentOptions::new().id("nostart-1"),
+            ),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    agent.cast(go()).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next(&mut rx).await);
+    }
+    nothing_more(&mut rx).await;
+    let reason = |call_id: &str| {
+        json!({"type": "cancelled", "message": "task supervisor is shut down",
+               "details": {"call_id": call_id}, "retryable": false})
+    };
+    let meta = |op: &str, iteration: bool| {
+        let mut m = json!({"request_id": "req_1", "run_id": "req_1", "origin": "directive", "operation": op});
+        if iteration {
+            m["iteration"] = json!(1);
+        }
+        m
+    };
+    let error =
+        |call_id: &str| json!({"status": "error", "reason": reason(call_id), "effects": []});
+    assert_eq!(
+        got,
+        vec![
+            seen(
+                "ai.llm.response",
+                json!({"call_id": "call_s", "result": error("call_s"),
+                 "model": "local:m", "duration_ms": 0, "metadata": meta("stream_text", true)})
+            ),
+            seen(
+                "ai.llm.response",
+                json!({"call_id": "call_g", "result": error("call_g"),
+                 "model": "local:m", "duration_ms": 0, "metadata": meta("generate_text", true)})
+            ),
+            seen(
+                "ai.embed.result",
+                json!({"call_id": "call_e", "result": error("call_e"),
+                 "model": "local:e", "duration_ms": 0, "metadata": meta("embed", false)})
+            ),
+            seen(
+                "ai.tool.result",
+                json!({"call_id": "tc_1", "tool_name": "multiply",
+                 "result": error("tc_1"), "metadata": meta("tool_execute", true)})
+            ),
+        ]
+    );
+    assert_eq!(ai.running(&agent), 0);
+    jido.shutdown().await;
+}

@@ -265,3 +265,221 @@ async fn live_error_statuses_are_typed_and_not_retryable() {
     assert_eq!(err.kind, LlmErrorKind::Status(404), "{err:?}");
     assert!(!err.retryable);
 }
+
+// ------------------------------------------------- reasoning strategies
+
+mod strategies {
+    //! One request per reasoning strategy through the runtime against the
+    //! live model. The model is tiny: the tests assert the request's
+    //! structure (it ends, with a terminal signal, summed usage and the
+    //! strategy's phases), never its wording or correctness.
+
+    use std::time::Duration;
+
+    use jido::ai::AiRuntime;
+    use jido::ai::reasoning::machine::Machine;
+    use jido::ai::reasoning::{
+        AdaptiveReasoning, AlgorithmOfThoughts, ChainOfDraft, ChainOfThought, GraphOfThoughts,
+        Reasoning, TinyRecursive, TreeOfThoughts,
+    };
+    use jido::prelude::*;
+    use jido::server::{CompletionStatus, Jido, JidoConfig};
+    use jido::signal::dispatch::{ChannelTarget, DispatchConfig};
+    use jido::strategy::Snapshot;
+    use serde_json::Value;
+
+    use super::{client, live_url};
+
+    struct Live(DynStrategy);
+
+    impl Agent for Live {
+        const NAME: &'static str = "live_reasoner";
+        type Schema = ();
+        fn strategy(&self) -> DynStrategy {
+            self.0.clone()
+        }
+    }
+
+    /// Runs `query`; returns the outcome, the snapshot and the signal
+    /// types the strategy emitted.
+    async fn run<M: Machine>(
+        url: &str,
+        strategy: Reasoning<M>,
+        query: &str,
+    ) -> (CompletionStatus, Value, Snapshot, Vec<String>) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<jido::signal::Signal>();
+        let name = strategy.short_name();
+        let cast = strategy.query(query, Some("live"));
+        let strategy = strategy
+            .model("gemma3-270m")
+            .max_tokens(96)
+            .temperature(0.0)
+            .llm_timeout(Duration::from_secs(600))
+            .events(DispatchConfig::new(ChannelTarget::unbounded(tx)).unwrap());
+        let ai = AiRuntime::new().client(client(url));
+        let jido = Jido::start(ai.register_instance(JidoConfig::new()))
+            .await
+            .unwrap();
+        let agent = jido
+            .start_agent(
+                AgentState::new(
+                    Live(DynStrategy::new(strategy)),
+                    AgentOptions::new().id(format!("live-{name}")),
+                ),
+                ServerOptions::new(),
+            )
+            .await
+            .unwrap();
+        agent.cast(cast).unwrap();
+        let done = agent
+            .await_completion(
+                ChainOfThought::await_options("live").timeout(Duration::from_secs(3600)),
+            )
+            .await
+            .unwrap();
+        let snap = agent.state().await.unwrap().strategy_snapshot();
+        let mut types = Vec::new();
+        while let Ok(s) = rx.try_recv() {
+            types.push(s.ty().to_owned());
+        }
+        jido.shutdown().await;
+        (done.status, done.result, snap, types)
+    }
+
+    /// What every request shows, whatever the model wrote: one start, one
+    /// terminal signal, usage summed over `min_calls` or more calls.
+    fn assert_request(
+        status: CompletionStatus,
+        result: &Value,
+        snap: &Snapshot,
+        types: &[String],
+        min_calls: u64,
+    ) {
+        assert_eq!(
+            types.first().map(String::as_str),
+            Some("ai.request.started"),
+            "{types:?}"
+        );
+        let terminal: Vec<&String> = types
+            .iter()
+            .filter(|t| matches!(t.as_str(), "ai.request.completed" | "ai.request.failed"))
+            .collect();
+        assert_eq!(terminal.len(), 1, "{types:?}");
+        let calls = snap.detail("llm_calls").and_then(Value::as_u64).unwrap();
+        assert!(calls >= min_calls, "{calls} calls");
+        let usage = snap.detail("usage").unwrap();
+        assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
+        assert_eq!(
+            usage["total_tokens"].as_u64(),
+            Some(
+                usage["input_tokens"].as_u64().unwrap() + usage["output_tokens"].as_u64().unwrap()
+            )
+        );
+        match status {
+            CompletionStatus::Completed => {
+                assert!(result.is_string() || result.is_null(), "{result}");
+                assert_eq!(terminal[0], "ai.request.completed");
+            }
+            CompletionStatus::Failed => {
+                // A model answer the strategy could not use, never a
+                // transport or runtime error.
+                let kind = result["type"].as_str().unwrap_or_default();
+                assert!(
+                    matches!(
+                        kind,
+                        "empty_response"
+                            | "incomplete_response"
+                            | "thoughts_parse_failed"
+                            | "scores_parse_failed"
+                            | "no_solution"
+                            | "missing_explicit_answer"
+                    ),
+                    "{result}"
+                );
+                assert_eq!(terminal[0], "ai.request.failed");
+            }
+            other => panic!("{other:?}: {result}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn live_chain_of_thought() {
+        let Some(url) = live_url() else { return };
+        let (status, result, snap, types) =
+            run(&url, ChainOfThought::new(), "What is 2 plus 3?").await;
+        assert_request(status, &result, &snap, &types, 1);
+        assert!(snap.detail("steps").unwrap().is_array());
+        if status == CompletionStatus::Completed {
+            assert!(types.iter().any(|t| t == "ai.llm.delta"), "{types:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn live_chain_of_draft() {
+        let Some(url) = live_url() else { return };
+        let (status, result, snap, types) =
+            run(&url, ChainOfDraft::new(), "What is 2 plus 3?").await;
+        assert_request(status, &result, &snap, &types, 1);
+        assert!(snap.detail("raw_response").is_some());
+    }
+
+    #[tokio::test]
+    async fn live_algorithm_of_thoughts() {
+        let Some(url) = live_url() else { return };
+        let (status, result, snap, types) =
+            run(&url, AlgorithmOfThoughts::new(), "Use 2 3 4 to make 10").await;
+        assert_request(status, &result, &snap, &types, 1);
+        let search = snap.detail("search").unwrap();
+        assert!(search["found_solution"].is_boolean());
+        assert!(search["first_operations_considered"].is_u64());
+    }
+
+    #[tokio::test]
+    async fn live_tree_of_thoughts() {
+        let Some(url) = live_url() else { return };
+        let tot = TreeOfThoughts::new().configure(|c| c.max_depth = 2);
+        let (status, result, snap, types) = run(&url, tot, "Name a fruit that is red.").await;
+        assert_request(status, &result, &snap, &types, 2);
+        if status == CompletionStatus::Completed {
+            assert!(snap.detail("node_count").and_then(Value::as_u64).unwrap() >= 2);
+        }
+    }
+
+    #[tokio::test]
+    async fn live_graph_of_thoughts() {
+        let Some(url) = live_url() else { return };
+        let got = GraphOfThoughts::new().configure(|c| c.max_rounds = 1);
+        let (status, result, snap, types) = run(&url, got, "Name two colours.").await;
+        assert_request(status, &result, &snap, &types, 1);
+        if status == CompletionStatus::Completed {
+            assert_eq!(snap.detail("llm_calls"), Some(&Value::from(3)));
+            assert!(snap.detail("edges").unwrap().as_array().unwrap().len() >= 2);
+        }
+    }
+
+    #[tokio::test]
+    async fn live_trm() {
+        let Some(url) = live_url() else { return };
+        let trm = TinyRecursive::new().configure(|c| c.max_supervision_steps = 1);
+        let (status, result, snap, types) = run(&url, trm, "What is the capital of France?").await;
+        assert_request(status, &result, &snap, &types, 1);
+        if status == CompletionStatus::Completed {
+            assert_eq!(snap.detail("llm_calls"), Some(&Value::from(3)));
+            let history = snap
+                .detail("confidence_history")
+                .unwrap()
+                .as_array()
+                .unwrap();
+            assert_eq!(history.len(), 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn live_adaptive() {
+        let Some(url) = live_url() else { return };
+        let (status, result, snap, types) =
+            run(&url, AdaptiveReasoning::new(), "Who wrote Hamlet?").await;
+        assert_request(status, &result, &snap, &types, 1);
+        assert_eq!(snap.detail("selection").unwrap()["strategy"], "cod");
+    }
+}

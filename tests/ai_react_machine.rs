@@ -530,6 +530,25 @@ fn a_follow_up_continues_the_conversation_after_completion_or_error() {
     assert_eq!(m.conversation.len(), 4);
 }
 
+#[test]
+fn without_keep_conversation_each_request_starts_a_new_one() {
+    let cfg = MachineConfig::new().keep_conversation(false);
+    let mut m = Machine::new();
+    let c1 = llm_call(&m.handle(&cfg, start("r1", "first")).steps);
+    m.handle(&cfg, llm(&c1, Turn::answer("one")));
+    assert_eq!(m.conversation.len(), 2);
+    let t = m.handle(&cfg, start("r2", "second"));
+    assert_eq!(llm_call(&t.steps), "call_r2_2");
+    assert_eq!(m.conversation.messages(), [Message::user("second")]);
+    // The JSON mirror follows.
+    let mut st = StateMap::new();
+    m.write(&mut st);
+    assert_eq!(
+        st["conversation"],
+        json!([{"role": "user", "content": "second"}])
+    );
+}
+
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 #[allow(dead_code)]
 struct Answer {

@@ -55,6 +55,7 @@ fn constructors_set_kind_and_message() {
         assert_eq!(err.kind(), kind);
         assert_eq!(kind.as_str(), type_name);
         assert_eq!(kind.to_string(), type_name);
+        assert_eq!(ErrorKind::from_type(type_name), Some(kind));
         assert_eq!(err.to_envelope()["type"], type_name);
         assert!(err.details().is_empty());
         assert!(err.source().is_none());

@@ -207,7 +207,9 @@ fn spawn_child(
         .env(ROLE, role)
         .env("JIDO_CRASH_ROUND", round.to_string())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::from(
+            std::fs::File::create(stderr_path(role, round)).expect("child stderr file"),
+        ));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -223,6 +225,20 @@ fn spawn_child(
         }
     });
     (child, rx)
+}
+
+/// Where a child's stderr goes, so a child that dies is explained.
+fn stderr_path(role: &str, round: u64) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "jido-crash-{}-{role}-{round}.stderr",
+        std::process::id()
+    ))
+}
+
+/// The start of a child's stderr (its panic message comes first).
+fn stderr_tail(role: &str, round: u64) -> String {
+    let text = std::fs::read_to_string(stderr_path(role, round)).unwrap_or_default();
+    text.lines().take(12).collect::<Vec<_>>().join("\n")
 }
 
 /// A pseudo-random delay in `[20, 250)` ms (xorshift on a per-run seed).
@@ -248,7 +264,14 @@ fn crash_rounds(test: &str, role: &str, env: &[(&str, String)]) {
         loop {
             let line = lines
                 .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("round {round}: the child never became ready"));
+                .unwrap_or_else(|_| {
+                    let _ = child.kill();
+                    panic!(
+                        "round {round}: the child never became ready ({:?}); its stderr:\n{}",
+                        child.wait(),
+                        stderr_tail(role, round)
+                    )
+                });
             // The harness may print the test's name on the same line.
             if let Some((_, report)) = line.split_once("READY ") {
                 let report: Value = serde_json::from_str(report).expect("report");
@@ -259,6 +282,7 @@ fn crash_rounds(test: &str, role: &str, env: &[(&str, String)]) {
                     .iter()
                     .map(|v| v.as_i64().expect("item"))
                     .collect();
+                std::fs::remove_file(stderr_path(role, round)).ok();
                 break;
             }
         }

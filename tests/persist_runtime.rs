@@ -444,9 +444,11 @@ async fn a_fenced_agent_stops_with_reason_fenced_and_is_not_restarted() {
         .call(sig("counter.add", json!({"n": 1})))
         .await
         .unwrap();
-    // Another node takes the key over.
+    // The agent claimed epoch 1 when it started; another node takes the
+    // key over.
     let k = key("fence", "f1");
-    assert_eq!(storage.claim(&k, "node-b").await.unwrap(), 1);
+    assert_eq!(storage.owner(&k).await.unwrap().map(|o| o.epoch), Some(1));
+    assert_eq!(storage.claim(&k, "node-b").await.unwrap(), 2);
     let err = agent
         .call(sig("counter.add", json!({"n": 1})))
         .await

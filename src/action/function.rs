@@ -1,4 +1,6 @@
-//! Actions from closures: [`action_fn`].
+//! Actions from closures: [`action_fn`], and [`json_action`] for actions
+//! known only at run time (a remote tool described by a name and a JSON
+//! Schema).
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -15,7 +17,7 @@ use super::dynamic::{Erased, Prepared, decode_params, output_to_map};
 use super::{ActionMetadata, Compensation, CompensationOptions, DynAction};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, json_type_name};
 
 /// An action made of a closure, with its own name.
 ///
@@ -96,6 +98,134 @@ where
         },
         _types: PhantomData,
     }))
+}
+
+/// What a [`json_action`] runs: the params object, the run's context.
+pub type JsonActionFn = dyn Fn(Map<String, Value>, Context) -> BoxFuture<'static, Result<Map<String, Value>>>
+    + Send
+    + Sync;
+
+/// An action known only at run time: a name, the JSON Schema of its params
+/// and a function from a params object to an output object. What a tool
+/// served by another process is (an MCP server's tool, see
+/// `jido::ai::mcp`): it runs through Exec like any action (timeouts,
+/// retries, telemetry, a panic caught).
+///
+/// `name` is interned as in [`action_fn`] and checked when the action
+/// runs; `schema` is returned as is by
+/// [`DynAction::params_schema`]. Params must be a JSON object (`null`
+/// reads as `{}`): anything else is a validation error "invalid parameters
+/// for action NAME: expected a JSON object" (details `action`, `path`
+/// `""`, `reason`); the schema is not checked here (the function or the
+/// remote side does). No compensation.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> jido::Result<()> {
+/// use jido::prelude::*;
+/// use jido::action::json_action;
+/// use serde_json::json;
+///
+/// let shout = json_action(
+///     "shout",
+///     json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+///     |params, _ctx| Box::pin(async move {
+///         let text = params.get("text").and_then(|t| t.as_str()).unwrap_or_default();
+///         let mut out = serde_json::Map::new();
+///         out.insert("text".into(), json!(text.to_uppercase()));
+///         Ok(out)
+///     }),
+/// );
+/// assert_eq!(shout.params_schema()["properties"]["text"]["type"], "string");
+/// let out = jido::exec::run(shout.clone(), json!({"text": "hi"}), Context::new(), ExecOptions::new()).await?;
+/// assert_eq!(out.output["text"], "HI");
+/// let err = jido::exec::run(shout, json!([1]), Context::new(), ExecOptions::new()).await.unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Validation);
+/// # Ok(()) }
+/// ```
+pub fn json_action<F>(name: impl Into<String>, schema: Value, run: F) -> DynAction
+where
+    F: Fn(Map<String, Value>, Context) -> BoxFuture<'static, Result<Map<String, Value>>>
+        + Send
+        + Sync
+        + 'static,
+{
+    let name = intern(name.into());
+    DynAction::from_erased(Arc::new(JsonAction {
+        run: Box::new(run),
+        schema,
+        meta: ActionMetadata {
+            name,
+            description: "",
+            category: "",
+            tags: &[],
+            version: "0.1.0",
+            compensation: Compensation::DISABLED,
+        },
+    }))
+}
+
+struct JsonAction {
+    run: Box<JsonActionFn>,
+    schema: Value,
+    meta: ActionMetadata,
+}
+
+impl HasMetadata for JsonAction {
+    fn metadata(&self) -> &ActionMetadata {
+        &self.meta
+    }
+}
+
+impl Erased for JsonAction {
+    fn params_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn prepare(&self, params: Value) -> Result<Prepared> {
+        let params = match params {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                let reason = format!("expected a JSON object, got {}", json_type_name(&other));
+                return Err(Error::validation(format!(
+                    "invalid parameters for action {}: {reason}",
+                    self.meta.name
+                ))
+                .with_detail("action", self.meta.name)
+                .with_detail("path", "")
+                .with_detail("reason", reason));
+            }
+        };
+        Ok(Prepared(Arc::new(params)))
+    }
+
+    fn run<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        ctx: &'a Context,
+    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
+        let params = prepared.0.downcast_ref::<Map<String, Value>>().cloned();
+        let name = self.meta.name;
+        let fut = params.map(|params| (self.run)(params, ctx.clone()));
+        Box::pin(async move {
+            match fut {
+                Some(fut) => fut.await,
+                None => Err(Error::internal(format!(
+                    "params prepared for another action were given to {name}"
+                ))),
+            }
+        })
+    }
+
+    fn compensate<'a>(
+        &'a self,
+        _prepared: &'a Prepared,
+        _error: &'a Error,
+        _ctx: &'a Context,
+        _opts: &'a CompensationOptions,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async { Ok(Value::Null) })
+    }
 }
 
 /// The one `&'static str` of each distinct name.

@@ -65,7 +65,7 @@ pub(crate) use crate::error::json_type_name;
 pub use compensation::CompensationOptions;
 pub use dynamic::DynAction;
 pub(crate) use dynamic::Prepared;
-pub use function::action_fn;
+pub use function::{JsonActionFn, action_fn, json_action};
 
 use std::future::Future;
 

@@ -288,6 +288,51 @@ impl ResultEnvelope {
         }
     }
 
+    /// The envelope as JSON, moving its parts (same as
+    /// [`to_value`](ResultEnvelope::to_value)).
+    pub fn into_value(self) -> Value {
+        let mut m = Map::with_capacity(3);
+        match self {
+            ResultEnvelope::Ok { result, effects } => {
+                m.insert("status".into(), "ok".into());
+                m.insert("result".into(), result);
+                m.insert("effects".into(), Value::Array(effects));
+            }
+            ResultEnvelope::Error { reason, effects } => {
+                m.insert("status".into(), "error".into());
+                m.insert("reason".into(), reason.to_value());
+                m.insert("effects".into(), Value::Array(effects));
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// Reads an envelope by value, moving its parts: the same rules as
+    /// its `Deserialize`.
+    ///
+    /// # Errors
+    ///
+    /// The decoding error of `Deserialize` when it is not an envelope.
+    pub fn from_value(value: Value) -> Result<Self, serde_json::Error> {
+        let Value::Object(mut m) = value else {
+            return Self::deserialize(value);
+        };
+        let ok = m.get("status").and_then(Value::as_str) == Some("ok")
+            && m.contains_key("result")
+            && m.keys()
+                .all(|k| matches!(k.as_str(), "status" | "result" | "effects"))
+            && matches!(m.get("effects"), None | Some(Value::Array(_)));
+        if !ok {
+            return Self::deserialize(Value::Object(m));
+        }
+        let result = m.remove("result").unwrap_or(Value::Null);
+        let effects = match m.remove("effects") {
+            Some(Value::Array(list)) => list,
+            _ => Vec::new(),
+        };
+        Ok(ResultEnvelope::Ok { result, effects })
+    }
+
     /// Reads an envelope that arrived as data. Accepts the canonical shape
     /// (a missing `effects` reads as `[]`, a single effect is wrapped) and
     /// normalises its error through [`ErrorEnvelope::normalize`] with

@@ -53,6 +53,7 @@ use ractor::ActorId;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::client::{
     EmbedRequest, FinishReason, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message,
@@ -64,9 +65,10 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData, ToolResultData,
-    ToolStartedData, UsageData, sanitize_delta,
+    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData,
+    ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
+use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
 use super::tool::{Tool, ToolSet};
 use crate::context::Context;
 use crate::error::{Error, Result, sanitize};
@@ -75,7 +77,7 @@ use crate::instruction::Instruction;
 use crate::server::{
     AgentRef, DirectiveContext, DirectiveExec, DirectiveResult, JidoConfig, ServerOptions,
 };
-use crate::signal::{Signal, TypedSignal};
+use crate::signal::Signal;
 
 /// Default wait of the LLM and embedding directives (30 s, Jido's).
 pub const DEFAULT_LLM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -535,14 +537,9 @@ const OP_GENERATE: &str = "generate_text";
 const OP_EMBED: &str = "embed";
 const OP_TOOL: &str = "tool_execute";
 
-/// A typed signal; should building it fail (it cannot for these payloads),
-/// a bare signal of the same type, so that a terminal signal still leaves.
-fn build<T: TypedSignal<Data = T> + serde::Serialize>(data: T) -> Signal {
-    let fallback = serde_json::to_value(&data).unwrap_or(Value::Null);
-    T::new(data).unwrap_or_else(|err| {
-        tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its source");
-        Signal::new(T::TYPE, fallback)
-    })
+/// A typed signal (see `signals::signal_of`).
+fn build<T: signals::Payload>(data: T) -> Signal {
+    signals::signal_of(data)
 }
 
 /// Casts to the agent; a gone agent has nobody to tell.
@@ -566,12 +563,14 @@ fn model_call_terminal<T>(
     metadata: serde_json::Map<String, Value>,
     model: Arc<Mutex<String>>,
     started: Instant,
+    telemetry: Arc<LlmTelemetry>,
     make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
 ) -> Terminal
 where
-    T: TypedSignal<Data = T> + serde::Serialize + 'static,
+    T: signals::Payload + 'static,
 {
     Arc::new(move |error: Error| {
+        telemetry.exception(&error);
         let model = model
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -661,11 +660,20 @@ impl AiRuntime {
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
         let metadata = call.correlation.metadata(operation);
         let model_name = Arc::new(Mutex::new(call.model.as_str().to_owned()));
+        let telemetry = Arc::new(LlmTelemetry::start(
+            &call.id,
+            call.model.as_str(),
+            ORIGIN_DIRECTIVE,
+            operation,
+            &call.correlation,
+        ));
+        let span = telemetry.span().clone();
         let terminal = model_call_terminal(
             call.id.clone(),
             metadata.clone(),
             Arc::clone(&model_name),
             started,
+            Arc::clone(&telemetry),
             |call_id, result, model, duration_ms, metadata| LlmResponseData {
                 call_id,
                 result,
@@ -688,6 +696,7 @@ impl AiRuntime {
             *model_name
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
@@ -707,6 +716,7 @@ impl AiRuntime {
                 Ok(resp) => resp,
                 Err(err) => return fail(err),
             };
+            telemetry.stop(resp.usage.as_ref(), Some(&resp.finish_reason));
             if let Some(usage) = resp
                 .usage
                 .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
@@ -730,7 +740,7 @@ impl AiRuntime {
             }
             build(LlmResponseData {
                 call_id: call.id.clone(),
-                result: ResultEnvelope::ok(turn_payload(&resp)),
+                result: ResultEnvelope::ok(turn_payload(resp)),
                 model,
                 duration_ms: ms(started.elapsed()),
                 metadata,
@@ -742,7 +752,7 @@ impl AiRuntime {
             request_id.as_deref(),
             "llm call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 
@@ -750,11 +760,20 @@ impl AiRuntime {
         let started = Instant::now();
         let metadata = d.correlation().metadata(OP_EMBED);
         let model_name = Arc::new(Mutex::new(d.model.as_str().to_owned()));
+        let telemetry = Arc::new(LlmTelemetry::start(
+            &d.id,
+            d.model.as_str(),
+            ORIGIN_DIRECTIVE,
+            OP_EMBED,
+            &d.correlation(),
+        ));
+        let span = telemetry.span().clone();
         let terminal = model_call_terminal(
             d.id.clone(),
             metadata.clone(),
             Arc::clone(&model_name),
             started,
+            Arc::clone(&telemetry),
             |call_id, result, model, duration_ms, metadata| EmbedResultData {
                 call_id,
                 result,
@@ -774,6 +793,7 @@ impl AiRuntime {
             *model_name
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
+            telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
@@ -794,6 +814,7 @@ impl AiRuntime {
                     );
                 }
             };
+            telemetry.stop(resp.usage.as_ref(), None);
             build(EmbedResultData {
                 call_id: d2.id.clone(),
                 result: ResultEnvelope::ok(json!({
@@ -813,18 +834,28 @@ impl AiRuntime {
             request_id.as_deref(),
             "embedding call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 
     fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
         let metadata = correlation.metadata(OP_TOOL);
+        let telemetry = Arc::new(ToolTelemetry::start(
+            &d.id,
+            &d.tool_name,
+            ORIGIN_DIRECTIVE,
+            OP_TOOL,
+            &correlation,
+        ));
+        let span = telemetry.span().clone();
         let terminal: Terminal = {
             let call_id = d.id.clone();
             let tool_name = d.tool_name.clone();
             let metadata = metadata.clone();
+            let telemetry = Arc::clone(&telemetry);
             Arc::new(move |error: Error| {
+                telemetry.exception(&error);
                 build(ToolResultData {
                     call_id: call_id.clone(),
                     tool_name: tool_name.clone(),
@@ -895,14 +926,20 @@ impl AiRuntime {
                 );
             }
             let result = match outcome.result {
-                Ok(output) => ResultEnvelope::Ok {
-                    result: Value::Object(output),
-                    effects,
-                },
-                Err(err) => ResultEnvelope::Error {
-                    reason: (&err).into(),
-                    effects,
-                },
+                Ok(output) => {
+                    telemetry.stop();
+                    ResultEnvelope::Ok {
+                        result: Value::Object(output),
+                        effects,
+                    }
+                }
+                Err(err) => {
+                    telemetry.exception(&err);
+                    ResultEnvelope::Error {
+                        reason: (&err).into(),
+                        effects,
+                    }
+                }
             };
             build(ToolResultData {
                 call_id: d2.id.clone(),
@@ -917,7 +954,7 @@ impl AiRuntime {
             correlation.request_id.as_deref(),
             "tool call",
             terminal,
-            work,
+            work.instrument(span),
         )
     }
 }
@@ -1002,28 +1039,16 @@ async fn stream_answer(
     }
 }
 
-/// The payload of a successful `ai.llm.response`.
-fn turn_payload(resp: &LlmResponse) -> Value {
-    let kind = if !resp.tool_calls.is_empty() || resp.finish_reason == FinishReason::ToolCalls {
-        "tool_calls"
-    } else {
-        "final_answer"
-    };
-    json!({
-        "type": kind,
-        "text": resp.text,
-        "thinking_content": resp.thinking,
-        "tool_calls": resp.tool_calls,
-        "finish_reason": finish_reason_str(&resp.finish_reason),
-        "model": resp.model,
-        "usage": resp.usage,
-    })
-}
-
-fn finish_reason_str(reason: &FinishReason) -> Value {
-    match serde_json::to_value(reason) {
-        Ok(Value::Object(map)) => map.into_iter().next().map_or(Value::Null, |(_, v)| v),
-        Ok(other) => other,
-        Err(_) => Value::Null,
-    }
+/// The payload of a successful `ai.llm.response` (its parts moved).
+fn turn_payload(resp: LlmResponse) -> Value {
+    let tool_calls = resp.finish_reason == FinishReason::ToolCalls;
+    signals::turn_value(
+        resp.text,
+        resp.thinking,
+        resp.tool_calls,
+        Some(&resp.finish_reason),
+        resp.model,
+        resp.usage,
+        tool_calls,
+    )
 }

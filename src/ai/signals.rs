@@ -139,7 +139,10 @@ impl Correlation {
         if let Some(s) = &self.strategy {
             out.insert("strategy".into(), Value::from(s.clone()));
         }
-        out.insert("origin".into(), Value::from("directive"));
+        out.insert(
+            "origin".into(),
+            Value::from(super::telemetry::ORIGIN_DIRECTIVE),
+        );
         out.insert("operation".into(), Value::from(operation));
         out
     }
@@ -319,3 +322,187 @@ pub struct RequestErrorData {
     pub message: String,
 }
 typed!(RequestErrorData, REQUEST_ERROR, "/ai/strategy");
+
+// ------------------------------------------------- payloads without serde
+
+/// A payload turned into JSON by moving its parts (what serde would write,
+/// without copying strings and values), and read back the same way.
+pub(crate) trait Payload: TypedSignal<Data = Self> + Serialize + Sized {
+    /// The payload as JSON.
+    fn into_value(self) -> Value {
+        serde_json::to_value(&self).unwrap_or(Value::Null)
+    }
+}
+
+impl Payload for LlmDeltaData {}
+impl Payload for UsageData {}
+impl Payload for EmbedResultData {}
+impl Payload for ToolStartedData {}
+impl Payload for RequestErrorData {}
+
+impl Payload for LlmResponseData {
+    fn into_value(self) -> Value {
+        let mut m = Map::with_capacity(5);
+        m.insert("call_id".into(), self.call_id.into());
+        m.insert("result".into(), self.result.into_value());
+        m.insert("model".into(), self.model.into());
+        m.insert("duration_ms".into(), self.duration_ms.into());
+        m.insert("metadata".into(), Value::Object(self.metadata));
+        Value::Object(m)
+    }
+}
+
+impl Payload for ToolResultData {
+    fn into_value(self) -> Value {
+        let mut m = Map::with_capacity(4);
+        m.insert("call_id".into(), self.call_id.into());
+        m.insert("tool_name".into(), self.tool_name.into());
+        m.insert("result".into(), self.result.into_value());
+        m.insert("metadata".into(), Value::Object(self.metadata));
+        Value::Object(m)
+    }
+}
+
+/// A signal of `T`'s type and source carrying `data` (as
+/// [`TypedSignal::new`], without serde for the hot payloads). The
+/// constant type and source make building infallible; should it fail
+/// anyway, a bare signal of the same type leaves, so that a terminal
+/// signal is still sent.
+pub(crate) fn signal_of<T: Payload>(data: T) -> crate::signal::Signal {
+    let value = data.into_value();
+    crate::signal::Signal::builder(T::TYPE)
+        .source(T::SOURCE)
+        .data(value)
+        .build()
+        .unwrap_or_else(|err| {
+            tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its data");
+            crate::signal::Signal::new(T::TYPE, Value::Null)
+        })
+}
+
+impl LlmResponseData {
+    /// Reads an `ai.llm.response` payload by value: the parts are moved,
+    /// not copied. Same rules as its `Deserialize` (unknown fields
+    /// refused).
+    ///
+    /// # Errors
+    ///
+    /// The decoding error of `Deserialize` for a payload of another shape.
+    pub fn from_value(value: Value) -> Result<Self, serde_json::Error> {
+        let Value::Object(mut m) = value else {
+            return Self::deserialize(value);
+        };
+        let canonical = m.len() == 5
+            && m.get("call_id").is_some_and(Value::is_string)
+            && m.get("model").is_some_and(Value::is_string)
+            && m.get("duration_ms").is_some_and(Value::is_u64)
+            && m.get("metadata").is_some_and(Value::is_object)
+            && m.get("result").is_some_and(Value::is_object);
+        if !canonical {
+            return Self::deserialize(Value::Object(m));
+        }
+        Ok(LlmResponseData {
+            call_id: take_string(&mut m, "call_id"),
+            result: ResultEnvelope::from_value(m.remove("result").unwrap_or(Value::Null))?,
+            model: take_string(&mut m, "model"),
+            duration_ms: m.get("duration_ms").and_then(Value::as_u64).unwrap_or(0),
+            metadata: match m.remove("metadata") {
+                Some(Value::Object(meta)) => meta,
+                _ => Map::new(),
+            },
+        })
+    }
+}
+
+impl ToolResultData {
+    /// Reads an `ai.tool.result` payload by value (as
+    /// [`LlmResponseData::from_value`]).
+    ///
+    /// # Errors
+    ///
+    /// The decoding error of `Deserialize` for a payload of another shape.
+    pub fn from_value(value: Value) -> Result<Self, serde_json::Error> {
+        let Value::Object(mut m) = value else {
+            return Self::deserialize(value);
+        };
+        let canonical = m.len() == 4
+            && m.get("call_id").is_some_and(Value::is_string)
+            && m.get("tool_name").is_some_and(Value::is_string)
+            && m.get("metadata").is_some_and(Value::is_object)
+            && m.get("result").is_some_and(Value::is_object);
+        if !canonical {
+            return Self::deserialize(Value::Object(m));
+        }
+        Ok(ToolResultData {
+            call_id: take_string(&mut m, "call_id"),
+            tool_name: take_string(&mut m, "tool_name"),
+            result: ResultEnvelope::from_value(m.remove("result").unwrap_or(Value::Null))?,
+            metadata: match m.remove("metadata") {
+                Some(Value::Object(meta)) => meta,
+                _ => Map::new(),
+            },
+        })
+    }
+}
+
+fn take_string(m: &mut Map<String, Value>, key: &str) -> String {
+    match m.remove(key) {
+        Some(Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+/// The payload of a successful `ai.llm.response` (see [`LlmResponseData`]),
+/// built by moving the parts: `type` is `"tool_calls"` when there are tool
+/// calls (or `tool_calls_finish` says the model stopped for them), else
+/// `"final_answer"`.
+pub(crate) fn turn_value(
+    text: String,
+    thinking: Option<String>,
+    tool_calls: Vec<super::client::ToolCall>,
+    finish_reason: Option<&super::client::FinishReason>,
+    model: String,
+    usage: Option<super::client::Usage>,
+    tool_calls_finish: bool,
+) -> Value {
+    use super::client::FinishReason;
+    let kind = if !tool_calls.is_empty() || tool_calls_finish {
+        "tool_calls"
+    } else {
+        "final_answer"
+    };
+    let calls: Vec<Value> = tool_calls
+        .into_iter()
+        .map(|c| {
+            let mut m = Map::with_capacity(3);
+            m.insert("id".into(), c.id.into());
+            m.insert("name".into(), c.name.into());
+            m.insert("arguments".into(), c.arguments);
+            Value::Object(m)
+        })
+        .collect();
+    let finish = finish_reason.map_or(Value::Null, |r| {
+        Value::String(match r {
+            FinishReason::Stop => "stop".into(),
+            FinishReason::ToolCalls => "tool_calls".into(),
+            FinishReason::Length => "length".into(),
+            FinishReason::ContentFilter => "content_filter".into(),
+            FinishReason::Other(s) => s.clone(),
+        })
+    });
+    let mut m = Map::with_capacity(7);
+    m.insert("type".into(), kind.into());
+    m.insert("text".into(), text.into());
+    m.insert(
+        "thinking_content".into(),
+        thinking.map_or(Value::Null, Value::String),
+    );
+    m.insert("tool_calls".into(), Value::Array(calls));
+    m.insert("finish_reason".into(), finish);
+    m.insert("model".into(), model.into());
+    m.insert(
+        "usage".into(),
+        usage.map_or(Value::Null, |u| super::request::usage_json(&u)),
+    );
+    Value::Object(m)
+}

@@ -46,7 +46,7 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Tool {
     action: DynAction,
-    spec: ToolSpec,
+    spec: std::sync::Arc<ToolSpec>,
 }
 
 impl Tool {
@@ -63,12 +63,12 @@ impl Tool {
         };
         let parameters = tool_schema(action.params_schema(), false);
         Tool {
-            spec: ToolSpec {
+            spec: std::sync::Arc::new(ToolSpec {
                 name: meta.name.to_owned(),
                 description,
                 parameters,
                 strict: false,
-            },
+            }),
             action,
         }
     }
@@ -78,22 +78,23 @@ impl Tool {
     /// enforce the schema.
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
-        self.spec.parameters = tool_schema(self.action.params_schema(), strict);
-        self.spec.strict = strict;
+        let spec = std::sync::Arc::make_mut(&mut self.spec);
+        spec.parameters = tool_schema(self.action.params_schema(), strict);
+        spec.strict = strict;
         self
     }
 
     /// Names the tool `PREFIX` + the action's name (e.g. `"math_"`).
     #[must_use]
     pub fn prefixed(mut self, prefix: &str) -> Self {
-        self.spec.name = format!("{prefix}{}", self.action.name());
+        std::sync::Arc::make_mut(&mut self.spec).name = format!("{prefix}{}", self.action.name());
         self
     }
 
     /// Replaces the description.
     #[must_use]
     pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.spec.description = description.into();
+        std::sync::Arc::make_mut(&mut self.spec).description = description.into();
         self
     }
 
@@ -152,6 +153,20 @@ impl ToolSet {
         Ok(self)
     }
 
+    /// This set with every tool of `tools` added, in order (e.g. the tools
+    /// of an MCP server, `jido::ai::mcp::McpClient::tools`
+    /// with feature `mcp`).
+    ///
+    /// # Errors
+    ///
+    /// As [`with`](ToolSet::with), for the first tool refused.
+    pub fn with_all<T: Into<Tool>>(mut self, tools: impl IntoIterator<Item = T>) -> Result<Self> {
+        for tool in tools {
+            self.insert(tool)?;
+        }
+        Ok(self)
+    }
+
     /// Adds `tool`.
     ///
     /// # Errors
@@ -179,6 +194,11 @@ impl ToolSet {
         self.tools.get(name)
     }
 
+    /// The tools, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.tools.values()
+    }
+
     /// The names, in insertion order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
@@ -186,7 +206,7 @@ impl ToolSet {
 
     /// The specs to offer a model, in insertion order.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec.clone()).collect()
+        self.tools.values().map(|t| (*t.spec).clone()).collect()
     }
 
     /// How many tools.

@@ -760,13 +760,12 @@ impl AgentServerState {
     /// Routes `work`; `None` when it was handled at once (no route, the
     /// built-in stop).
     fn prepare(&mut self, work: Work) -> Option<Prepared> {
-        match self.router.route(&work.signal) {
-            Ok(targets) => Some(Self::prepared(work, targets)),
-            Err(err) => {
-                self.unrouted(work.signal, work.reply, err);
-                None
-            }
-        }
+        let err = match self.router.targets(&work.signal) {
+            Ok(targets) => return Some(Self::prepared(work, targets)),
+            Err(err) => err,
+        };
+        self.unrouted(work.signal, work.reply, err);
+        None
     }
 
     fn prepared<'a>(

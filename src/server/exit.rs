@@ -228,9 +228,11 @@ impl ExitBook {
     }
 
     /// Publishes an event (nobody listening is fine).
-    pub(crate) fn publish(&self, event: AgentEvent) {
-        if let Some(tx) = &self.events {
-            let _ = tx.send(event);
+    pub(crate) fn publish(&self, event: impl FnOnce() -> AgentEvent) {
+        // Built only for someone to receive it: a broadcast without
+        // receivers drops it, and receivers subscribe under the same lock.
+        if let Some(tx) = self.events.as_ref().filter(|tx| tx.receiver_count() > 0) {
+            let _ = tx.send(event());
         }
     }
 
@@ -246,7 +248,7 @@ impl ExitBook {
     /// `id`.
     pub(crate) fn started(&mut self, actor: ActorId, id: &str, parent: Option<&str>) {
         self.ids.insert(actor, Arc::from(id));
-        self.publish(AgentEvent::Started {
+        self.publish(|| AgentEvent::Started {
             id: id.to_owned(),
             actor,
             parent: parent.map(str::to_owned),

@@ -91,7 +91,7 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     }
     let ty = required_attr("type", raw.ty)?;
     let source = required_attr("source", raw.source)?;
-    let id = optional_attr("id", raw.id)?.unwrap_or_else(new_id);
+    let id = optional_attr("id", raw.id)?.map_or_else(new_id, super::Text::from);
     let subject = optional_attr("subject", raw.subject)?;
     let time = optional_attr("time", raw.time)?;
     if let Some(t) = &time
@@ -125,16 +125,12 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     };
     Ok(Signal {
         id,
-        source: if source == super::DEFAULT_SOURCE {
-            std::borrow::Cow::Borrowed(super::DEFAULT_SOURCE)
-        } else {
-            std::borrow::Cow::Owned(source)
-        },
-        ty,
-        subject,
-        time,
-        datacontenttype: datacontenttype.map(String::into_boxed_str),
-        dataschema,
+        source: (source != super::DEFAULT_SOURCE).then(|| source.into_boxed_str()),
+        ty: ty.into_boxed_str(),
+        subject: subject.map(String::into_boxed_str),
+        time: time.map(super::Text::from),
+        datacontenttype: super::MediaType::from_text(datacontenttype),
+        dataschema: dataschema.map(String::into_boxed_str),
         data,
         extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
@@ -285,14 +281,14 @@ impl Signal {
     fn to_map(&self, specversion: &str) -> Map<String, Value> {
         let mut map = Map::with_capacity(9 + self.extensions.len());
         map.insert("specversion".into(), specversion.into());
-        map.insert("id".into(), self.id.clone().into());
-        map.insert("source".into(), self.source.to_string().into());
-        map.insert("type".into(), self.ty.clone().into());
+        map.insert("id".into(), self.id().into());
+        map.insert("source".into(), self.source().into());
+        map.insert("type".into(), self.ty().into());
         let optional = [
-            ("subject", self.subject.as_deref()),
-            ("time", self.time.as_deref()),
-            ("datacontenttype", self.datacontenttype.as_deref()),
-            ("dataschema", self.dataschema.as_deref()),
+            ("subject", self.subject()),
+            ("time", self.time()),
+            ("datacontenttype", self.datacontenttype()),
+            ("dataschema", self.dataschema()),
         ];
         for (key, value) in optional {
             if let Some(v) = value {
@@ -312,22 +308,22 @@ impl Signal {
         let len = 4
             + usize::from(self.subject.is_some())
             + usize::from(self.time.is_some())
-            + usize::from(self.datacontenttype.is_some())
+            + usize::from(self.datacontenttype().is_some())
             + usize::from(self.dataschema.is_some())
             + usize::from(self.data.is_some())
             + self.extensions.len();
         let mut map = serializer.serialize_map(Some(len))?;
         map.serialize_entry("specversion", specversion)?;
-        map.serialize_entry("id", &self.id)?;
-        map.serialize_entry("source", &*self.source)?;
-        map.serialize_entry("type", &self.ty)?;
+        map.serialize_entry("id", self.id())?;
+        map.serialize_entry("source", self.source())?;
+        map.serialize_entry("type", self.ty())?;
         if let Some(v) = &self.subject {
             map.serialize_entry("subject", v)?;
         }
-        if let Some(v) = &self.time {
+        if let Some(v) = self.time() {
             map.serialize_entry("time", v)?;
         }
-        if let Some(v) = &self.datacontenttype {
+        if let Some(v) = self.datacontenttype() {
             map.serialize_entry("datacontenttype", v)?;
         }
         if let Some(v) = &self.dataschema {

@@ -81,6 +81,7 @@ pub mod dispatch;
 mod http;
 mod json;
 pub mod router;
+mod text;
 mod typed;
 
 #[cfg(feature = "http")]
@@ -94,6 +95,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use text::Text;
 
 /// The `specversion` of every signal, as Jido writes it.
 pub const SPEC_VERSION: &str = "1.0.2";
@@ -170,16 +172,17 @@ pub const RESERVED_ATTRIBUTES: [&str; 10] = [
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signal {
-    pub(crate) id: String,
-    /// Borrowed for the default source: no allocation per signal.
-    pub(crate) source: std::borrow::Cow<'static, str>,
-    pub(crate) ty: String,
-    pub(crate) subject: Option<String>,
-    pub(crate) time: Option<String>,
-    /// Boxed (16 bytes, not 24), which leaves room for `trust` without
-    /// growing the signal.
-    pub(crate) datacontenttype: Option<Box<str>>,
-    pub(crate) dataschema: Option<String>,
+    /// Inline when generated (a UUIDv7): no allocation per signal.
+    pub(crate) id: Text<36>,
+    /// `None` for [`DEFAULT_SOURCE`] (never `Some` of it): no allocation
+    /// per signal.
+    pub(crate) source: Option<Box<str>>,
+    pub(crate) ty: Box<str>,
+    pub(crate) subject: Option<Box<str>>,
+    /// Inline when generated (the creation time with microseconds).
+    pub(crate) time: Option<Text<27>>,
+    pub(crate) datacontenttype: MediaType,
+    pub(crate) dataschema: Option<Box<str>>,
     pub(crate) data: Option<Value>,
     pub(crate) extensions: Extensions,
     pub(crate) trust: Trust,
@@ -190,6 +193,40 @@ pub struct Signal {
 /// crosses nodes only as CloudEvents JSON through the gateway.
 #[cfg(feature = "cluster")]
 impl ractor::Message for Signal {}
+
+/// A signal's `datacontenttype`: the JSON default without an allocation
+/// (most signals), any other type boxed.
+#[derive(Clone, Default, PartialEq)]
+pub(crate) enum MediaType {
+    #[default]
+    Absent,
+    Json,
+    Other(Box<str>),
+}
+
+impl MediaType {
+    pub(crate) fn from_text(text: Option<String>) -> Self {
+        match text {
+            None => MediaType::Absent,
+            Some(t) if t == JSON_CONTENT_TYPE => MediaType::Json,
+            Some(t) => MediaType::Other(t.into_boxed_str()),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            MediaType::Absent => None,
+            MediaType::Json => Some(JSON_CONTENT_TYPE),
+            MediaType::Other(t) => Some(t),
+        }
+    }
+}
+
+impl std::fmt::Debug for MediaType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
 
 /// The extension attributes of a signal: boxed, and absent when there are
 /// none (most signals), so a signal is 64 bytes smaller (it is moved on
@@ -273,33 +310,33 @@ impl std::fmt::Debug for Trust {
     }
 }
 
-/// A fresh UUIDv7, as a 36-character string (encoded straight into the
-/// string, without the formatting machinery: this is on every signal's
-/// path).
-pub(crate) fn new_id() -> String {
+/// A fresh UUIDv7 as its 36 characters, encoded straight into the
+/// signal (no formatting machinery, no allocation: this is on every
+/// signal's path).
+pub(crate) fn new_id() -> Text<36> {
     let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    uuid::Uuid::now_v7()
-        .hyphenated()
-        .encode_lower(&mut buf)
-        .to_owned()
+    uuid::Uuid::now_v7().hyphenated().encode_lower(&mut buf);
+    Text::inline(buf)
 }
 
 /// The current UTC time in RFC 3339 with microseconds, e.g.
 /// `2026-01-02T03:04:05.123456Z`.
-pub(crate) fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> Text<27> {
     let now = std::time::SystemTime::now();
-    match now.duration_since(std::time::UNIX_EPOCH) {
-        Ok(since) => rfc3339_micros(since.as_secs(), since.subsec_micros())
-            .unwrap_or_else(|| Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
-        Err(_) => Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true),
-    }
+    now.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|since| rfc3339_micros(since.as_secs(), since.subsec_micros()))
+        .map_or_else(
+            || Text::from(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
+            Text::inline,
+        )
 }
 
 /// `secs` (since the Unix epoch) and `micros` written as
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, the way chrono writes them with
 /// `SecondsFormat::Micros` (hand-written: chrono's formatter costs ~250 ns
 /// per signal); `None` past the year 9999.
-fn rfc3339_micros(secs: u64, micros: u32) -> Option<String> {
+fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
     let days = secs / 86_400;
     let rem = secs % 86_400;
     let (hour, min, sec) = (rem / 3600, rem % 3600 / 60, rem % 60);
@@ -342,7 +379,7 @@ fn rfc3339_micros(secs: u64, micros: u32) -> Option<String> {
     ] {
         out[at] = c;
     }
-    std::str::from_utf8(&out).ok().map(str::to_owned)
+    Some(out)
 }
 
 impl Signal {
@@ -357,11 +394,15 @@ impl Signal {
         let data = (!data.is_null()).then_some(data);
         Self {
             id: new_id(),
-            source: std::borrow::Cow::Borrowed(DEFAULT_SOURCE),
-            ty: ty.into(),
+            source: None,
+            ty: ty.into().into_boxed_str(),
             subject: None,
             time: Some(now_rfc3339()),
-            datacontenttype: data.as_ref().map(|_| JSON_CONTENT_TYPE.into()),
+            datacontenttype: if data.is_some() {
+                MediaType::Json
+            } else {
+                MediaType::Absent
+            },
             dataschema: None,
             data,
             extensions: Extensions::default(),
@@ -383,13 +424,16 @@ impl Signal {
     /// Like [`to_builder`](Signal::to_builder), consuming the signal.
     pub fn into_builder(self) -> SignalBuilder {
         SignalBuilder {
-            ty: self.ty,
-            id: Some(self.id),
-            source: Some(self.source.into_owned()),
-            subject: self.subject,
-            time: Some(self.time.map_or(TimeAttr::Absent, TimeAttr::Raw)),
-            datacontenttype: self.datacontenttype.map(String::from),
-            dataschema: self.dataschema,
+            ty: self.ty.into(),
+            id: Some(self.id.into_string()),
+            source: self.source.map(String::from),
+            subject: self.subject.map(String::from),
+            time: Some(
+                self.time
+                    .map_or(TimeAttr::Absent, |t| TimeAttr::Raw(t.into_string())),
+            ),
+            datacontenttype: self.datacontenttype.as_str().map(str::to_owned),
+            dataschema: self.dataschema.map(String::from),
             data: self.data,
             extensions: self.extensions.into_map(),
             trust: self.trust,
@@ -429,12 +473,12 @@ impl Signal {
 
     /// The event id.
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// The event source.
     pub fn source(&self) -> &str {
-        &self.source
+        self.source.as_deref().unwrap_or(DEFAULT_SOURCE)
     }
 
     /// The subject, if any.
@@ -444,20 +488,19 @@ impl Signal {
 
     /// The time as written (RFC 3339), if any.
     pub fn time(&self) -> Option<&str> {
-        self.time.as_deref()
+        self.time.as_ref().map(Text::as_str)
     }
 
     /// The time converted to UTC, if any.
     pub fn time_utc(&self) -> Option<DateTime<Utc>> {
-        self.time
-            .as_deref()
+        self.time()
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .map(|t| t.with_timezone(&Utc))
     }
 
     /// The media type of [`data`](Signal::data), if any.
     pub fn datacontenttype(&self) -> Option<&str> {
-        self.datacontenttype.as_deref()
+        self.datacontenttype.as_str()
     }
 
     /// The schema URI of the data, if any.
@@ -708,14 +751,15 @@ impl SignalBuilder {
     /// timestamp`, `data field given but empty` (data `""`), data nested
     /// too deep, or a bad extension name.
     pub fn build(self) -> Result<Signal> {
-        let time = match self.time {
-            None => Some(now_rfc3339()),
-            Some(TimeAttr::Absent) => None,
-            Some(TimeAttr::Raw(t)) => Some(t),
+        // Generated (inline) when not given.
+        let (now, time) = match self.time {
+            None => (true, None),
+            Some(TimeAttr::Absent) => (false, None),
+            Some(TimeAttr::Raw(t)) => (false, Some(t)),
         };
         let raw = json::RawSignal {
             specversion: None,
-            id: Some(json::Attr::Str(self.id.unwrap_or_else(new_id))),
+            id: self.id.map(json::Attr::Str),
             source: Some(json::Attr::Str(
                 self.source.unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
             )),
@@ -728,6 +772,9 @@ impl SignalBuilder {
             extensions: self.extensions,
         };
         let mut signal = json::validate(raw, false)?;
+        if now {
+            signal.time = Some(now_rfc3339());
+        }
         signal.trust = self.trust;
         Ok(signal)
     }
@@ -834,8 +881,8 @@ mod time_format_tests {
                 .unwrap()
                 .to_rfc3339_opts(SecondsFormat::Micros, true);
             assert_eq!(
-                rfc3339_micros(secs, micros).as_deref(),
-                Some(chrono.as_str())
+                rfc3339_micros(secs, micros).map(|b| String::from_utf8(b.to_vec()).unwrap()),
+                Some(chrono)
             );
         }
         assert_eq!(rfc3339_micros(253_402_300_800, 0), None);
@@ -845,15 +892,36 @@ mod time_format_tests {
             let chrono = DateTime::<Utc>::from_timestamp(secs as i64, 7_000)
                 .unwrap()
                 .to_rfc3339_opts(SecondsFormat::Micros, true);
-            assert_eq!(rfc3339_micros(secs, 7), Some(chrono));
+            assert_eq!(
+                rfc3339_micros(secs, 7).map(|b| String::from_utf8(b.to_vec()).unwrap()),
+                Some(chrono)
+            );
         }
     }
 
     #[test]
     fn new_id_is_a_uuid_v7() {
         let id = new_id();
-        let parsed = uuid::Uuid::parse_str(&id).unwrap();
+        assert!(matches!(id, Text::Inline(_)));
+        let id = id.as_str();
+        let parsed = uuid::Uuid::parse_str(id).unwrap();
         assert_eq!(parsed.get_version_num(), 7);
         assert_eq!(parsed.hyphenated().to_string(), id);
+    }
+
+    #[test]
+    fn new_signal_ids_grow() {
+        let mut last = String::new();
+        for _ in 0..1000 {
+            let s = Signal::new("t", Value::Null);
+            assert!(s.id() > last.as_str(), "{} after {last}", s.id());
+            last = s.id().to_owned();
+        }
+    }
+
+    #[test]
+    fn a_signal_stays_small() {
+        // Moved on every send, and held in every agent's message loop.
+        assert!(std::mem::size_of::<Signal>() <= 248);
     }
 }

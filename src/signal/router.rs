@@ -566,7 +566,7 @@ impl<T> Node<T> {
         segs: &[&str],
         i: usize,
         nested: bool,
-        out: &mut Vec<&'a Entry<T>>,
+        out: &mut Matched<'a, T>,
         memo: &mut Option<HashMap<usize, usize, FxBuild>>,
     ) {
         let Some(seg) = segs.get(i) else {
@@ -891,21 +891,56 @@ impl<T> Router<T> {
     /// The routes matching `signal`, in routing order (complexity, then
     /// priority, then insertion). Empty when nothing matches.
     pub fn matching(&self, signal: &Signal) -> Vec<&Route<T>> {
+        self.matched(signal).into_iter().map(|e| &e.route).collect()
+    }
+
+    /// The entries matching `signal`, in routing order; no allocation for
+    /// up to [`INLINE_MATCHES`] of them.
+    fn matched(&self, signal: &Signal) -> Matched<'_, T> {
+        let mut found = Matched::new();
         let Some(segs) = Segments::split(signal.ty()) else {
-            return Vec::new();
+            return found;
         };
-        let mut found: Vec<&Entry<T>> = Vec::new();
         let mut memo = None;
         self.root
             .collect(segs.as_slice(), 0, false, &mut found, &mut memo);
         found.retain(|e| e.route.accepts(signal));
-        found.sort_unstable_by(|a, b| {
-            b.rank
-                .cmp(&a.rank)
-                .then(b.route.priority.cmp(&a.route.priority))
-                .then(a.seq.cmp(&b.seq))
-        });
-        found.into_iter().map(|e| &e.route).collect()
+        if found.len() > 1 {
+            found.sort_unstable_by(|a, b| {
+                b.rank
+                    .cmp(&a.rank)
+                    .then(b.route.priority.cmp(&a.route.priority))
+                    .then(a.seq.cmp(&b.seq))
+            });
+        }
+        found
+    }
+
+    /// [`route`](Router::route) without allocating for up to
+    /// [`INLINE_MATCHES`] matches (the runtime routes every signal
+    /// through this).
+    pub(crate) fn targets(
+        &self,
+        signal: &Signal,
+    ) -> Result<impl ExactSizeIterator<Item = &T> + use<'_, T>> {
+        let started = tracing::enabled!(target: "jido::signal::router", tracing::Level::DEBUG)
+            .then(std::time::Instant::now);
+        let routes = self.matched(signal);
+        if let Some(started) = started {
+            tracing::debug!(
+                name: "jido.signal.router.routed",
+                target: "jido::signal::router",
+                signal_type = %signal.ty(),
+                match_count = routes.len(),
+                matched = !routes.is_empty(),
+                latency_us = started.elapsed().as_micros() as u64,
+                "jido.signal.router.routed"
+            );
+        }
+        if routes.is_empty() {
+            return Err(no_route(signal));
+        }
+        Ok(routes.into_iter().map(|e| &e.route.target))
     }
 
     /// The targets of every route matching `signal`, in routing order
@@ -919,33 +954,27 @@ impl<T> Router<T> {
     /// `invalid_signal_type` when the type has an empty segment or a
     /// character outside `[a-zA-Z0-9_-]`).
     pub fn route(&self, signal: &Signal) -> Result<Vec<&T>> {
-        let started = tracing::enabled!(target: "jido::signal::router", tracing::Level::DEBUG)
-            .then(std::time::Instant::now);
-        let routes = self.matching(signal);
-        if let Some(started) = started {
-            tracing::debug!(
-                name: "jido.signal.router.routed",
-                target: "jido::signal::router",
-                signal_type = %signal.ty(),
-                match_count = routes.len(),
-                matched = !routes.is_empty(),
-                latency_us = started.elapsed().as_micros() as u64,
-                "jido.signal.router.routed"
-            );
-        }
-        if routes.is_empty() {
-            let reason = if is_routable(signal.ty()) {
-                "no_handlers_found"
-            } else {
-                "invalid_signal_type"
-            };
-            return Err(Error::routing("no matching handlers found for signal")
-                .with_detail("signal_type", signal.ty())
-                .with_detail("reason", reason)
-                .with_detail("retry", false));
-        }
-        Ok(routes.into_iter().map(|r| &r.target).collect())
+        self.targets(signal).map(Iterator::collect)
     }
+}
+
+/// How many matched routes the router collects without allocating.
+const INLINE_MATCHES: usize = 2;
+
+/// Routes matched by one signal.
+type Matched<'a, T> = smallvec::SmallVec<[&'a Entry<T>; INLINE_MATCHES]>;
+
+/// The routing error of a signal no route matches.
+fn no_route(signal: &Signal) -> Error {
+    let reason = if is_routable(signal.ty()) {
+        "no_handlers_found"
+    } else {
+        "invalid_signal_type"
+    };
+    Error::routing("no matching handlers found for signal")
+        .with_detail("signal_type", signal.ty())
+        .with_detail("reason", reason)
+        .with_detail("retry", false)
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ pub enum StateValue {
 /// A write to a shared map first copies its entries' handles (O(keys),
 /// values are not copied).
 #[derive(Clone, Default)]
-pub struct StateMap(Arc<IndexMap<Arc<str>, StateValue>>);
+pub struct StateMap(Arc<Entries>);
 
 /// A JSON array of the state, shared between clones. Short arrays are a
 /// plain vector; from 33 elements on it is a persistent vector where
@@ -74,6 +74,10 @@ impl Default for Seq {
     }
 }
 
+/// The entries of a [`StateMap`]. Keys are hashed with foldhash (randomly seeded per process):
+/// SipHash, the standard library's default, was about 40 % of a state write.
+type Entries = IndexMap<Arc<str>, StateValue, foldhash::fast::RandomState>;
+
 static NULL: StateValue = StateValue::Null;
 static EMPTY_MAP: LazyLock<StateMap> = LazyLock::new(StateMap::new);
 
@@ -87,10 +91,13 @@ impl StateMap {
 
     /// An empty map with room for `n` entries.
     pub fn with_capacity(n: usize) -> Self {
-        Self(Arc::new(IndexMap::with_capacity(n)))
+        Self(Arc::new(Entries::with_capacity_and_hasher(
+            n,
+            Default::default(),
+        )))
     }
 
-    fn inner_mut(&mut self) -> &mut IndexMap<Arc<str>, StateValue> {
+    fn inner_mut(&mut self) -> &mut Entries {
         Arc::make_mut(&mut self.0)
     }
 
@@ -196,13 +203,20 @@ impl StateMap {
         self.0.values()
     }
 
+    /// The entries with mutable values, in order (the map is copied
+    /// shallowly first if shared): one pass, no key hashing, for updating
+    /// several known keys at once.
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = (&str, &mut StateValue)> + '_ {
+        self.inner_mut().iter_mut().map(|(k, v)| (&**k, v))
+    }
+
     /// Keeps the entries for which `keep` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &StateValue) -> bool) {
         if self.0.iter().all(|(k, v)| keep(k, v)) {
             return;
         }
         // `keep` may be stateful: run it once per entry, on a fresh copy.
-        let kept: IndexMap<Arc<str>, StateValue> = self
+        let kept: Entries = self
             .0
             .iter()
             .filter(|(k, v)| keep(k, v))
@@ -415,7 +429,7 @@ impl FromIterator<StateValue> for StateArray {
 impl<K: AsRef<str>, V: Into<StateValue>> FromIterator<(K, V)> for StateMap {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let iter = iter.into_iter();
-        let mut map = IndexMap::with_capacity(iter.size_hint().0);
+        let mut map = Entries::with_capacity_and_hasher(iter.size_hint().0, Default::default());
         for (k, v) in iter {
             map.insert(Arc::from(k.as_ref()), v.into());
         }

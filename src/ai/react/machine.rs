@@ -3,7 +3,7 @@
 //!
 //! | from | event | to | steps |
 //! |---|---|---|---|
-//! | idle, completed, error | `Start` | awaiting_llm | `CallLlm` (iteration 1; the conversation continues) |
+//! | idle, completed, error | `Start` | awaiting_llm | `CallLlm` (iteration 1; the conversation continues unless `keep_conversation` is off) |
 //! | awaiting_llm, awaiting_tool | `Start` | unchanged | `Reject` (`busy`) |
 //! | any | `Start` naming an unknown output schema | unchanged | `Reject` (`invalid_output_schema`) |
 //! | awaiting_llm | `LlmDelta` of the current call | unchanged | none (accepted: the strategy forwards it) |
@@ -21,11 +21,12 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::output::OutputSchema;
-use crate::ai::client::{FinishReason, Message, ToolCall, Usage};
+use crate::ai::client::{FinishReason, Message, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::ai::request::{RequestCore, usage_state};
 use crate::error::{Error, Result};
 use crate::state::{StateArray, StateMap, StateValue};
 
@@ -133,6 +134,9 @@ pub struct MachineConfig {
     pub tool_concurrency: usize,
     /// The structured-output schemas requests may name.
     pub outputs: HashMap<String, OutputSchema>,
+    /// Whether a request continues the conversation of the previous ones
+    /// (default true); false: each request starts a new conversation.
+    pub keep_conversation: bool,
 }
 
 impl Default for MachineConfig {
@@ -141,6 +145,7 @@ impl Default for MachineConfig {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             tool_concurrency: DEFAULT_TOOL_CONCURRENCY,
             outputs: HashMap::new(),
+            keep_conversation: true,
         }
     }
 }
@@ -162,6 +167,13 @@ impl MachineConfig {
     #[must_use]
     pub fn tool_concurrency(mut self, n: usize) -> Self {
         self.tool_concurrency = n;
+        self
+    }
+
+    /// Sets whether requests continue the conversation.
+    #[must_use]
+    pub fn keep_conversation(mut self, keep: bool) -> Self {
+        self.keep_conversation = keep;
         self
     }
 
@@ -217,6 +229,46 @@ impl Turn {
     pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
         self.finish_reason = Some(reason);
         self
+    }
+
+    /// As [`Turn::from_payload`], by value: the text and the tool calls are
+    /// moved, not copied.
+    ///
+    /// # Errors
+    ///
+    /// As [`Turn::from_payload`].
+    pub fn from_value(payload: Value) -> Result<Self> {
+        let invalid = |reason: String| {
+            Error::validation(format!("invalid llm turn: {reason}")).with_detail("reason", reason)
+        };
+        let Value::Object(mut map) = payload else {
+            return Err(invalid("expected a json object".into()));
+        };
+        let text = match map.remove("text") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(invalid("text must be a string".into())),
+        };
+        let tool_calls = match map.remove("tool_calls") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => {
+                Vec::<ToolCall>::deserialize(v).map_err(|e| invalid(format!("tool_calls: {e}")))?
+            }
+        };
+        let usage = match map.get("usage") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Usage::deserialize(v).map_err(|e| invalid(format!("usage: {e}")))?),
+        };
+        let finish_reason = map
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(parse_finish_reason);
+        Ok(Turn {
+            text,
+            tool_calls,
+            finish_reason,
+            usage,
+        })
     }
 
     /// Reads the payload of a successful `ai.llm.response` (`{type, text,
@@ -422,6 +474,17 @@ pub enum ToolCallState {
     Done(ResultEnvelope),
 }
 
+impl ToolCallState {
+    /// `"queued"`, `"running"` or `"done"` (as in the JSON mirror).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCallState::Queued => "queued",
+            ToolCallState::Running => "running",
+            ToolCallState::Done(_) => "done",
+        }
+    }
+}
+
 /// A tool call of the current turn.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingToolCall {
@@ -431,11 +494,16 @@ pub struct PendingToolCall {
     pub state: ToolCallState,
 }
 
-/// The conversation: messages in a structure-sharing array, so that
-/// appending one costs O(log n) and keeping it in agent state costs
-/// nothing per signal.
+/// The conversation, twice: the messages (for the model calls, no
+/// decoding per call) and their JSON mirror in a structure-sharing array
+/// (kept in agent state at no cost per signal). Appending costs O(1)
+/// amortised for the messages and O(log n) for the mirror, whoever else
+/// holds either.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Conversation(StateArray);
+pub struct Conversation {
+    messages: imbl::Vector<Message>,
+    array: StateArray,
+}
 
 impl Conversation {
     /// An empty conversation.
@@ -444,38 +512,86 @@ impl Conversation {
     }
 
     /// Appends a message.
-    pub fn push(&mut self, message: &Message) {
-        let value = serde_json::to_value(message).unwrap_or(Value::Null);
-        self.0.push(StateValue::from(value));
+    pub fn push(&mut self, message: Message) {
+        self.array.push(message_state(&message));
+        self.messages.push_back(message);
     }
 
     /// How many messages.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.messages.len()
     }
 
     /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.messages.is_empty()
     }
 
-    /// The messages (entries that are not messages are skipped).
+    /// The messages, copied (what a model call sends).
     pub fn messages(&self) -> Vec<Message> {
-        self.0
+        self.messages.iter().cloned().collect()
+    }
+
+    /// The messages, borrowed.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &Message> + DoubleEndedIterator + '_ {
+        self.messages.iter()
+    }
+
+    /// The content of the last message, if any.
+    pub fn last_content(&self) -> Option<String> {
+        Some(self.messages.last()?.content.clone())
+    }
+
+    /// The JSON mirror.
+    pub fn as_array(&self) -> &StateArray {
+        &self.array
+    }
+
+    /// A conversation over a JSON `array` (entries that are not messages
+    /// are skipped).
+    pub fn from_array(array: StateArray) -> Self {
+        let messages = array
             .iter()
             .filter_map(|v| Message::deserialize(v).ok())
-            .collect()
+            .collect();
+        Conversation { messages, array }
     }
+}
 
-    /// The underlying array.
-    pub fn as_array(&self) -> &StateArray {
-        &self.0
+/// A message as state, exactly as serde writes it (`tool_calls`,
+/// `tool_call_id` and `name` only when present), without going through
+/// `serde_json::Value`.
+fn message_state(m: &Message) -> StateValue {
+    let mut map = StateMap::with_capacity(5);
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    map.insert("role", role);
+    map.insert("content", m.content.as_str());
+    if !m.tool_calls.is_empty() {
+        let calls: StateArray = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let mut call = StateMap::with_capacity(3);
+                call.insert("id", c.id.as_str());
+                call.insert("name", c.name.as_str());
+                call.insert("arguments", StateValue::from(&c.arguments));
+                StateValue::Object(call)
+            })
+            .collect();
+        map.insert("tool_calls", calls);
     }
-
-    /// A conversation over `array`.
-    pub fn from_array(array: StateArray) -> Self {
-        Conversation(array)
+    if let Some(id) = &m.tool_call_id {
+        map.insert("tool_call_id", id.as_str());
     }
+    if let Some(name) = &m.name {
+        map.insert("name", name.as_str());
+    }
+    StateValue::Object(map)
 }
 
 /// The ReAct machine's state (Jido's `Jido.AI.ReAct.Machine`).
@@ -562,11 +678,8 @@ impl Machine {
             }
             Event::ToolResult { call_id, result } => self.on_tool_result(config, &call_id, result),
             Event::Cancel { request_id, reason } => {
-                let matches = match &request_id {
-                    None => true,
-                    Some(id) => self.request_id.as_deref() == Some(id.as_str()),
-                };
-                if !self.status.is_busy() || !matches {
+                let active = self.request_id.as_deref().filter(|_| self.status.is_busy());
+                if !RequestCore::cancel_matches(active, request_id.as_deref()) {
                     return Transition::ignored();
                 }
                 let active = self.request_id.clone().unwrap_or_default();
@@ -614,7 +727,10 @@ impl Machine {
                 message: format!("unknown output schema: {name}"),
             }]);
         }
-        self.conversation.push(&Message::user(query));
+        if !config.keep_conversation {
+            self.conversation = Conversation::new();
+        }
+        self.conversation.push(Message::user(query));
         self.iteration = 1;
         self.request_id = Some(request_id);
         self.tool_calls.clear();
@@ -646,7 +762,7 @@ impl Machine {
             self.usage += usage;
         }
         if !turn.tool_calls.is_empty() {
-            self.conversation.push(&Message::assistant_tool_calls(
+            self.conversation.push(Message::assistant_tool_calls(
                 turn.text,
                 turn.tool_calls.clone(),
             ));
@@ -682,14 +798,14 @@ impl Machine {
             return Transition::taken(vec![self.fail(error)]);
         }
         self.conversation
-            .push(&Message::assistant(turn.text.clone()));
+            .push(Message::assistant(turn.text.clone()));
         let answer = match self.output.as_deref().and_then(|n| config.outputs.get(n)) {
             None => Value::String(turn.text),
             Some(schema) => match schema.parse(&turn.text) {
                 Ok(value) => value,
                 Err(err) if !self.repaired => {
                     self.repaired = true;
-                    self.conversation.push(&Message::user(format!(
+                    self.conversation.push(Message::user(format!(
                         "{} Answer again with only a JSON value that follows the schema {}.",
                         capitalise(err.message()),
                         schema.name()
@@ -751,7 +867,7 @@ impl Machine {
         }
         for pending in std::mem::take(&mut self.tool_calls) {
             if let ToolCallState::Done(result) = pending.state {
-                self.conversation.push(&Message::tool_result(
+                self.conversation.push(Message::tool_result(
                     pending.call.id,
                     pending.call.name,
                     result.tool_content(),
@@ -778,7 +894,7 @@ impl Machine {
                 ToolCallState::Done(result) => result,
                 _ => ResultEnvelope::error(error),
             };
-            self.conversation.push(&Message::tool_result(
+            self.conversation.push(Message::tool_result(
                 pending.call.id,
                 pending.call.name,
                 result.tool_content(),
@@ -808,42 +924,139 @@ impl Machine {
         }
     }
 
-    /// Writes the machine into a strategy state map (field by field: the
-    /// conversation is shared, not copied).
+    /// Brings a strategy state map up to date with the machine: only the
+    /// fields that differ from what `into` holds are written (a signal that
+    /// changes the status and one tool call writes those), and the
+    /// conversation is shared, not copied.
     pub fn write(&self, into: &mut StateMap) {
-        into.insert("status", self.status.as_str());
-        into.insert("iteration", self.iteration);
-        into.insert("request_id", self.request_id.as_deref());
-        into.insert("llm_call_id", self.llm_call_id.as_deref());
-        into.insert("call_seq", self.call_seq);
-        let calls: StateArray = self
-            .tool_calls
-            .iter()
-            .map(|c| {
-                let mut m = StateMap::with_capacity(5);
-                m.insert("id", c.call.id.as_str());
-                m.insert("name", c.call.name.as_str());
-                m.insert("arguments", StateValue::from(&c.call.arguments));
-                let (state, result) = match &c.state {
-                    ToolCallState::Queued => ("queued", Value::Null),
-                    ToolCallState::Running => ("running", Value::Null),
-                    ToolCallState::Done(r) => ("done", r.to_value()),
-                };
-                m.insert("state", state);
-                m.insert("result", StateValue::from(result));
-                StateValue::Object(m)
-            })
-            .collect();
-        into.insert("tool_calls", calls);
-        into.insert("result", StateValue::from(&self.result));
-        into.insert(
+        // One pass over the mirror's entries (no key hashing), then the
+        // keys it lacks (only on a first write).
+        const KEYS: [&str; 12] = [
+            "status",
+            "iteration",
+            "request_id",
+            "llm_call_id",
+            "call_seq",
+            "result",
             "termination_reason",
-            self.termination.map(Termination::as_str),
-        );
-        into.insert("usage", usage_state(&self.usage));
-        into.insert("output", self.output.as_deref());
-        into.insert("repaired", self.repaired);
-        into.insert("conversation", self.conversation.as_array().clone());
+            "usage",
+            "output",
+            "repaired",
+            "conversation",
+            "tool_calls",
+        ];
+        let mut seen = [false; KEYS.len()];
+        let mut calls_changed = false;
+        for (key, slot) in into.iter_mut() {
+            let Some(i) = KEYS.iter().position(|k| *k == key) else {
+                continue;
+            };
+            seen[i] = true;
+            match i {
+                0 => update_str(slot, Some(self.status.as_str())),
+                1 => update_u64(slot, self.iteration),
+                2 => update_str(slot, self.request_id.as_deref()),
+                3 => update_str(slot, self.llm_call_id.as_deref()),
+                4 => update_u64(slot, self.call_seq),
+                5 => {
+                    if *slot != self.result {
+                        *slot = StateValue::from(&self.result);
+                    }
+                }
+                6 => update_str(slot, self.termination.map(Termination::as_str)),
+                7 => {
+                    let same = slot.as_object().is_some_and(|u| {
+                        let n = |k: &str| u.get(k).and_then(StateValue::as_u64);
+                        n("input_tokens") == Some(self.usage.input_tokens)
+                            && n("output_tokens") == Some(self.usage.output_tokens)
+                            && n("total_tokens") == Some(self.usage.total_tokens)
+                    });
+                    if !same {
+                        *slot = StateValue::Object(usage_state(&self.usage));
+                    }
+                }
+                8 => update_str(slot, self.output.as_deref()),
+                9 => {
+                    if slot.as_bool() != Some(self.repaired) {
+                        *slot = StateValue::Bool(self.repaired);
+                    }
+                }
+                10 => {
+                    let conversation = self.conversation.as_array();
+                    if !slot.as_array().is_some_and(|a| a.ptr_eq(conversation)) {
+                        *slot = StateValue::Array(conversation.clone());
+                    }
+                }
+                _ => calls_changed = !self.update_tool_calls(slot),
+            }
+        }
+        for (i, key) in KEYS.iter().enumerate() {
+            if seen[i] {
+                continue;
+            }
+            let value = match i {
+                0 => StateValue::from(self.status.as_str()),
+                1 => StateValue::from(self.iteration),
+                2 => StateValue::from(self.request_id.as_deref()),
+                3 => StateValue::from(self.llm_call_id.as_deref()),
+                4 => StateValue::from(self.call_seq),
+                5 => StateValue::from(&self.result),
+                6 => StateValue::from(self.termination.map(Termination::as_str)),
+                7 => StateValue::Object(usage_state(&self.usage)),
+                8 => StateValue::from(self.output.as_deref()),
+                9 => StateValue::Bool(self.repaired),
+                10 => StateValue::Array(self.conversation.as_array().clone()),
+                _ => StateValue::Array(self.tool_calls.iter().map(pending_state).collect()),
+            };
+            into.insert(key, value);
+        }
+        if calls_changed {
+            into.insert(
+                "tool_calls",
+                self.tool_calls
+                    .iter()
+                    .map(pending_state)
+                    .collect::<StateArray>(),
+            );
+        }
+    }
+
+    /// Updates the mirror's tool calls in place when they are the same
+    /// calls (only the entries whose state changed are written); false
+    /// when the calls differ (a new turn: the caller rewrites them).
+    fn update_tool_calls(&self, slot: &mut StateValue) -> bool {
+        let Some(array) = slot.as_array_mut() else {
+            return false;
+        };
+        let same_calls = array.len() == self.tool_calls.len()
+            && array
+                .iter()
+                .zip(&self.tool_calls)
+                .all(|(v, c)| v.get("id").and_then(StateValue::as_str) == Some(c.call.id.as_str()));
+        if !same_calls {
+            return false;
+        }
+        let stale = self.tool_calls.iter().enumerate().any(|(i, c)| {
+            array
+                .get(i)
+                .and_then(|v| v.get("state"))
+                .and_then(StateValue::as_str)
+                != Some(c.state.name())
+        });
+        if stale {
+            for (i, c) in self.tool_calls.iter().enumerate() {
+                let Some(entry) = array.get_mut(i).and_then(StateValue::as_object_mut) else {
+                    continue;
+                };
+                if entry.get("state").and_then(StateValue::as_str) != Some(c.state.name()) {
+                    entry.insert("state", c.state.name());
+                    if let ToolCallState::Done(r) = &c.state {
+                        entry.insert("result", StateValue::from(r.to_value()));
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// Reads a machine written by [`Machine::write`]; missing fields take
@@ -889,6 +1102,20 @@ impl Machine {
     }
 }
 
+fn pending_state(c: &PendingToolCall) -> StateValue {
+    let mut m = StateMap::with_capacity(5);
+    m.insert("id", c.call.id.as_str());
+    m.insert("name", c.call.name.as_str());
+    m.insert("arguments", StateValue::from(&c.call.arguments));
+    m.insert("state", c.state.name());
+    let result = match &c.state {
+        ToolCallState::Done(r) => StateValue::from(r.to_value()),
+        _ => StateValue::Null,
+    };
+    m.insert("result", result);
+    StateValue::Object(m)
+}
+
 fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
     let m = v.as_object()?;
     let call = ToolCall {
@@ -909,22 +1136,6 @@ fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
     Some(PendingToolCall { call, state })
 }
 
-pub(crate) fn usage_state(u: &Usage) -> StateMap {
-    let mut m = StateMap::with_capacity(3);
-    m.insert("input_tokens", u.input_tokens);
-    m.insert("output_tokens", u.output_tokens);
-    m.insert("total_tokens", u.total_tokens);
-    m
-}
-
-pub(crate) fn usage_json(u: &Usage) -> Value {
-    let mut m = Map::with_capacity(3);
-    m.insert("input_tokens".into(), u.input_tokens.into());
-    m.insert("output_tokens".into(), u.output_tokens.into());
-    m.insert("total_tokens".into(), u.total_tokens.into());
-    Value::Object(m)
-}
-
 fn capitalise(s: &str) -> String {
     let mut chars = s.chars();
     match chars.next() {
@@ -937,5 +1148,22 @@ fn capitalise(s: &str) -> String {
             out
         }
         None => String::new(),
+    }
+}
+
+fn update_str(slot: &mut StateValue, value: Option<&str>) {
+    let same = match slot {
+        StateValue::Null => value.is_none(),
+        StateValue::String(s) => value == Some(&**s),
+        _ => false,
+    };
+    if !same {
+        *slot = StateValue::from(value);
+    }
+}
+
+fn update_u64(slot: &mut StateValue, value: u64) {
+    if slot.as_u64() != Some(value) {
+        *slot = StateValue::from(value);
     }
 }

@@ -80,24 +80,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn, usage_json};
+use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn};
 use super::client::{Message, ToolSpec};
 use super::directive::{
-    CancelRequest, DEFAULT_CANCEL_REASON, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE,
-    EmitRequestError, EmitToolError, LlmGenerate, LlmStream, ModelRef, ToolExec,
+    CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
+    ModelRef, ToolExec,
 };
 use super::envelope::{ErrorEnvelope, ResultEnvelope};
+pub use super::request::{
+    DEFAULT_REQUEST_HISTORY, REQUEST_COMPLETED, REQUEST_FAILED, REQUEST_STARTED,
+};
+use super::request::{RequestCore, RequestState, usage_json};
 use super::signals::{self, LlmResponseData, ToolResultData};
 use super::tool::ToolSet;
-use crate::agent::{AgentData, RouteTarget, STRATEGY_KEY, SignalRoute};
+use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
 use crate::server::AwaitOptions;
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
-use crate::state::{StateMap, StateValue};
+use crate::state::StateMap;
 use crate::strategy::{
     Command, Snapshot, SnapshotStatus, Strategy, StrategyContext, apply_outcome,
 };
@@ -106,12 +110,6 @@ use crate::strategy::{
 pub const QUERY_SIGNAL: &str = "ai.react.query";
 /// The signal cancelling the running request.
 pub const CANCEL_SIGNAL: &str = "ai.react.cancel";
-/// `ai.request.started`.
-pub const REQUEST_STARTED: &str = "ai.request.started";
-/// `ai.request.completed`.
-pub const REQUEST_COMPLETED: &str = "ai.request.completed";
-/// `ai.request.failed`.
-pub const REQUEST_FAILED: &str = "ai.request.failed";
 
 /// The strategy commands the routes send (the signal's data as params).
 pub mod commands {
@@ -133,8 +131,6 @@ pub mod commands {
     pub const REQUEST_ERROR: &str = "react_request_error";
 }
 
-/// How many requests the strategy remembers (100, Jido's).
-pub const DEFAULT_REQUEST_HISTORY: usize = 100;
 /// Default per-attempt timeout of a tool call (15 s, Jido's ReAct).
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 15_000;
 /// Default retries of a failed tool call (1, Jido's ReAct).
@@ -174,8 +170,7 @@ pub struct ReAct {
     tool_timeout_ms: u64,
     tool_max_retries: u32,
     tool_backoff_ms: u64,
-    events: Option<DispatchConfig>,
-    request_history: usize,
+    core: RequestCore,
 }
 
 impl Default for ReAct {
@@ -201,8 +196,7 @@ impl ReAct {
             tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
             tool_max_retries: DEFAULT_TOOL_MAX_RETRIES,
             tool_backoff_ms: DEFAULT_TOOL_BACKOFF_MS,
-            events: None,
-            request_history: DEFAULT_REQUEST_HISTORY,
+            core: RequestCore::new(MODULE),
         }
     }
 
@@ -314,17 +308,27 @@ impl ReAct {
         self
     }
 
+    /// Whether a request continues the conversation of the previous ones
+    /// (default true: a follow-up question sees the earlier turns); false:
+    /// each request starts a new conversation (a stateless question
+    /// answerer, whose state does not grow).
+    #[must_use]
+    pub fn keep_conversation(mut self, keep: bool) -> Self {
+        self.machine = self.machine.keep_conversation(keep);
+        self
+    }
+
     /// Where the request's signals go (see [Signals](self#signals)).
     #[must_use]
     pub fn events(mut self, dispatch: DispatchConfig) -> Self {
-        self.events = Some(dispatch);
+        self.core = self.core.events(dispatch);
         self
     }
 
     /// How many requests `__strategy__.requests` keeps (oldest dropped).
     #[must_use]
     pub fn request_history(mut self, n: usize) -> Self {
-        self.request_history = n.max(1);
+        self.core = self.core.history(n);
         self
     }
 
@@ -354,22 +358,24 @@ impl ReAct {
     /// runtime sends; to drive an agent without it).
     pub fn llm_response_payload(call_id: &str, result: Result<Turn, &Error>) -> Value {
         let result = match result {
-            Ok(turn) => ResultEnvelope::ok(json!({
-                "type": if turn.tool_calls.is_empty() { "final_answer" } else { "tool_calls" },
-                "text": turn.text,
-                "thinking_content": null,
-                "tool_calls": turn.tool_calls,
-                "finish_reason": turn.finish_reason.as_ref().map(|r| match serde_json::to_value(r) {
-                    Ok(Value::Object(m)) => m.into_iter().next().map_or(Value::Null, |(_, v)| v),
-                    Ok(v) => v,
-                    Err(_) => Value::Null,
-                }),
-                "model": "",
-                "usage": turn.usage,
-            })),
+            Ok(turn) => ResultEnvelope::ok(signals::turn_value(
+                turn.text,
+                None,
+                turn.tool_calls,
+                turn.finish_reason.as_ref(),
+                String::new(),
+                turn.usage,
+                false,
+            )),
             Err(error) => ResultEnvelope::error(error),
         };
-        json!({"call_id": call_id, "result": result.to_value(), "model": "", "duration_ms": 0, "metadata": {}})
+        let mut m = Map::with_capacity(5);
+        m.insert("call_id".into(), call_id.into());
+        m.insert("result".into(), result.into_value());
+        m.insert("model".into(), "".into());
+        m.insert("duration_ms".into(), 0.into());
+        m.insert("metadata".into(), Value::Object(Map::new()));
+        Value::Object(m)
     }
 
     /// Options for [`AgentRef::await_completion`] waiting for request
@@ -377,24 +383,20 @@ impl ReAct {
     ///
     /// [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
     pub fn await_options(request_id: &str) -> AwaitOptions {
-        let at = |leaf: &str| {
-            [STRATEGY_KEY, "requests", request_id, leaf]
-                .map(str::to_owned)
-                .to_vec()
-        };
-        AwaitOptions::new()
-            .status_path(at("status"))
-            .result_path(at("result"))
-            .error_path(at("error"))
+        RequestCore::await_options(request_id)
     }
 
-    /// The machine of `agent`, if it runs this strategy.
+    /// The machine of `agent`, if it runs this strategy (the typed one in
+    /// the strategy ext when current, else read from `__strategy__`).
     pub fn machine_of(agent: &AgentData) -> Option<Machine> {
-        read_machine(agent)
+        RequestCore::new(MODULE)
+            .peek::<Machine>(agent)
+            .map(std::borrow::Cow::into_owned)
     }
 
-    fn load(&self, agent: &AgentData) -> Machine {
-        read_machine(agent).unwrap_or_default()
+    /// The shared request handling (history, events).
+    pub fn request_core(&self) -> &RequestCore {
+        &self.core
     }
 
     fn on_command(
@@ -405,6 +407,7 @@ impl ReAct {
         ctx: &StrategyContext,
     ) -> Vec<Directive> {
         let mut out = Vec::new();
+        let mut effects = None;
         let event = match name {
             commands::QUERY => match Query::deserialize(&params) {
                 Ok(q) => Event::Start {
@@ -416,39 +419,24 @@ impl ReAct {
                     output: q.output_schema,
                 },
                 Err(e) => {
-                    let request_id = params
-                        .get("request_id")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
-                    out.push(
-                        EmitRequestError::new(
-                            request_id,
-                            "invalid_request",
-                            format!("invalid query: {e}"),
-                        )
-                        .into(),
-                    );
+                    let request_id = RequestCore::request_id(&params);
+                    out.push(RequestCore::reject(
+                        &request_id,
+                        "invalid_request",
+                        format!("invalid query: {e}"),
+                    ));
                     return out;
                 }
             },
             commands::CANCEL => {
-                let request_id = params
-                    .get("request_id")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned);
-                let reason = params
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or(DEFAULT_CANCEL_REASON)
-                    .to_owned();
+                let (request_id, reason) = RequestCore::cancel_params(&params);
                 Event::Cancel { request_id, reason }
             }
             commands::LLM_DELTA => {
                 let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
-                let m = self.load(agent);
+                let m = self.core.state::<Machine>(agent);
                 if m.status == Status::AwaitingLlm && m.llm_call_id.as_deref() == Some(call_id) {
-                    self.forward(ctx, &mut out);
+                    self.core.forward(ctx, &mut out);
                 }
                 return out;
             }
@@ -457,49 +445,36 @@ impl ReAct {
                     .get("metadata")
                     .and_then(|m| m.get("request_id"))
                     .and_then(Value::as_str);
-                let m = self.load(agent);
+                let m = self.core.state::<Machine>(agent);
                 if m.status.is_busy() && m.request_id.as_deref() == request_id {
-                    self.forward(ctx, &mut out);
+                    self.core.forward(ctx, &mut out);
                 }
                 return out;
             }
             commands::REQUEST_ERROR => {
-                self.record_rejection(agent, &params);
-                self.forward(ctx, &mut out);
+                self.core.record_rejection(agent, &params);
+                self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => match LlmResponseData::deserialize(params) {
+            commands::LLM_RESULT => match LlmResponseData::from_value(params) {
                 Ok(data) => Event::LlmResult {
                     call_id: data.call_id,
                     result: match data.result {
                         ResultEnvelope::Ok { result, .. } => {
-                            Turn::from_payload(&result).map_err(|e| ErrorEnvelope::from_error(&e))
+                            Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
                         }
                         ResultEnvelope::Error { reason, .. } => Err(reason),
                     },
                 },
                 Err(e) => return vec![bad_payload(name, &e)],
             },
-            commands::TOOL_RESULT => match ToolResultData::deserialize(params) {
+            commands::TOOL_RESULT => match ToolResultData::from_value(params) {
                 Ok(data) => {
-                    let effects = data.result.decode_effects();
-                    let event = Event::ToolResult {
+                    effects = Some(data.result.decode_effects());
+                    Event::ToolResult {
                         call_id: data.call_id,
                         result: data.result,
-                    };
-                    let mut m = self.load(agent);
-                    let t = m.handle(&self.machine, event);
-                    if !t.accepted {
-                        return out;
                     }
-                    self.forward(ctx, &mut out);
-                    match effects {
-                        Ok(effects) => out.extend(agent.apply_effects(effects)),
-                        Err(err) => out.push(Directive::error(err, "tool_effects")),
-                    }
-                    write_machine(agent, &m);
-                    self.lift(agent, &m, t.steps, &mut out);
-                    return out;
                 }
                 Err(e) => return vec![bad_payload(name, &e)],
             },
@@ -510,32 +485,29 @@ impl ReAct {
                 ))];
             }
         };
-        let mut m = self.load(agent);
+        let m = self.core.state::<Machine>(agent);
         let t = m.handle(&self.machine, event);
         if !t.accepted {
             return out;
         }
-        write_machine(agent, &m);
-        self.lift(agent, &m, t.steps, &mut out);
+        if let Some(effects) = effects {
+            self.core.forward(ctx, &mut out);
+            match effects {
+                Ok(effects) => out.extend(agent.apply_effects(effects)),
+                Err(err) => out.push(Directive::error(err, "tool_effects")),
+            }
+        }
+        // A rejection (busy, unknown schema) leaves the machine as it was:
+        // the state stays untouched, revision included.
+        if !t.steps.iter().all(|s| matches!(s, Step::Reject { .. })) {
+            self.core.commit::<Machine>(agent);
+        }
+        self.lift(agent, t.steps, &mut out);
         out
     }
 
-    /// Re-emits the signal being handled to the events dispatch.
-    fn forward(&self, ctx: &StrategyContext, out: &mut Vec<Directive>) {
-        if let (Some(events), Some(signal)) = (&self.events, ctx.signal()) {
-            out.push(Directive::emit_to(signal.clone(), events.clone()));
-        }
-    }
-
-    fn emit(&self, ty: &str, data: Value, out: &mut Vec<Directive>) {
-        if let Some(events) = &self.events {
-            let signal = Signal::new(ty, data);
-            out.push(Directive::emit_to(signal, events.clone()));
-        }
-    }
-
     /// Turns the machine's steps into directives and request records.
-    fn lift(&self, agent: &mut AgentData, m: &Machine, steps: Vec<Step>, out: &mut Vec<Directive>) {
+    fn lift(&self, agent: &mut AgentData, steps: Vec<Step>, out: &mut Vec<Directive>) {
         for step in steps {
             match step {
                 Step::CallLlm {
@@ -544,10 +516,19 @@ impl ReAct {
                     iteration,
                     output,
                 } => {
-                    if iteration == 1 && !m.repaired && m.llm_call_id.as_deref() == Some(&call_id) {
-                        self.record_start(agent, m, &request_id, out);
+                    let m = self.core.state::<Machine>(agent);
+                    let first =
+                        iteration == 1 && !m.repaired && m.llm_call_id.as_deref() == Some(&call_id);
+                    let query = if first {
+                        m.conversation.last_content()
+                    } else {
+                        None
+                    };
+                    let directive = self.llm_directive(m, call_id, &request_id, iteration, output);
+                    if let Some(query) = query {
+                        self.core.start(agent, &request_id, &query, out);
                     }
-                    out.push(self.llm_directive(m, call_id, request_id, iteration, output));
+                    out.push(directive);
                 }
                 Step::ExecTool {
                     call,
@@ -573,7 +554,7 @@ impl ReAct {
                     request_id,
                     reason,
                     message,
-                } => out.push(EmitRequestError::new(request_id, reason, message).into()),
+                } => out.push(RequestCore::reject(&request_id, &reason, message)),
                 Step::CancelCalls { request_id, reason } => {
                     out.push(CancelRequest::new(request_id).reason(reason).into());
                 }
@@ -581,12 +562,32 @@ impl ReAct {
                     request_id,
                     answer,
                     termination,
-                } => self.record_end(agent, m, &request_id, Ok(answer), termination, out),
+                } => {
+                    let usage = self.core.state::<Machine>(agent).usage;
+                    self.core.finish(
+                        agent,
+                        &request_id,
+                        Ok(answer),
+                        termination.as_str(),
+                        &usage,
+                        out,
+                    );
+                }
                 Step::Failed {
                     request_id,
                     error,
                     termination,
-                } => self.record_end(agent, m, &request_id, Err(error), termination, out),
+                } => {
+                    let usage = self.core.state::<Machine>(agent).usage;
+                    self.core.finish(
+                        agent,
+                        &request_id,
+                        Err(error),
+                        termination.as_str(),
+                        &usage,
+                        out,
+                    );
+                }
                 #[allow(unreachable_patterns)]
                 _ => {}
             }
@@ -597,7 +598,7 @@ impl ReAct {
         &self,
         m: &Machine,
         call_id: String,
-        request_id: String,
+        request_id: &str,
         iteration: u64,
         output: Option<String>,
     ) -> Directive {
@@ -635,135 +636,6 @@ impl ReAct {
             build!(LlmGenerate)
         }
     }
-
-    fn record_start(
-        &self,
-        agent: &mut AgentData,
-        m: &Machine,
-        request_id: &str,
-        out: &mut Vec<Directive>,
-    ) {
-        let query = m
-            .conversation
-            .messages()
-            .pop()
-            .map(|msg| msg.content)
-            .unwrap_or_default();
-        let state = agent.state_mut();
-        state.insert("status", "running");
-        state.insert("last_request_id", request_id);
-        state.insert("last_query", query.as_str());
-        state.insert("last_answer", "");
-        state.insert("error", StateValue::Null);
-        let mut entry = StateMap::with_capacity(6);
-        entry.insert("query", query.as_str());
-        entry.insert("status", "pending");
-        let requests = agent.strategy_state_mut().object_mut("requests");
-        requests.remove(request_id);
-        requests.insert(request_id, entry);
-        while requests.len() > self.request_history {
-            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
-                break;
-            };
-            requests.remove(&oldest);
-        }
-        self.emit(
-            REQUEST_STARTED,
-            json!({"request_id": request_id, "query": query}),
-            out,
-        );
-    }
-
-    fn record_end(
-        &self,
-        agent: &mut AgentData,
-        m: &Machine,
-        request_id: &str,
-        outcome: Result<Value, Value>,
-        termination: Termination,
-        out: &mut Vec<Directive>,
-    ) {
-        let usage = usage_json(&m.usage);
-        let state = agent.state_mut();
-        {
-            let entry = agent_requests_entry(state, request_id);
-            entry.insert("termination_reason", termination.as_str());
-            entry.insert("usage", StateValue::from(&usage));
-            match &outcome {
-                Ok(answer) => {
-                    entry.insert("status", "completed");
-                    entry.insert("result", StateValue::from(answer));
-                }
-                Err(error) => {
-                    entry.insert("status", "failed");
-                    entry.insert("error", StateValue::from(error));
-                }
-            }
-        }
-        match outcome {
-            Ok(answer) => {
-                state.insert("status", "completed");
-                state.insert("last_answer", StateValue::from(&answer));
-                self.emit(
-                    REQUEST_COMPLETED,
-                    json!({"request_id": request_id, "result": answer,
-                           "termination_reason": termination.as_str(), "usage": usage}),
-                    out,
-                );
-            }
-            Err(error) => {
-                state.insert("status", "failed");
-                state.insert("error", StateValue::from(&error));
-                self.emit(
-                    REQUEST_FAILED,
-                    json!({"request_id": request_id, "error": error,
-                           "termination_reason": termination.as_str(), "usage": usage}),
-                    out,
-                );
-            }
-        }
-    }
-
-    /// A request rejected with `ai.request.error`: recorded as failed
-    /// (`{type: "rejected", reason, message}`), unless it is the running
-    /// or a finished request (a busy rejection reuses no id it knows).
-    fn record_rejection(&self, agent: &mut AgentData, params: &Value) {
-        let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
-            return;
-        };
-        let known = agent
-            .strategy_state()
-            .and_then(|s| s.get("requests"))
-            .and_then(|r| r.get(request_id))
-            .is_some();
-        if known {
-            return;
-        }
-        let error = json!({
-            "type": "rejected",
-            "message": params.get("message").cloned().unwrap_or(Value::Null),
-            "details": {"reason": params.get("reason").cloned().unwrap_or(Value::Null)},
-            "retryable": false,
-        });
-        let mut entry = StateMap::with_capacity(3);
-        entry.insert("status", "failed");
-        entry.insert("error", StateValue::from(&error));
-        let requests = agent.strategy_state_mut().object_mut("requests");
-        requests.insert(request_id, entry);
-        while requests.len() > self.request_history {
-            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
-                break;
-            };
-            requests.remove(&oldest);
-        }
-    }
-}
-
-fn agent_requests_entry<'a>(state: &'a mut StateMap, request_id: &str) -> &'a mut StateMap {
-    state
-        .object_mut(STRATEGY_KEY)
-        .object_mut("requests")
-        .object_mut(request_id)
 }
 
 fn query_params(query: &str, request_id: Option<&str>) -> Value {
@@ -793,20 +665,22 @@ fn bad_payload(command: &str, e: &serde_json::Error) -> Directive {
     )
 }
 
-fn read_machine(agent: &AgentData) -> Option<Machine> {
-    let st = agent.strategy_state()?;
-    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
-        return None;
+impl RequestState for Machine {
+    fn read(from: &StateMap) -> Option<Self> {
+        Machine::read(from)
     }
-    Machine::read(st)
-}
 
-fn write_machine(agent: &mut AgentData, m: &Machine) {
-    let st = agent.strategy_state_mut();
-    if st.get("module").and_then(StateValue::as_str) != Some(MODULE) {
-        st.insert("module", MODULE);
+    fn write(&self, into: &mut StateMap) {
+        Machine::write(self, into);
     }
-    m.write(st);
+
+    fn active_request(&self) -> Option<&str> {
+        if self.status.is_busy() {
+            self.request_id.as_deref()
+        } else {
+            None
+        }
+    }
 }
 
 impl Strategy for ReAct {
@@ -815,9 +689,7 @@ impl Strategy for ReAct {
     }
 
     fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
-        if read_machine(agent).is_none() {
-            write_machine(agent, &Machine::new());
-        }
+        self.core.init::<Machine>(agent);
         Vec::new()
     }
 
@@ -848,7 +720,7 @@ impl Strategy for ReAct {
     /// `termination_reason`, `usage`, `pending_tool_calls`,
     /// `conversation_length`.
     fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
-        let Some(m) = read_machine(agent) else {
+        let Some(m) = self.core.peek::<Machine>(agent) else {
             return Snapshot::default();
         };
         let status = match m.status {

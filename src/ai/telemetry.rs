@@ -1,0 +1,279 @@
+//! Telemetry of LLM calls and tool runs: `tracing` spans and events under
+//! one namespace, `jido.ai.llm.*` and `jido.ai.tool.*` (target `jido::ai`).
+//!
+//! | event | level | fields |
+//! |---|---|---|
+//! | `jido.ai.llm.start` | debug | `call_id`, `request_id`, `iteration`, `model`, `origin`, `operation` |
+//! | `jido.ai.llm.stop` | debug | the same, `duration_ms`, `input_tokens`, `output_tokens`, `total_tokens` (0 when not counted), `finish_reason` |
+//! | `jido.ai.llm.exception` | warn | the start fields, `duration_ms`, `error_type`, `message`, `retryable` |
+//! | `jido.ai.tool.start` | debug | `call_id`, `tool_name`, `request_id`, `iteration`, `origin`, `operation` |
+//! | `jido.ai.tool.stop` | debug | the same, `duration_ms` |
+//! | `jido.ai.tool.exception` | warn | the start fields, `duration_ms`, `error_type`, `message`, `retryable` |
+//!
+//! The work runs inside a span named `jido.ai.llm` or `jido.ai.tool` with
+//! the start fields. `request_id` is `""` and `iteration` 0 when the call
+//! has none.
+//!
+//! The directives of [`AiRuntime`](super::AiRuntime) report with `origin:
+//! "directive"` and the operation `stream_text`, `generate_text`, `embed`
+//! or `tool_execute`. An action that calls a model or runs a tool itself
+//! reports through the same types with `origin: "action"`
+//! ([`ORIGIN_ACTION`]), so one subscriber sees every call and tells them
+//! apart by `origin` and `operation`:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use jido::ai::telemetry::{LlmTelemetry, ORIGIN_ACTION};
+//! use jido::ai::signals::Correlation;
+//! use jido::ai::{FinishReason, Usage};
+//!
+//! let call = LlmTelemetry::start(
+//!     "summary_1", "local:tiny", ORIGIN_ACTION, "generate_text",
+//!     &Correlation::new().request_id("req_7"),
+//! );
+//! // … the model call, inside `call.span()` …
+//! call.stop(Some(&Usage { input_tokens: 12, output_tokens: 3, total_tokens: 15 }),
+//!           Some(&FinishReason::Stop));
+//! # }
+//! ```
+
+use tokio::time::Instant;
+
+use super::client::{FinishReason, Usage};
+use super::signals::Correlation;
+use crate::error::Error;
+
+/// `origin` of calls made by the runtime's directives.
+pub const ORIGIN_DIRECTIVE: &str = "directive";
+/// `origin` of calls an action makes itself.
+pub const ORIGIN_ACTION: &str = "action";
+
+fn ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+fn finish_name(reason: &FinishReason) -> &str {
+    match reason {
+        FinishReason::Stop => "stop",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::Length => "length",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::Other(s) => s,
+    }
+}
+
+/// One LLM call's telemetry: `jido.ai.llm.start` when made, then one
+/// `stop` or `exception` (see the [module docs](self)).
+#[derive(Debug)]
+pub struct LlmTelemetry {
+    call_id: String,
+    request_id: String,
+    iteration: u64,
+    model: std::sync::Mutex<String>,
+    origin: String,
+    operation: String,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl LlmTelemetry {
+    /// Emits `jido.ai.llm.start` and opens the span (not entered: run the
+    /// call inside [`span`](LlmTelemetry::span)).
+    pub fn start(
+        call_id: &str,
+        model: &str,
+        origin: &str,
+        operation: &str,
+        correlation: &Correlation,
+    ) -> Self {
+        let request_id = correlation.request_id.clone().unwrap_or_default();
+        let iteration = correlation.iteration.unwrap_or(0);
+        tracing::debug!(
+            name: "jido.ai.llm.start",
+            target: "jido::ai",
+            call_id,
+            request_id = request_id.as_str(),
+            iteration,
+            model,
+            origin,
+            operation,
+            "jido.ai.llm.start"
+        );
+        let span = tracing::debug_span!(
+            target: "jido::ai",
+            "jido.ai.llm",
+            call_id,
+            request_id = request_id.as_str(),
+            iteration,
+            model,
+            origin,
+            operation
+        );
+        LlmTelemetry {
+            call_id: call_id.to_owned(),
+            request_id,
+            iteration,
+            model: std::sync::Mutex::new(model.to_owned()),
+            origin: origin.to_owned(),
+            operation: operation.to_owned(),
+            started: Instant::now(),
+            span,
+        }
+    }
+
+    /// The call's span.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// The model once resolved (an alias becomes its model), for the end
+    /// event.
+    pub fn set_model(&self, model: &str) {
+        model.clone_into(&mut self.model());
+    }
+
+    fn model(&self) -> std::sync::MutexGuard<'_, String> {
+        self.model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Emits `jido.ai.llm.stop`.
+    pub fn stop(&self, usage: Option<&Usage>, finish_reason: Option<&FinishReason>) {
+        let usage = usage.copied().unwrap_or_default();
+        tracing::debug!(
+            name: "jido.ai.llm.stop",
+            target: "jido::ai",
+            call_id = self.call_id.as_str(),
+            request_id = self.request_id.as_str(),
+            iteration = self.iteration,
+            model = self.model().as_str(),
+            origin = self.origin.as_str(),
+            operation = self.operation.as_str(),
+            duration_ms = ms(self.started),
+            input_tokens = usage.input_tokens,
+            output_tokens = usage.output_tokens,
+            total_tokens = usage.total_tokens,
+            finish_reason = finish_reason.map_or("", finish_name),
+            "jido.ai.llm.stop"
+        );
+    }
+
+    /// Emits `jido.ai.llm.exception`.
+    pub fn exception(&self, error: &Error) {
+        tracing::warn!(
+            name: "jido.ai.llm.exception",
+            target: "jido::ai",
+            call_id = self.call_id.as_str(),
+            request_id = self.request_id.as_str(),
+            iteration = self.iteration,
+            model = self.model().as_str(),
+            origin = self.origin.as_str(),
+            operation = self.operation.as_str(),
+            duration_ms = ms(self.started),
+            error_type = error.kind().as_str(),
+            message = error.message(),
+            retryable = error.retryable(),
+            "jido.ai.llm.exception"
+        );
+    }
+}
+
+/// One tool run's telemetry: `jido.ai.tool.start`, then one `stop` or
+/// `exception` (see the [module docs](self)).
+#[derive(Debug)]
+pub struct ToolTelemetry {
+    call_id: String,
+    tool_name: String,
+    request_id: String,
+    iteration: u64,
+    origin: String,
+    operation: String,
+    started: Instant,
+    span: tracing::Span,
+}
+
+impl ToolTelemetry {
+    /// Emits `jido.ai.tool.start` and opens the span.
+    pub fn start(
+        call_id: &str,
+        tool_name: &str,
+        origin: &str,
+        operation: &str,
+        correlation: &Correlation,
+    ) -> Self {
+        let request_id = correlation.request_id.clone().unwrap_or_default();
+        let iteration = correlation.iteration.unwrap_or(0);
+        tracing::debug!(
+            name: "jido.ai.tool.start",
+            target: "jido::ai",
+            call_id,
+            tool_name,
+            request_id = request_id.as_str(),
+            iteration,
+            origin,
+            operation,
+            "jido.ai.tool.start"
+        );
+        let span = tracing::debug_span!(
+            target: "jido::ai",
+            "jido.ai.tool",
+            call_id,
+            tool_name,
+            request_id = request_id.as_str(),
+            iteration,
+            origin,
+            operation
+        );
+        ToolTelemetry {
+            call_id: call_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            request_id,
+            iteration,
+            origin: origin.to_owned(),
+            operation: operation.to_owned(),
+            started: Instant::now(),
+            span,
+        }
+    }
+
+    /// The run's span.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Emits `jido.ai.tool.stop`.
+    pub fn stop(&self) {
+        tracing::debug!(
+            name: "jido.ai.tool.stop",
+            target: "jido::ai",
+            call_id = self.call_id.as_str(),
+            tool_name = self.tool_name.as_str(),
+            request_id = self.request_id.as_str(),
+            iteration = self.iteration,
+            origin = self.origin.as_str(),
+            operation = self.operation.as_str(),
+            duration_ms = ms(self.started),
+            "jido.ai.tool.stop"
+        );
+    }
+
+    /// Emits `jido.ai.tool.exception`.
+    pub fn exception(&self, error: &Error) {
+        tracing::warn!(
+            name: "jido.ai.tool.exception",
+            target: "jido::ai",
+            call_id = self.call_id.as_str(),
+            tool_name = self.tool_name.as_str(),
+            request_id = self.request_id.as_str(),
+            iteration = self.iteration,
+            origin = self.origin.as_str(),
+            operation = self.operation.as_str(),
+            duration_ms = ms(self.started),
+            error_type = error.kind().as_str(),
+            message = error.message(),
+            retryable = error.retryable(),
+            "jido.ai.tool.exception"
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! Checkpoints: after a batch, before its replies; on a graceful stop.
+
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::writes::Writing;
+use super::{Durability, DurableMsg, JOURNAL_CHECKPOINT_EVERY, Outcome, is_fencing};
+use crate::agent::{AgentState, ORPHANED_FROM_KEY, PARENT_KEY};
+use crate::directive::Directive;
+use crate::persist::{Checkpoint, Expect};
+use crate::server::actor::{AgentServerState, InFlight, Running};
+use crate::server::msg::{AgentMsg, Internal};
+use crate::signal::Signal;
+
+/// The checkpoint of `agent` at journal position `applied`.
+fn checkpoint_of(agent: &AgentState, applied: u64) -> Checkpoint {
+    let meta = agent.metadata();
+    let mut cp = Checkpoint::new(meta.name, meta.version, agent.id());
+    cp.state = agent
+        .state()
+        .iter()
+        .filter(|(k, _)| *k != PARENT_KEY && *k != ORPHANED_FROM_KEY)
+        .map(|(k, v)| (k.to_string(), v.to_json()))
+        .collect();
+    cp.applied_seq = applied;
+    cp
+}
+
+impl AgentServerState {
+    /// A batch ended: writes its checkpoint if the mode asks for one (the
+    /// write becomes the work in flight), else answers its callers.
+    pub(crate) fn batch_done(&mut self) {
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        if d.fenced {
+            return;
+        }
+        let changed = !self.agent.state().ptr_eq(d.durable_agent.state());
+        let write = d.hibernating
+            || match d.mode {
+                Durability::Volatile => false,
+                Durability::Checkpoint => changed,
+                Durability::Journal => {
+                    let behind = d.applied.saturating_sub(d.durable_applied);
+                    (changed && (!d.held.is_empty() || d.unjournaled))
+                        || behind >= JOURNAL_CHECKPOINT_EVERY
+                        || (behind > 0 && d.durable_applied < d.replay_until)
+                }
+                #[allow(unreachable_patterns)]
+                _ => changed,
+            };
+        if !write {
+            for (reply, answer) in d.held.drain(..) {
+                let _ = reply.send(answer);
+            }
+            return;
+        }
+        self.next_id += 1;
+        let generation = self.next_id;
+        let Some(fut) = self.checkpoint_task(generation) else {
+            return;
+        };
+        if let Ok(task) = self.exec.supervisor().spawn(fut) {
+            self.in_flight = Some(InFlight::new(generation, Running::Persist(Some(task))));
+        }
+        // Else the instance is gone: the held callers were answered
+        // `Cancelled` when the future was dropped.
+    }
+
+    /// The write of the current agent's checkpoint, answering the held
+    /// callers once it is durable (with the storage error if it failed).
+    pub(super) fn checkpoint_task(
+        &mut self,
+        generation: u64,
+    ) -> Option<impl Future<Output = Outcome> + Send + 'static> {
+        let agent = self.agent.clone();
+        let myself = self.myself.clone();
+        let d = self.durable.as_deref_mut()?;
+        let storage = Arc::clone(&d.storage);
+        let key = Arc::clone(&d.key);
+        let writing = Writing::start(&d.lock);
+        let held = std::mem::take(&mut d.held);
+        let applied = d.applied;
+        let expect = d.rev.map_or(Expect::Absent, Expect::Rev);
+        let epoch = d.epoch;
+        Some(async move {
+            let started = tokio::time::Instant::now();
+            let cp = checkpoint_of(&agent, applied);
+            let result = storage.put_checkpoint(&key, &cp, expect, epoch).await;
+            drop(writing);
+            tracing::debug!(
+                name: "jido.persist.checkpoint",
+                target: "jido::persist",
+                key = %key,
+                applied,
+                duration_us = started.elapsed().as_micros() as u64,
+                ok = result.is_ok(),
+                "jido.persist.checkpoint"
+            );
+            match &result {
+                Ok(_) => {
+                    for (reply, answer) in held {
+                        let _ = reply.send(answer);
+                    }
+                }
+                Err(error) => {
+                    for (reply, _) in held {
+                        let _ = reply.send(Err(error.clone()));
+                    }
+                }
+            }
+            let outcome = Outcome {
+                generation,
+                result,
+                agent,
+                applied,
+            };
+            // The actor takes the outcome from its mailbox; a stopping
+            // agent from the task's handle instead.
+            let copy = Outcome {
+                generation,
+                result: outcome.result.clone(),
+                agent: outcome.agent.clone(),
+                applied,
+            };
+            let _ = myself.send_message(AgentMsg::internal(Internal::Durable(Box::new(
+                DurableMsg::Persisted(Box::new(copy)),
+            ))));
+            outcome
+        })
+    }
+
+    pub(super) fn on_persisted(&mut self, myself: &ActorRef<AgentMsg>, outcome: Outcome) {
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        match outcome.result {
+            Ok(rev) => {
+                d.rev = Some(rev);
+                d.durable_applied = outcome.applied;
+                d.durable_agent = outcome.agent;
+                d.unjournaled = false;
+                if std::mem::take(&mut d.hibernating) && self.may_hibernate() {
+                    self.hibernate(myself);
+                }
+            }
+            Err(error) if is_fencing(&error) => self.fence(myself, &error),
+            Err(error) => {
+                d.hibernating = false;
+                if d.mode == Durability::Checkpoint {
+                    // The last durable state stays the truth; the batch's
+                    // directives go with its state change.
+                    self.agent = d.durable_agent.clone();
+                    self.sync_reserved();
+                    self.queue.clear();
+                }
+                // In Journal mode the journal still holds the batch's
+                // signals: the state in memory is what replay gives.
+                let signal = Arc::new(Signal::new("jido.persist.checkpoint", Value::Null));
+                self.queue
+                    .push_back((signal, Directive::error(error, "persist")));
+            }
+        }
+    }
+
+    /// Keeps the checkpoint write in flight of an agent that stops, so
+    /// the stop can wait for it.
+    pub(crate) fn detach_write(&mut self, task: Option<JoinHandle<Option<Outcome>>>) {
+        if let Some(d) = self.durable.as_deref_mut() {
+            d.detached = task;
+        }
+    }
+
+    /// On a graceful stop: waits for the write in flight, then writes the
+    /// last checkpoint (every mode) and answers the callers still held.
+    pub(crate) async fn persist_on_stop(&mut self) {
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        if let Some(task) = d.detached.take()
+            && let Ok(Some(outcome)) = task.await
+        {
+            self.on_persisted_stopping(outcome);
+        }
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        if d.fenced {
+            return;
+        }
+        let changed =
+            !self.agent.state().ptr_eq(d.durable_agent.state()) || d.applied > d.durable_applied;
+        if !changed {
+            for (reply, answer) in d.held.drain(..) {
+                let _ = reply.send(answer);
+            }
+            return;
+        }
+        self.next_id += 1;
+        if let Some(fut) = self.checkpoint_task(self.next_id) {
+            let outcome = fut.await;
+            self.on_persisted_stopping(outcome);
+        }
+    }
+
+    pub(super) fn on_persisted_stopping(&mut self, outcome: Outcome) {
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        match outcome.result {
+            Ok(rev) => {
+                d.rev = Some(rev);
+                d.durable_applied = outcome.applied;
+                d.durable_agent = outcome.agent;
+            }
+            Err(error) => {
+                if is_fencing(&error) {
+                    d.fenced = true;
+                }
+                tracing::warn!(
+                    target: "jido::persist",
+                    key = %d.key,
+                    error = %error.message(),
+                    "checkpoint on stop failed"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Hibernation: an idle agent checkpoints, stops and leaves the registry.
+
+use ractor::ActorRef;
+
+use super::DurableMsg;
+use crate::server::actor::{AbortOnDrop, AgentServerState};
+use crate::server::exit::HIBERNATE;
+use crate::server::msg::{AgentMsg, Internal};
+
+impl AgentServerState {
+    /// The agent has nothing to do: (re)arms its idle timer.
+    pub(crate) fn idle(&mut self) {
+        let myself = self.myself.clone();
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        let Some(timeout) = d.idle_timeout else {
+            return;
+        };
+        if d.hibernating || d.fenced {
+            return;
+        }
+        d.idle_gen += 1;
+        let generation = d.idle_gen;
+        d.idle_timer = Some(AbortOnDrop(myself.send_after(timeout, move || {
+            AgentMsg::internal(Internal::Durable(Box::new(DurableMsg::Idle(generation))))
+        })));
+    }
+
+    /// Whether nothing keeps the agent alive: no work, no waiter, no live
+    /// child, schedule or cron job, no append in flight.
+    pub(super) fn may_hibernate(&self) -> bool {
+        let Some(d) = self.durable.as_deref() else {
+            return false;
+        };
+        let extras_idle = self.extras().is_none_or(|e| {
+            e.waiters.is_empty()
+                && e.children.is_empty()
+                && e.crons.is_empty()
+                && e.timers.iter().all(|t| t.0.is_finished())
+        });
+        !self.stopping
+            && !d.fenced
+            && self.in_flight.is_none()
+            && self.pending.is_empty()
+            && self.queue.is_empty()
+            && d.incoming.is_empty()
+            && d.appending.is_none()
+            && d.held.is_empty()
+            && extras_idle
+    }
+
+    /// The idle timer fired: checkpoint (every mode), then hibernate.
+    pub(super) fn on_idle(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
+        let current = self
+            .durable
+            .as_deref()
+            .is_some_and(|d| d.idle_gen == generation && !d.hibernating);
+        if !current {
+            return;
+        }
+        if !self.may_hibernate() {
+            // Checked again one idle period later (a waiter, a child or a
+            // timer may be gone by then without any new work).
+            if self.in_flight.is_none() && self.pending.is_empty() && self.queue.is_empty() {
+                self.idle();
+            }
+            return;
+        }
+        if let Some(d) = self.durable.as_deref_mut() {
+            d.idle_timer = None;
+            let changed = !self.agent.state().ptr_eq(d.durable_agent.state())
+                || d.applied > d.durable_applied;
+            if !changed {
+                return self.hibernate(myself);
+            }
+            d.hibernating = true;
+        }
+        self.batch_done();
+    }
+
+    /// Leaves for good: the checkpoint is durable.
+    pub(super) fn hibernate(&mut self, myself: &ActorRef<AgentMsg>) {
+        tracing::debug!(
+            name: "jido.persist.hibernate",
+            target: "jido::persist",
+            agent_id = %self.id,
+            "jido.persist.hibernate"
+        );
+        if let Some(jido) = &self.jido {
+            jido.forget_restart(myself.get_id());
+            jido.hibernating(myself.get_id());
+        }
+        self.stop_self(myself, HIBERNATE.to_owned());
+    }
+}

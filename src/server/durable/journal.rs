@@ -1,0 +1,173 @@
+//! The write-ahead journal: accepted signals appended before they are
+//! queued; `cast_durable`.
+
+use std::sync::Arc;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::writes::Writing;
+use super::{Ack, Durable, DurableMsg, is_fencing};
+use crate::error::{Error, Result};
+use crate::server::actor::AgentServerState;
+use crate::server::inflight::Work;
+use crate::server::msg::{AgentMsg, Internal};
+use crate::signal::Signal;
+
+impl AgentServerState {
+    /// A signal accepted from outside, of a journaling agent: appended
+    /// before it is queued. `false` when the agent does not journal (the
+    /// caller queues it as usual).
+    pub(crate) fn journal(&mut self, signal: Signal, ack: Ack) -> Option<(Signal, Ack)> {
+        let Some(d) = self.durable.as_deref_mut().filter(|d| d.journals()) else {
+            return Some((signal, ack));
+        };
+        d.incoming.push((signal, ack));
+        if d.appending.is_none() {
+            self.start_append();
+        }
+        None
+    }
+
+    /// Appends every signal waiting, in one write.
+    pub(super) fn start_append(&mut self) {
+        let myself = self.myself.clone();
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        if d.incoming.is_empty() || d.fenced {
+            return;
+        }
+        let (signals, acks): (Vec<Signal>, Vec<Ack>) = d.incoming.drain(..).unzip();
+        let storage = Arc::clone(&d.storage);
+        let key = Arc::clone(&d.key);
+        let writing = Writing::start(&d.lock);
+        let (epoch, after) = (d.epoch, d.head);
+        d.appending = Some(acks);
+        let fut = async move {
+            let started = tokio::time::Instant::now();
+            let result = storage.append_journal(&key, epoch, after, &signals).await;
+            drop(writing);
+            tracing::debug!(
+                name: "jido.persist.journal.append",
+                target: "jido::persist",
+                key = %key,
+                after,
+                count = signals.len(),
+                duration_us = started.elapsed().as_micros() as u64,
+                ok = result.is_ok(),
+                "jido.persist.journal.append"
+            );
+            let _ = myself.send_message(AgentMsg::internal(Internal::Durable(Box::new(
+                DurableMsg::Appended {
+                    after,
+                    signals,
+                    result,
+                },
+            ))));
+        };
+        if self.exec.supervisor().spawn(fut).is_err()
+            && let Some(acks) = self.durable.as_deref_mut().and_then(|d| d.appending.take())
+        {
+            let error = Error::cancelled("jido instance is shut down");
+            answer_acks(acks, &error);
+        }
+    }
+
+    pub(super) fn cast_durable(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Signal,
+        ack: RpcReplyPort<Result<()>>,
+    ) {
+        if !self.durable.as_deref().is_some_and(Durable::journals) {
+            let _ = ack.send(Err(Error::configuration(
+                "cast_durable needs an agent with durability journal",
+            )
+            .with_detail("agent_id", self.id.to_string())));
+            return;
+        }
+        if self.stopping {
+            let _ = ack
+                .send(Err(Error::cancelled("agent is stopping")
+                    .with_detail("agent_id", self.id.to_string())));
+            return;
+        }
+        if let Some((error, context)) = self.admission_error(&signal) {
+            let _ = ack.send(Err(error.clone()));
+            return self.refuse(
+                myself,
+                Work {
+                    signal,
+                    reply: None,
+                },
+                error,
+                context,
+            );
+        }
+        let _ = self.journal(signal, Ack::Durable(ack));
+    }
+
+    pub(super) fn on_appended(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        after: u64,
+        signals: Vec<Signal>,
+        result: Result<u64>,
+    ) {
+        let Some(d) = self.durable.as_deref_mut() else {
+            return;
+        };
+        let acks = d.appending.take().unwrap_or_default();
+        match result {
+            Ok(last) => {
+                d.head = last;
+                let mut ready = Vec::with_capacity(signals.len());
+                for (i, (signal, ack)) in signals.into_iter().zip(acks).enumerate() {
+                    let seq = after + 1 + i as u64;
+                    d.seqs.entry(signal.id().to_owned()).or_insert(seq);
+                    let reply = match ack {
+                        Ack::None => None,
+                        Ack::Call(reply) => Some(reply),
+                        Ack::Durable(port) => {
+                            let _ = port.send(Ok(()));
+                            None
+                        }
+                    };
+                    ready.push((signal, reply));
+                }
+                for (signal, reply) in ready {
+                    self.enqueue_signal(myself, signal, reply);
+                }
+                self.start_append();
+            }
+            Err(error) => {
+                answer_acks(acks, &error);
+                if is_fencing(&error) {
+                    return self.fence(myself, &error);
+                }
+                // Nothing of the batch was appended or acknowledged.
+                if let Some(signal) = signals.first()
+                    && let crate::server::DirectiveResult::Stop(reason) =
+                        self.apply_error_policy(myself, signal, &error, "persist")
+                {
+                    return self.stop_self(myself, reason.to_string());
+                }
+                self.start_append();
+            }
+        }
+    }
+}
+
+fn answer_acks(acks: Vec<Ack>, error: &Error) {
+    for ack in acks {
+        match ack {
+            Ack::None => {}
+            Ack::Call(reply) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            Ack::Durable(port) => {
+                let _ = port.send(Err(error.clone()));
+            }
+        }
+    }
+}

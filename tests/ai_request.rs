@@ -1,0 +1,340 @@
+//! The shared request core (`jido::ai::request`) as ReAct uses it: the typed
+//! machine in the strategy ext, the JSON mirror under `__strategy__` as the
+//! source of truth (restore, replaced state), the request history.
+#![cfg(feature = "ai")]
+
+use jido::agent::AgentData;
+use jido::ai::react::machine::{Machine, Status, Turn};
+use jido::ai::react::{ReAct, commands};
+use jido::ai::request::{
+    RequestCore, RequestState, RequestStatus, set_bool, set_json, set_str, set_u64,
+};
+use jido::ai::{ToolCall, ToolSet};
+use jido::prelude::*;
+use jido::state::StateMap;
+use jido::strategy::Command;
+use serde_json::{Value, json};
+
+#[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
+struct Mul {
+    a: i64,
+    b: i64,
+}
+
+/// Multiplies two integers.
+#[jido::action]
+async fn multiply(p: Mul) -> jido::Result<Value> {
+    Ok(json!({"product": p.a * p.b}))
+}
+
+struct Bot(ReAct);
+
+impl Agent for Bot {
+    const NAME: &'static str = "request_core_bot";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(self.0.clone())
+    }
+}
+
+fn react() -> ReAct {
+    ReAct::new()
+        .model("m")
+        .streaming(false)
+        .tools(ToolSet::new().with(Multiply).unwrap())
+}
+
+fn call() -> ToolCall {
+    ToolCall {
+        id: "t1".into(),
+        name: "multiply".into(),
+        arguments: json!({"a": 6, "b": 7}),
+    }
+}
+
+fn llm(call_id: &str, turn: Turn) -> Command {
+    Command::strategy(
+        commands::LLM_RESULT,
+        ReAct::llm_response_payload(call_id, Ok(turn)),
+    )
+}
+
+fn tool_result(call_id: &str) -> Command {
+    Command::strategy(
+        commands::TOOL_RESULT,
+        json!({"call_id": call_id, "tool_name": "multiply",
+               "result": {"status": "ok", "result": {"product": 42}, "effects": []},
+               "metadata": {}}),
+    )
+}
+
+/// An agent in `awaiting_tool` after one model turn asking for `multiply`.
+async fn awaiting_tool() -> AgentState {
+    let mut agent = AgentState::new(Bot(react()), AgentOptions::new().id("a1"));
+    agent
+        .cmd(ReAct::query_command("6*7?", Some("r1")), ExecOptions::new())
+        .await;
+    agent
+        .cmd(
+            llm("call_r1_1", Turn::tool_calls(vec![call()])),
+            ExecOptions::new(),
+        )
+        .await;
+    assert_eq!(agent.state()["__strategy__"]["status"], "awaiting_tool");
+    agent
+}
+
+#[tokio::test]
+async fn the_mirror_is_the_typed_machine_as_json() {
+    let agent = awaiting_tool().await;
+    let typed = ReAct::machine_of(&agent).unwrap();
+    let from_json = Machine::read(agent.strategy_state().unwrap()).unwrap();
+    assert_eq!(typed, from_json);
+    assert_eq!(typed.status, Status::AwaitingTool);
+    assert_eq!(typed.conversation.len(), 2);
+    // One revision per change: init, the query, the model's turn.
+    assert_eq!(agent.state()["__strategy__"]["rev"], 3);
+}
+
+#[tokio::test]
+async fn a_restored_agent_rebuilds_the_machine_from_json() {
+    let agent = awaiting_tool().await;
+    // A checkpoint holds the JSON state only: a new agent from it has no ext.
+    let json = Value::from(agent.state().clone());
+    let mut restored = AgentState::new(
+        Bot(react()),
+        AgentOptions::new()
+            .id("a1")
+            .state(json.as_object().unwrap()),
+    );
+    let d = restored.cmd(tool_result("t1"), ExecOptions::new()).await;
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].kind(), "ai.llm_generate");
+    let m = ReAct::machine_of(&restored).unwrap();
+    assert_eq!((m.status, m.iteration), (Status::AwaitingLlm, 2));
+    assert_eq!(m.conversation.len(), 3);
+    restored
+        .cmd(llm("call_r1_2", Turn::answer("42")), ExecOptions::new())
+        .await;
+    assert_eq!(restored.state()["status"], "completed");
+    assert_eq!(restored.state()["last_answer"], "42");
+    assert_eq!(
+        RequestCore::request_status(&restored, "r1"),
+        Some(RequestStatus::Completed)
+    );
+}
+
+#[tokio::test]
+async fn a_replaced_state_wins_over_the_typed_machine() {
+    let mut agent = AgentState::new(Bot(react()), AgentOptions::new().id("a1"));
+    agent
+        .cmd(ReAct::query_command("6*7?", Some("r1")), ExecOptions::new())
+        .await;
+    let snapshot = agent.state().clone();
+    agent
+        .cmd(
+            llm("call_r1_1", Turn::tool_calls(vec![call()])),
+            ExecOptions::new(),
+        )
+        .await;
+    // Back to the snapshot (awaiting the model): the ext holds a newer
+    // machine, which must not be used.
+    agent.replace_state(snapshot);
+    assert_eq!(
+        ReAct::machine_of(&agent).unwrap().status,
+        Status::AwaitingLlm
+    );
+    agent
+        .cmd(
+            llm("call_r1_1", Turn::answer("forty-two")),
+            ExecOptions::new(),
+        )
+        .await;
+    assert_eq!(agent.state()["status"], "completed");
+    assert_eq!(agent.state()["last_answer"], "forty-two");
+    assert_eq!(
+        agent.state()["__strategy__"]["conversation"],
+        json!([{"role": "user", "content": "6*7?"},
+               {"role": "assistant", "content": "forty-two"}])
+    );
+}
+
+#[tokio::test]
+async fn a_stale_signal_changes_nothing() {
+    let mut agent = awaiting_tool().await;
+    let before = agent.state().clone();
+    let d = agent.cmd(tool_result("t9"), ExecOptions::new()).await;
+    assert!(d.is_empty());
+    let d = agent
+        .cmd(llm("call_r1_1", Turn::answer("late")), ExecOptions::new())
+        .await;
+    assert!(d.is_empty());
+    assert_eq!(agent.state(), &before);
+}
+
+#[tokio::test]
+async fn the_history_keeps_the_latest_requests() {
+    let mut agent = AgentState::new(
+        Bot(react().request_history(2)),
+        AgentOptions::new().id("a1"),
+    );
+    for (i, id) in ["q1", "q2", "q3"].into_iter().enumerate() {
+        agent
+            .cmd(ReAct::query_command("hi", Some(id)), ExecOptions::new())
+            .await;
+        let call_id = format!("call_{id}_{}", i + 1);
+        agent
+            .cmd(llm(&call_id, Turn::answer(id)), ExecOptions::new())
+            .await;
+    }
+    let requests = agent.state()["__strategy__"]["requests"].clone();
+    let ids: Vec<&str> = requests.as_object().unwrap().keys().collect();
+    assert_eq!(ids, ["q2", "q3"]);
+    assert_eq!(RequestCore::request_status(&agent, "q1"), None);
+    assert_eq!(requests["q3"]["result"], "q3");
+}
+
+#[tokio::test]
+async fn the_default_history_is_the_latest_hundred() {
+    let mut agent = AgentState::new(Bot(react()), AgentOptions::new().id("a1"));
+    for i in 0..101 {
+        let id = format!("q{i}");
+        agent
+            .cmd(ReAct::query_command("hi", Some(&id)), ExecOptions::new())
+            .await;
+        let call_id = format!("call_{id}_{}", i + 1);
+        agent
+            .cmd(llm(&call_id, Turn::answer("ok")), ExecOptions::new())
+            .await;
+    }
+    let requests = agent.state()["__strategy__"]["requests"].clone();
+    let ids: Vec<&str> = requests.as_object().unwrap().keys().collect();
+    assert_eq!(ids.len(), 100);
+    assert_eq!(ids[0], "q1");
+    assert_eq!(ids[99], "q100");
+    assert_eq!(RequestCore::request_status(&agent, "q0"), None);
+    assert_eq!(
+        RequestCore::request_status(&agent, "q100"),
+        Some(RequestStatus::Completed)
+    );
+}
+
+// ------------------------------------------------------ the core alone
+
+#[derive(Clone, Default, PartialEq, Debug)]
+struct Counter {
+    running: Option<String>,
+    n: u64,
+    done: bool,
+    last: Value,
+}
+
+impl RequestState for Counter {
+    fn read(from: &StateMap) -> Option<Self> {
+        Some(Counter {
+            running: from.get("running")?.as_str().map(str::to_owned),
+            n: from.get("n")?.as_u64()?,
+            done: from.get("done")?.as_bool()?,
+            last: from
+                .get("last")
+                .map_or(Value::Null, |v| Value::from(v.clone())),
+        })
+    }
+    fn write(&self, into: &mut StateMap) {
+        set_str(into, "running", self.running.as_deref());
+        set_u64(into, "n", self.n);
+        set_bool(into, "done", self.done);
+        set_json(into, "last", &self.last);
+    }
+    fn active_request(&self) -> Option<&str> {
+        self.running.as_deref()
+    }
+}
+
+#[test]
+fn commit_writes_only_what_changed_and_bumps_the_revision() {
+    let core = RequestCore::new("counter");
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    assert_eq!(
+        Value::from(agent.state().clone()),
+        json!({"__strategy__": {"module": "counter", "running": null, "n": 0,
+                                "done": false, "last": null, "rev": 1}})
+    );
+    let before = agent.strategy_state().unwrap().get("last").cloned();
+    core.state::<Counter>(&mut agent).n = 5;
+    core.commit::<Counter>(&mut agent);
+    let st = agent.strategy_state().unwrap();
+    assert_eq!(st["n"], 5);
+    assert_eq!(st["rev"], 2);
+    // An unchanged object value is the same shared value, not a copy.
+    core.state::<Counter>(&mut agent).last = json!({"k": [1, 2]});
+    core.commit::<Counter>(&mut agent);
+    let first = agent.strategy_state().unwrap()["last"].clone();
+    core.state::<Counter>(&mut agent).n = 6;
+    core.commit::<Counter>(&mut agent);
+    let second = &agent.strategy_state().unwrap()["last"];
+    assert!(
+        matches!((&first, second), (jido::state::StateValue::Object(a), jido::state::StateValue::Object(b)) if a.ptr_eq(b))
+    );
+    assert!(before.is_some());
+    // peek reads the typed state without changing anything.
+    let peeked = core.peek::<Counter>(&agent).unwrap().into_owned();
+    assert_eq!(peeked.n, 6);
+    // Another strategy's state: no typed state.
+    assert!(RequestCore::new("other").peek::<Counter>(&agent).is_none());
+}
+
+#[test]
+fn cancel_rules() {
+    assert!(RequestCore::cancel_matches(Some("r1"), None));
+    assert!(RequestCore::cancel_matches(Some("r1"), Some("r1")));
+    assert!(!RequestCore::cancel_matches(Some("r1"), Some("r2")));
+    assert!(!RequestCore::cancel_matches(None, None));
+    assert_eq!(
+        RequestCore::cancel_params(&json!({})),
+        (None, "user_cancelled".to_owned())
+    );
+    assert_eq!(
+        RequestCore::cancel_params(&json!({"request_id": "r1", "reason": "timeout"})),
+        (Some("r1".to_owned()), "timeout".to_owned())
+    );
+    let (d, error) = RequestCore::cancel("r1", "timeout");
+    assert_eq!(d.kind(), "ai.cancel_request");
+    assert_eq!(error["type"], "cancelled");
+    assert_eq!(error["message"], "request cancelled");
+    assert_eq!(error["details"]["reason"], "timeout");
+    assert_eq!(error["retryable"], false);
+}
+
+#[test]
+fn finish_records_usage_and_the_completion_fields() {
+    let core = RequestCore::new("counter");
+    let mut agent = AgentData::new("c1", StateMap::new());
+    let mut out = Vec::new();
+    core.start(&mut agent, "r1", "q?", &mut out);
+    assert!(out.is_empty()); // no events dispatch
+    let usage = jido::ai::Usage {
+        input_tokens: 3,
+        output_tokens: 4,
+        total_tokens: 7,
+    };
+    core.finish(
+        &mut agent,
+        "r1",
+        Err(json!({"type": "timeout", "message": "m", "details": {}, "retryable": true})),
+        "error",
+        &usage,
+        &mut out,
+    );
+    assert_eq!(agent.state()["status"], "failed");
+    assert_eq!(agent.state()["error"]["type"], "timeout");
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["r1"],
+        json!({"query": "q?", "status": "failed", "termination_reason": "error",
+               "usage": {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7},
+               "error": {"type": "timeout", "message": "m", "details": {}, "retryable": true}})
+    );
+    let busy = core.busy("r2", "awaiting_llm");
+    assert_eq!(busy.kind(), "ai.emit_request_error");
+}
