@@ -180,6 +180,9 @@ enum RawAgentMsg {
     Call(RpcReplyPort<u64>),
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for RawAgentMsg {}
+
 impl Actor for RawAgent {
     type Msg = RawAgentMsg;
     type State = serde_json::Map<String, serde_json::Value>;
@@ -582,6 +585,9 @@ enum TimerMsg {
     Arm(usize, RpcReplyPort<()>),
     Tick,
 }
+
+#[cfg(feature = "cluster")]
+impl ractor::Message for TimerMsg {}
 
 /// Arms `send_after` timers and aborts them when stopped.
 struct RawTimers;

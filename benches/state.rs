@@ -47,6 +47,9 @@ enum RawMsg {
     Append(RpcReplyPort<()>),
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for RawMsg {}
+
 struct Raw;
 impl Actor for Raw {
     type Msg = RawMsg;

@@ -50,6 +50,9 @@ enum RawMsg {
     Call(Signal, RpcReplyPort<u64>),
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for RawMsg {}
+
 struct Raw;
 impl Actor for Raw {
     type Msg = RawMsg;

@@ -114,6 +114,9 @@ struct MySupervisor;
 /// Asks the supervisor to drain its children and answer when they ended.
 struct DrainAll(ractor::RpcReplyPort<()>);
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for DrainAll {}
+
 struct SupState {
     restarts: u32,
     /// The start arguments of each agent, by actor: the restart recipe.

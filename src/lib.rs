@@ -40,6 +40,10 @@
 //!   write-ahead journal and `AgentRef::cast_durable`), restored on every
 //!   start and restart, and hibernate when idle (`Jido::get_or_start`
 //!   thaws them); see `docs/persistence.md`.
+//! * Distribution (`cluster`, feature `cluster`, experimental): agents
+//!   addressable by id across nodes over `ractor_cluster`, a gateway per
+//!   node carrying CloudEvents bytes, rendezvous placement, activation on
+//!   demand, watches across nodes.
 //!
 //! The pure core (everything but `server` and the extensions) never
 //! touches an actor: an agent's `cmd` runs and is tested as a plain value.
@@ -109,6 +113,8 @@ pub mod agent;
 mod agent_data;
 #[cfg(feature = "ai")]
 pub mod ai;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod context;
 pub mod directive;
 pub mod effect;

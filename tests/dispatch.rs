@@ -386,6 +386,9 @@ impl From<Signal> for Msg {
     }
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for Msg {}
+
 struct Forward;
 
 impl Actor for Forward {

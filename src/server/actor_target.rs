@@ -29,6 +29,9 @@ use crate::signal::dispatch::{
 /// impl From<Signal> for Msg {
 ///     fn from(s: Signal) -> Self { Msg::Signal(s) }
 /// }
+/// // Needed only when something in the build enables `ractor/cluster`.
+/// # #[cfg(feature = "cluster")]
+/// impl ractor::Message for Msg {}
 /// // Now every `ractor::ActorRef<Msg>` is a `SignalSink`.
 /// ```
 pub trait SignalSink: Send + Sync + 'static {
@@ -113,6 +116,8 @@ pub enum DeliveryMode {
 /// struct Echo;
 /// enum Msg { Signal(Signal) }
 /// impl From<Signal> for Msg { fn from(s: Signal) -> Self { Msg::Signal(s) } }
+/// # #[cfg(feature = "cluster")]
+/// # impl ractor::Message for Msg {}
 ///
 /// impl Actor for Echo {
 ///     type Msg = Msg;
@@ -254,6 +259,8 @@ impl Dispatch for ActorTarget {
 /// # use jido::signal::Signal;
 /// # enum Msg { Signal(Signal) }
 /// # impl From<Signal> for Msg { fn from(s: Signal) -> Self { Msg::Signal(s) } }
+/// # #[cfg(feature = "cluster")]
+/// # impl ractor::Message for Msg {}
 ///
 /// let config = DispatchConfig::new(GroupTarget::<Msg>::new("orders"))?;
 /// # Ok::<(), jido::Error>(())

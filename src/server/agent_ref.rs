@@ -126,6 +126,15 @@ pub(crate) fn not_alive(id: &str) -> Error {
     Error::not_found("agent is not alive").with_detail("agent_id", id.to_owned())
 }
 
+fn call_timed_out(id: &str, timeout: Duration) -> Error {
+    Error::timeout(format!(
+        "agent call timed out after {}ms",
+        timeout.as_millis()
+    ))
+    .with_detail("agent_id", id.to_owned())
+    .with_detail("timeout_ms", timeout.as_millis() as u64)
+}
+
 fn stopped_before_reply(id: &str) -> Error {
     Error::cancelled("agent stopped before replying").with_detail("agent_id", id.to_owned())
 }
@@ -252,15 +261,47 @@ impl AgentRef {
         let limit = deadline_representable(timeout).then_some(timeout);
         match self.actor.call(build, limit).await {
             Ok(CallResult::Success(v)) => Ok(v),
-            Ok(CallResult::Timeout) => Err(Error::timeout(format!(
-                "agent call timed out after {}ms",
-                timeout.as_millis()
-            ))
-            .with_detail("agent_id", self.id.to_string())
-            .with_detail("timeout_ms", timeout.as_millis() as u64)),
+            Ok(CallResult::Timeout) => Err(call_timed_out(&self.id, timeout)),
             Ok(CallResult::SenderError) => Err(stopped_before_reply(&self.id)),
             Err(_) => Err(not_alive(&self.id)),
         }
+    }
+
+    /// A call split in two: the signal is in the agent's mailbox when this
+    /// returns (so it is ordered before anything the caller sends next),
+    /// and the returned future waits for the answer. Used by the cluster
+    /// gateway, which must not wait inside its own handler.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` when the agent is not alive; the future fails as
+    /// [`call`](AgentRef::call).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn send_call(
+        &self,
+        signal: Signal,
+        timeout: Duration,
+    ) -> Result<impl std::future::Future<Output = Result<AgentState>> + Send + 'static> {
+        let (tx, rx) = ractor::concurrency::oneshot();
+        let limit = deadline_representable(timeout).then_some(timeout);
+        let port: RpcReplyPort<Result<AgentState>> = match limit {
+            Some(limit) => (tx, limit).into(),
+            None => tx.into(),
+        };
+        self.actor
+            .send_message(AgentMsg::call(signal, port))
+            .map_err(|_| not_alive(&self.id))?;
+        let id = Arc::clone(&self.id);
+        Ok(async move {
+            let answer = match limit {
+                Some(limit) => match tokio::time::timeout(limit, rx).await {
+                    Ok(answer) => answer,
+                    Err(_) => return Err(call_timed_out(&id, timeout)),
+                },
+                None => rx.await,
+            };
+            answer.map_err(|_| stopped_before_reply(&id))?
+        })
     }
 
     /// Sends `signal` and waits (at most 5 s) for its `cmd` to finish.

@@ -212,7 +212,7 @@ struct JidoInner {
     /// The storage namespace of the instance's agents: its name when one
     /// was given, `"default"` otherwise.
     namespace: Arc<str>,
-    root: ActorRef<()>,
+    root: ActorRef<RootMsg>,
     shared: Arc<Shared>,
     exec: Exec,
     defaults: ServerOptions,
@@ -881,14 +881,23 @@ fn drop_expired(history: &mut VecDeque<Instant>, now: Instant, window: Duration)
     }
 }
 
+/// The instance supervisor takes no message (only supervision events). A
+/// private empty type rather than `()`: with `ractor/cluster` on, `()` is
+/// a serialisable message and every NodeSession would advertise the
+/// supervisor to its peers.
+pub(crate) enum RootMsg {}
+
+#[cfg(feature = "cluster")]
+impl ractor::Message for RootMsg {}
+
 impl Actor for InstanceSupervisor {
-    type Msg = ();
+    type Msg = RootMsg;
     type State = RootState;
     type Arguments = Arc<Shared>;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<()>,
+        _myself: ActorRef<RootMsg>,
         shared: Arc<Shared>,
     ) -> std::result::Result<RootState, ActorProcessingErr> {
         Ok(RootState {
@@ -899,7 +908,7 @@ impl Actor for InstanceSupervisor {
 
     async fn handle_supervisor_evt(
         &self,
-        myself: ActorRef<()>,
+        myself: ActorRef<RootMsg>,
         event: SupervisionEvent,
         state: &mut RootState,
     ) -> std::result::Result<(), ActorProcessingErr> {
@@ -915,7 +924,7 @@ impl Actor for InstanceSupervisor {
 }
 
 impl RootState {
-    async fn on_exit(&mut self, myself: &ActorRef<()>, actor: ActorId, exit: Exit) {
+    async fn on_exit(&mut self, myself: &ActorRef<RootMsg>, actor: ActorId, exit: Exit) {
         let reason = exit.to_reason();
         let id = self.shared.exits().record(actor, &reason);
         let next = self.after_exit(actor, &exit);

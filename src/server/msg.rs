@@ -14,9 +14,13 @@ use crate::signal::Signal;
 /// `ActorRef<AgentMsg>` whatever its agent type.
 ///
 /// Only [`AgentMsg::Signal`] is meant to be built by hand (or through
-/// `From<Signal>`); it is the variant a future `cluster` feature carries
-/// between nodes as CloudEvents JSON. The others are local requests made by
+/// `From<Signal>`). The others are local requests made by
 /// [`AgentRef`](super::AgentRef) and by the runtime itself.
+///
+/// `AgentMsg` never crosses nodes: with feature `cluster` a per-node
+/// gateway carries signals as CloudEvents JSON bytes (see `jido::cluster`),
+/// and `AgentMsg` implements `ractor::Message` explicitly as a local-only
+/// message, so agents are never advertised to peers.
 ///
 /// ```
 /// use jido::server::AgentMsg;
@@ -36,6 +40,9 @@ pub enum AgentMsg {
     /// hierarchy bookkeeping). Opaque.
     Runtime(RuntimeMsg),
 }
+
+#[cfg(feature = "cluster")]
+impl ractor::Message for AgentMsg {}
 
 impl From<Signal> for AgentMsg {
     fn from(signal: Signal) -> Self {

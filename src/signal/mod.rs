@@ -188,6 +188,12 @@ pub struct Signal {
     pub(crate) trust: Trust,
 }
 
+/// A local-only ractor message (used as an actor's `Msg` by examples and
+/// benches): with feature `cluster` the blanket impl is gone, and a signal
+/// crosses nodes only as CloudEvents JSON through the gateway.
+#[cfg(feature = "cluster")]
+impl ractor::Message for Signal {}
+
 /// A signal's `datacontenttype`: the JSON default without an allocation
 /// (most signals), any other type boxed.
 #[derive(Clone, Default, PartialEq)]

@@ -1,0 +1,385 @@
+//! Calls and casts between two nodes on loopback (feature `cluster`).
+//!
+//! Node B is a child process: this bench binary re-executed with
+//! `JIDO_BENCH_CLUSTER_ROLE=node`. It runs a jido node (gateway, agent kind
+//! `bench`) and, beside it, a raw ractor_cluster actor that echoes bytes.
+//!
+//! Group `cluster_call` (one round trip, caller in a spawned task):
+//! * `raw_ractor_cluster_call`: `call` to the raw remote actor with the
+//!   bytes of jido's call envelope, echoed back (the baseline);
+//! * `jido_remote_call`: `cluster.agent(id).call(signal)` to an agent
+//!   owned by node B (envelope, gateway, agent, checkpoint reply);
+//! * `jido_local_call`: the same agent kind on this node, through
+//!   `cluster.agent(id)` (the local registry).
+//!
+//! Group `cluster_cast` (100 casts then one call, which is answered after
+//! them): `raw_ractor_cluster_cast` beside `jido_remote_cast`.
+//!
+//! After criterion, p50/p90/p99 of 5 000 calls of each kind are printed
+//! (hdrhistogram).
+//!
+//!     cargo bench --features cluster --bench cluster
+//!     python3 scripts/bench_report.py
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group};
+use jido::cluster::{Cluster, ClusterAgent, ClusterConfig};
+use jido::prelude::*;
+use jido::server::{Jido, JidoConfig, ServerOptions};
+use jido::signal::Signal;
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde_json::json;
+use tokio::runtime::Runtime;
+
+const ROLE: &str = "JIDO_BENCH_CLUSTER_ROLE";
+const COOKIE: &str = "jido-bench";
+const CLUSTER: &str = "bench";
+const RAW_SCOPE: &str = "jido-bench.raw";
+const RAW_GROUP: &str = "echo";
+const CASTS: u64 = 100;
+
+/// The raw baseline: a remotable actor echoing bytes.
+enum RawMsg {
+    Cast(Vec<u8>),
+    Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
+}
+
+impl ractor::Message for RawMsg {
+    fn serializable() -> bool {
+        true
+    }
+    fn serialize(self) -> Result<SerializedMessage, BoxedDowncastErr> {
+        Ok(match self {
+            RawMsg::Cast(args) => SerializedMessage::Cast {
+                variant: "Cast".into(),
+                args,
+                metadata: None,
+            },
+            RawMsg::Call(args, reply) => SerializedMessage::Call {
+                variant: "Call".into(),
+                args,
+                reply,
+                metadata: None,
+            },
+        })
+    }
+    fn deserialize(msg: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
+        match msg {
+            SerializedMessage::Cast { args, .. } => Ok(RawMsg::Cast(args)),
+            SerializedMessage::Call { args, reply, .. } => Ok(RawMsg::Call(args, reply)),
+            SerializedMessage::CallReply(..) => Err(BoxedDowncastErr),
+        }
+    }
+}
+
+struct RawEcho;
+
+impl Actor for RawEcho {
+    type Msg = RawMsg;
+    type State = u64;
+    type Arguments = ();
+    async fn pre_start(&self, _: ActorRef<RawMsg>, _: ()) -> Result<u64, ActorProcessingErr> {
+        Ok(0)
+    }
+    async fn handle(
+        &self,
+        _: ActorRef<RawMsg>,
+        msg: RawMsg,
+        seen: &mut u64,
+    ) -> Result<(), ActorProcessingErr> {
+        *seen += 1;
+        match msg {
+            RawMsg::Cast(bytes) => {
+                std::hint::black_box(bytes);
+            }
+            RawMsg::Call(bytes, reply) => {
+                let _ = reply.send(bytes);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Quiet;
+impl Agent for Quiet {
+    const NAME: &'static str = "bench";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
+        vec![jido::agent::SignalRoute::action(
+            "bench.ping",
+            jido::action_fn("noop", |_: serde_json::Value, _: Context| async {
+                Ok::<_, jido::Error>(json!({}))
+            }),
+        )]
+    }
+}
+
+async fn start_node(name: &str, port: u16, seeds: Vec<String>) -> (Jido, Cluster) {
+    let jido = Jido::start(JidoConfig::new()).await.expect("jido");
+    let config = ClusterConfig::new(name)
+        .cookie(COOKIE)
+        .cluster(CLUSTER)
+        .listen(format!("127.0.0.1:{port}").parse().expect("addr"))
+        .seeds(seeds);
+    let cluster = Cluster::start(&jido, config).await.expect("cluster");
+    cluster.register_kind("bench", |id| {
+        Ok((
+            AgentState::new(Quiet, AgentOptions::new().id(id)),
+            ServerOptions::new(),
+        ))
+    });
+    (jido, cluster)
+}
+
+/// Node B (the child process).
+fn node_main() {
+    let port: u16 = std::env::var("JIDO_BENCH_PORT")
+        .expect("port")
+        .parse()
+        .expect("port");
+    let rt = Runtime::new().expect("runtime");
+    rt.block_on(async move {
+        let (_jido, cluster) = start_node("node-b", port, Vec::new()).await;
+        let (echo, _) = Actor::spawn(None, RawEcho, ()).await.expect("echo");
+        ractor::pg::join_scoped(RAW_SCOPE.into(), RAW_GROUP.into(), vec![echo.get_cell()]);
+        let mut stdin = tokio::io::stdin();
+        let _ = tokio::io::copy(&mut stdin, &mut tokio::io::sink()).await;
+        cluster.shutdown().await;
+    });
+}
+
+struct Setup {
+    rt: Runtime,
+    _child: std::process::Child,
+    raw: ActorRef<RawMsg>,
+    remote: ClusterAgent,
+    local: ClusterAgent,
+    payload: Vec<u8>,
+}
+
+fn setup() -> Setup {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let child = std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env(ROLE, "node")
+        .env("JIDO_BENCH_PORT", port.to_string())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("node-b");
+    let rt = Runtime::new().expect("runtime");
+    let (raw, remote, local) = rt.block_on(async {
+        let (_jido, a) = start_node("node-a", 0, vec![format!("127.0.0.1:{port}")]).await;
+        a.wait_for_members(2, Duration::from_secs(30))
+            .await
+            .expect("node-b joins");
+        // The raw echo is in its own process group; it arrives with the
+        // session's group sync.
+        let started = Instant::now();
+        let raw = loop {
+            let found = ractor::pg::get_scoped_members(&RAW_SCOPE.into(), &RAW_GROUP.into())
+                .into_iter()
+                .find(|c| !c.get_id().is_local());
+            if let Some(cell) = found {
+                break ActorRef::<RawMsg>::from(cell);
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "no raw echo");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let on = |node: &str| {
+            (0..)
+                .map(|i| format!("bench:{i}"))
+                .find(|id| a.owner_of(id) == node)
+                .expect("id")
+        };
+        let remote = a.agent(on("node-b"));
+        let local = a.agent(on("node-a"));
+        remote
+            .call(ping(), Duration::from_secs(5))
+            .await
+            .expect("warm remote");
+        local
+            .call(ping(), Duration::from_secs(5))
+            .await
+            .expect("warm local");
+        std::mem::forget(a);
+        (raw, remote, local)
+    });
+    // The bytes jido's handle sends for the same call.
+    let payload = serde_json::to_vec(&json!({
+        "v": 1, "op": "call", "agent": remote.id(), "signal": ping().to_json_value(),
+        "deadline_ms": 5000
+    }))
+    .expect("json");
+    Setup {
+        rt,
+        _child: child,
+        raw,
+        remote,
+        local,
+        payload,
+    }
+}
+
+fn ping() -> Signal {
+    Signal::new("bench.ping", json!({"n": 1}))
+}
+
+/// Runs `iters` rounds of `round` inside a spawned task (as in
+/// benches/server.rs), returning the elapsed time.
+fn in_task<F, Fut>(rt: &Runtime, iters: u64, round: F) -> Duration
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: Future + Send,
+{
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let started = Instant::now();
+            for _ in 0..iters {
+                std::hint::black_box(round().await);
+            }
+            started.elapsed()
+        })
+        .await
+        .expect("bench task")
+    })
+}
+
+const T: Duration = Duration::from_secs(5);
+
+fn bench(c: &mut Criterion) {
+    let s = setup();
+    let mut g = c.benchmark_group("cluster_call");
+    g.bench_function("raw_ractor_cluster_call", |b| {
+        b.iter_custom(|iters| {
+            let (raw, payload) = (s.raw.clone(), s.payload.clone());
+            in_task(&s.rt, iters, move || {
+                let (raw, payload) = (raw.clone(), payload.clone());
+                async move { ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("raw call") }
+            })
+        })
+    });
+    g.bench_function("jido_remote_call", |b| {
+        b.iter_custom(|iters| {
+            let agent = s.remote.clone();
+            in_task(&s.rt, iters, move || {
+                let agent = agent.clone();
+                async move { agent.call(ping(), T).await.expect("remote call") }
+            })
+        })
+    });
+    g.bench_function("jido_local_call", |b| {
+        b.iter_custom(|iters| {
+            let agent = s.local.clone();
+            in_task(&s.rt, iters, move || {
+                let agent = agent.clone();
+                async move { agent.call(ping(), T).await.expect("local call") }
+            })
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("cluster_cast");
+    g.throughput(criterion::Throughput::Elements(CASTS));
+    g.bench_function("raw_ractor_cluster_cast", |b| {
+        b.iter_custom(|iters| {
+            let (raw, payload) = (s.raw.clone(), s.payload.clone());
+            in_task(&s.rt, iters, move || {
+                let (raw, payload) = (raw.clone(), payload.clone());
+                async move {
+                    for _ in 0..CASTS {
+                        raw.send_message(RawMsg::Cast(payload.clone()))
+                            .expect("cast");
+                    }
+                    ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("flush")
+                }
+            })
+        })
+    });
+    g.bench_function("jido_remote_cast", |b| {
+        b.iter_custom(|iters| {
+            let agent = s.remote.clone();
+            in_task(&s.rt, iters, move || {
+                let agent = agent.clone();
+                async move {
+                    for _ in 0..CASTS {
+                        agent.cast(ping()).expect("cast");
+                    }
+                    agent.call(ping(), T).await.expect("flush")
+                }
+            })
+        })
+    });
+    g.finish();
+    percentiles(&s);
+}
+
+/// p50/p90/p99 of 5 000 calls of each kind, after 500 warm-up calls.
+fn percentiles(s: &Setup) {
+    fn report(name: &str, samples: &[Duration]) {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).expect("histogram");
+        for d in samples {
+            let _ = h.record(d.as_nanos() as u64);
+        }
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1_000.0;
+        println!(
+            "{name:<26} p50 {:>8.1} µs   p90 {:>8.1} µs   p99 {:>8.1} µs",
+            us(0.50),
+            us(0.90),
+            us(0.99)
+        );
+    }
+    let (raw, payload, remote, local) = (
+        s.raw.clone(),
+        s.payload.clone(),
+        s.remote.clone(),
+        s.local.clone(),
+    );
+    s.rt.block_on(async move {
+        tokio::spawn(async move {
+            let mut samples = Vec::with_capacity(5_000);
+            for kind in [
+                "raw_ractor_cluster_call",
+                "jido_remote_call",
+                "jido_local_call",
+            ] {
+                samples.clear();
+                for i in 0..5_500 {
+                    let started = Instant::now();
+                    match kind {
+                        "raw_ractor_cluster_call" => {
+                            ractor::call_t!(raw, RawMsg::Call, 5_000, payload.clone())
+                                .expect("raw");
+                        }
+                        "jido_remote_call" => {
+                            remote.call(ping(), T).await.expect("remote");
+                        }
+                        _ => {
+                            local.call(ping(), T).await.expect("local");
+                        }
+                    }
+                    if i >= 500 {
+                        samples.push(started.elapsed());
+                    }
+                }
+                report(kind, &samples);
+            }
+        })
+        .await
+        .expect("percentiles")
+    });
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    if std::env::var(ROLE).as_deref() == Ok("node") {
+        node_main();
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,505 @@
+//! The gateway: one remotable actor per node, the only thing peers can
+//! send to. It carries envelopes (bytes), resolves agent ids in the local
+//! registry, starts agents on demand (one start per id, requests queued
+//! meanwhile, in order), and keeps the watches across nodes.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::message::{BoxedDowncastErr, SerializedMessage};
+use ractor::pg::GroupChangeMessage;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::time::Instant;
+
+use super::envelope::{Down, Op, Reply, Request, checkpoint_value};
+use super::{ClusterEvent, Inner, NODES_GROUP};
+use crate::error::{Error, Result};
+use crate::server::AgentRef;
+use crate::signal::Signal;
+
+/// The gateway's messages. `Cast`, `Call` and `Down` cross nodes as
+/// bytes (ractor's serialised message, with the variant name); the others
+/// are local and refused by the serialiser.
+pub enum GatewayMsg {
+    /// A request envelope nobody waits for (`cast`, `unwatch`).
+    Cast(Vec<u8>),
+    /// A request envelope answered with a reply envelope (`call`,
+    /// `watch`).
+    Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
+    /// A watched agent ended (from its owner's gateway).
+    Down(Vec<u8>),
+    /// Local: an activation finished.
+    #[doc(hidden)]
+    Activated(String, Result<AgentRef>),
+    /// Local: an agent of this node ended.
+    #[doc(hidden)]
+    Exited(String, String),
+    /// Local: a watcher on this node asks to be told when `agent` (owned
+    /// by `owner`) ends.
+    #[doc(hidden)]
+    Watch(Box<WatchRequest>),
+    /// Local: the owner refused a watch; forget it.
+    #[doc(hidden)]
+    DropWatch(String, String, ractor::ActorId),
+}
+
+/// A local watch request (see [`GatewayMsg::Watch`]).
+#[doc(hidden)]
+pub struct WatchRequest {
+    pub(crate) agent: String,
+    pub(crate) owner: String,
+    pub(crate) watcher: AgentRef,
+    pub(crate) reply: RpcReplyPort<Result<()>>,
+}
+
+const CAST: &str = "Cast";
+const CALL: &str = "Call";
+const DOWN: &str = "Down";
+
+impl ractor::Message for GatewayMsg {
+    fn serializable() -> bool {
+        true
+    }
+
+    fn serialize(self) -> std::result::Result<SerializedMessage, BoxedDowncastErr> {
+        match self {
+            GatewayMsg::Cast(args) => Ok(SerializedMessage::Cast {
+                variant: CAST.to_owned(),
+                args,
+                metadata: None,
+            }),
+            GatewayMsg::Down(args) => Ok(SerializedMessage::Cast {
+                variant: DOWN.to_owned(),
+                args,
+                metadata: None,
+            }),
+            GatewayMsg::Call(args, reply) => Ok(SerializedMessage::Call {
+                variant: CALL.to_owned(),
+                args,
+                reply,
+                metadata: None,
+            }),
+            _ => Err(BoxedDowncastErr),
+        }
+    }
+
+    fn deserialize(msg: SerializedMessage) -> std::result::Result<Self, BoxedDowncastErr> {
+        match msg {
+            SerializedMessage::Cast { variant, args, .. } if variant == CAST => {
+                Ok(GatewayMsg::Cast(args))
+            }
+            SerializedMessage::Cast { variant, args, .. } if variant == DOWN => {
+                Ok(GatewayMsg::Down(args))
+            }
+            SerializedMessage::Call {
+                variant,
+                args,
+                reply,
+                ..
+            } if variant == CALL => Ok(GatewayMsg::Call(args, reply)),
+            SerializedMessage::Call { reply, .. } => {
+                // An unknown rpc still gets an answer, not a hang.
+                let _ = reply.send(Reply::encode(&Err(Error::validation(
+                    "unknown cluster message",
+                ))));
+                Err(BoxedDowncastErr)
+            }
+            _ => Err(BoxedDowncastErr),
+        }
+    }
+}
+
+pub(crate) struct Gateway;
+
+/// A request waiting for its agent to start.
+enum Pending {
+    Cast(Signal),
+    Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
+}
+
+pub(crate) struct GatewayState {
+    inner: Arc<Inner>,
+    /// Requests waiting for an activation in flight, by agent id.
+    pending: HashMap<String, VecDeque<Pending>>,
+    /// Agents of this node watched, with the nodes watching them.
+    watched: HashMap<String, BTreeSet<String>>,
+    /// Watches held on this node: (owner node, agent) → watchers.
+    watching: HashMap<(String, String), Vec<AgentRef>>,
+    /// The remote members last seen.
+    members: BTreeSet<String>,
+}
+
+impl Actor for Gateway {
+    type Msg = GatewayMsg;
+    type State = GatewayState;
+    type Arguments = Arc<Inner>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        inner: Arc<Inner>,
+    ) -> std::result::Result<GatewayState, ActorProcessingErr> {
+        ractor::pg::monitor_scope(inner.scope.clone(), myself.get_cell());
+        ractor::pg::join_scoped(
+            inner.scope.clone(),
+            NODES_GROUP.to_owned(),
+            vec![myself.get_cell()],
+        );
+        let mut state = GatewayState {
+            inner,
+            pending: HashMap::new(),
+            watched: HashMap::new(),
+            watching: HashMap::new(),
+            members: BTreeSet::new(),
+        };
+        state.refresh_members();
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        msg: GatewayMsg,
+        state: &mut GatewayState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            GatewayMsg::Cast(bytes) => match Request::decode(&bytes) {
+                Ok(req) => state.on_request(&myself, req, None),
+                Err(e) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed cast"),
+            },
+            GatewayMsg::Call(bytes, reply) => match Request::decode(&bytes) {
+                Ok(req) => state.on_request(&myself, req, Some(reply)),
+                Err(e) => {
+                    let _ = reply.send(Reply::encode(&Err(e)));
+                }
+            },
+            GatewayMsg::Down(bytes) => match Down::decode(&bytes) {
+                Ok(down) => state.notify(&down.node, &down.agent, &down.reason),
+                Err(e) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed down"),
+            },
+            GatewayMsg::Activated(id, result) => state.activated(&id, result),
+            GatewayMsg::Exited(id, reason) => state.exited(&id, &reason),
+            GatewayMsg::Watch(req) => state.watch_local(&myself, *req),
+            GatewayMsg::DropWatch(owner, agent, watcher) => {
+                let key = (owner, agent);
+                if let Some(list) = state.watching.get_mut(&key) {
+                    if let Some(at) = list.iter().position(|w| w.actor_ref().get_id() == watcher) {
+                        list.remove(at);
+                    }
+                    if list.is_empty() {
+                        state.watching.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<GatewayMsg>,
+        event: SupervisionEvent,
+        state: &mut GatewayState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ProcessGroupChanged(change) = event {
+            let group = match &change {
+                GroupChangeMessage::Join(_, g, _) | GroupChangeMessage::Leave(_, g, _) => g,
+            };
+            if group == NODES_GROUP {
+                state.refresh_members();
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<GatewayMsg>,
+        state: &mut GatewayState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        ractor::pg::demonitor_scope(state.inner.scope.clone(), myself.get_id());
+        Ok(())
+    }
+}
+
+impl GatewayState {
+    /// Recomputes the members from the process group; announces joins and
+    /// losses, and ends the watches on lost nodes with `noconnection`.
+    fn refresh_members(&mut self) {
+        let now = self.inner.remote_gateways();
+        let names: BTreeSet<String> = now.keys().cloned().collect();
+        let joined: Vec<String> = names.difference(&self.members).cloned().collect();
+        let lost: Vec<String> = self.members.difference(&names).cloned().collect();
+        self.members = names;
+        // Members first: a subscriber reading `members()` on an event sees
+        // the membership the event announces.
+        self.inner.set_members(now);
+        for node in joined {
+            let _ = self.inner.events.send(ClusterEvent::NodeUp { node });
+        }
+        for node in lost {
+            let _ = self
+                .inner
+                .events
+                .send(ClusterEvent::NodeDown { node: node.clone() });
+            let agents: Vec<String> = self
+                .watching
+                .keys()
+                .filter(|(n, _)| *n == node)
+                .map(|(_, a)| a.clone())
+                .collect();
+            for agent in agents {
+                self.notify(&node, &agent, NOCONNECTION);
+            }
+            for watchers in self.watched.values_mut() {
+                watchers.remove(&node);
+            }
+        }
+    }
+
+    fn on_request(
+        &mut self,
+        myself: &ActorRef<GatewayMsg>,
+        mut req: Request,
+        reply: Option<RpcReplyPort<Vec<u8>>>,
+    ) {
+        match (req.op, reply) {
+            (Op::Call, Some(reply)) => match req.take_signal() {
+                Ok(signal) => {
+                    let deadline = Instant::now() + req.budget();
+                    self.deliver(myself, &req, Pending::Call(signal, deadline, reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Reply::encode(&Err(e)));
+                }
+            },
+            (Op::Cast, reply) => {
+                let result = req.take_signal().map(|signal| {
+                    self.deliver(myself, &req, Pending::Cast(signal));
+                    serde_json::Value::Null
+                });
+                if let Err(e) = &result {
+                    tracing::warn!(error = %e, agent = %req.agent, "jido.cluster: dropped a cast");
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::encode(&result));
+                }
+            }
+            (Op::Watch, reply) => {
+                let result = match (&req.from, self.inner.jido.whereis(&req.agent)) {
+                    (None, _) => Err(Error::validation("watch without a watcher node")),
+                    (Some(_), None) => Err(Error::not_found("agent not running")
+                        .with_detail("agent_id", req.agent.clone())
+                        .with_detail("node", self.inner.node.clone())),
+                    (Some(from), Some(_)) => {
+                        self.watched
+                            .entry(req.agent.clone())
+                            .or_default()
+                            .insert(from.clone());
+                        Ok(serde_json::Value::from("watching"))
+                    }
+                };
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::encode(&result));
+                }
+            }
+            (Op::Unwatch, reply) => {
+                if let (Some(from), Some(set)) = (&req.from, self.watched.get_mut(&req.agent)) {
+                    set.remove(from);
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
+                }
+            }
+            (Op::Call, None) => {
+                tracing::warn!(agent = %req.agent, "jido.cluster: dropped a call sent as a cast");
+            }
+        }
+    }
+
+    /// Hands a request to the agent, or queues it behind the agent's start
+    /// (starting it when nobody did yet).
+    fn deliver(&mut self, myself: &ActorRef<GatewayMsg>, req: &Request, item: Pending) {
+        if let Some(queue) = self.pending.get_mut(&req.agent) {
+            queue.push_back(item);
+            return;
+        }
+        if let Some(agent) = self.inner.jido.whereis(&req.agent) {
+            send(&agent, item);
+            return;
+        }
+        self.pending
+            .insert(req.agent.clone(), VecDeque::from([item]));
+        let inner = Arc::clone(&self.inner);
+        let (id, kind) = (req.agent.clone(), req.kind.clone());
+        let gateway = myself.clone();
+        tokio::spawn(async move {
+            let result = inner.activate(kind.as_deref(), &id).await;
+            let _ = gateway.send_message(GatewayMsg::Activated(id, result));
+        });
+    }
+
+    fn activated(&mut self, id: &str, result: Result<AgentRef>) {
+        let Some(queue) = self.pending.remove(id) else {
+            return;
+        };
+        match result {
+            Ok(agent) => queue.into_iter().for_each(|item| send(&agent, item)),
+            Err(e) => {
+                tracing::warn!(error = %e, agent = %id, "jido.cluster: activation failed");
+                for item in queue {
+                    if let Pending::Call(_, _, reply) = item {
+                        let _ = reply.send(Reply::encode(&Err(e.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// An agent of this node ended: tell its watchers.
+    fn exited(&mut self, id: &str, reason: &str) {
+        let Some(watchers) = self.watched.remove(id) else {
+            return;
+        };
+        let node = self.inner.node.clone();
+        let down = Down {
+            v: super::envelope::VERSION,
+            agent: id.to_owned(),
+            node: node.clone(),
+            reason: reason.to_owned(),
+        };
+        for watcher in watchers {
+            if watcher == node {
+                self.notify(&node, id, reason);
+            } else if let Some(gateway) = self.inner.gateway_of(&watcher) {
+                let _ = gateway.send_message(GatewayMsg::Down(down.encode()));
+            }
+        }
+    }
+
+    /// Delivers `jido.agent.down` to the watchers on this node of `agent`
+    /// on `node`, once.
+    fn notify(&mut self, node: &str, agent: &str, reason: &str) {
+        let Some(watchers) = self.watching.remove(&(node.to_owned(), agent.to_owned())) else {
+            return;
+        };
+        for watcher in watchers {
+            let signal = Signal::new(
+                super::AGENT_DOWN,
+                serde_json::json!({"id": agent, "node": node, "reason": reason}),
+            );
+            let _ = watcher.cast(signal);
+        }
+    }
+
+    fn watch_local(&mut self, myself: &ActorRef<GatewayMsg>, req: WatchRequest) {
+        let WatchRequest {
+            agent,
+            owner,
+            watcher,
+            reply,
+        } = req;
+        let key = (owner.clone(), agent.clone());
+        if owner == self.inner.node {
+            if self.inner.jido.whereis(&agent).is_none() {
+                let _ = reply.send(Err(Error::not_found("agent not running")
+                    .with_detail("agent_id", agent)
+                    .with_detail("node", owner)));
+                return;
+            }
+            self.watched.entry(agent).or_default().insert(owner);
+            self.watching.entry(key).or_default().push(watcher);
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        let Some(gateway) = self.inner.gateway_of(&owner) else {
+            let _ = reply.send(Err(noconnection(&owner)));
+            return;
+        };
+        // Registered before the owner is asked, so a Down that overtakes
+        // the answer still finds it; a refusal takes it back.
+        self.watching.entry(key).or_default().push(watcher.clone());
+        let request = Request::new(Op::Watch, &agent, None)
+            .sender(&self.inner.node)
+            .encode();
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let answer = call_gateway(&gateway, &owner, request, super::WATCH_TIMEOUT).await;
+            if let Err(e) = &answer {
+                tracing::debug!(error = %e, "jido.cluster: watch refused");
+                let id = watcher.actor_ref().get_id();
+                let _ = me.send_message(GatewayMsg::DropWatch(owner, agent, id));
+            }
+            let _ = reply.send(answer.map(|_| ()));
+        });
+    }
+}
+
+/// Sends a request to the agent (a call's answer is awaited in a task:
+/// the signal is in the agent's mailbox before the gateway moves on, so
+/// requests keep their order).
+fn send(agent: &AgentRef, item: Pending) {
+    match item {
+        Pending::Cast(signal) => {
+            if let Err(e) = agent.cast(signal) {
+                tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");
+            }
+        }
+        Pending::Call(signal, deadline, reply) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let _ = reply.send(Reply::encode(&Err(Error::timeout(
+                    "cluster call deadline passed before delivery",
+                )
+                .with_detail("agent_id", agent.id().to_owned()))));
+                return;
+            }
+            match agent.send_call(signal, left) {
+                Ok(answer) => {
+                    tokio::spawn(async move {
+                        let result = answer.await.map(|state| checkpoint_value(&state));
+                        let _ = reply.send(Reply::encode(&result));
+                    });
+                }
+                Err(e) => {
+                    let _ = reply.send(Reply::encode(&Err(e)));
+                }
+            }
+        }
+    }
+}
+
+/// The reason a watch ends with when the owner's node is lost.
+pub(crate) const NOCONNECTION: &str = "noconnection";
+
+pub(crate) fn noconnection(node: &str) -> Error {
+    Error::cancelled("node connection lost").with_detail("node", node.to_owned())
+}
+
+/// Calls a gateway (local or remote) with a request envelope and decodes
+/// the reply.
+///
+/// # Errors
+///
+/// The remote error; `Timeout` "cluster call timed out"; `Cancelled`
+/// "node connection lost" when the gateway or its session is gone.
+pub(crate) async fn call_gateway(
+    gateway: &ActorRef<GatewayMsg>,
+    node: &str,
+    request: Vec<u8>,
+    timeout: Duration,
+) -> Result<serde_json::Value> {
+    use ractor::rpc::CallResult;
+    // Beyond what tokio can represent: wait without a limit.
+    let limit = Instant::now().checked_add(timeout).map(|_| timeout);
+    match gateway
+        .call(|reply| GatewayMsg::Call(request, reply), limit)
+        .await
+    {
+        Ok(CallResult::Success(bytes)) => Reply::decode(&bytes),
+        Ok(CallResult::Timeout) => Err(Error::timeout("cluster call timed out")
+            .with_detail("timeout_ms", timeout.as_millis() as u64)),
+        Ok(CallResult::SenderError) | Err(_) => Err(noconnection(node)),
+    }
+}

@@ -1,0 +1,683 @@
+//! Agents across nodes (feature `cluster`). Node A is this test process;
+//! the other nodes are child processes: the test binary re-executes itself
+//! (`cluster_node_main` with `JIDO_CLUSTER_ROLE=node`) on 127.0.0.1 with a
+//! free port. Node A seeds them, so readiness is membership (the sessions
+//! are up and the gateways' process group is synced), never a sleep.
+//!
+//! The tests of this file run one at a time (`SERIAL`): ractor's pid
+//! registry and process groups are global to a process, so two node
+//! servers must not live in one.
+#![cfg(all(feature = "cluster", feature = "persist-postgres"))]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestAgent, act, effects, forward};
+use jido::ErrorKind;
+use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
+use jido::persist::postgres::{PostgresOptions, PostgresStorage};
+use jido::prelude::*;
+use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
+use jido::signal::Signal;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+const ROLE: &str = "JIDO_CLUSTER_ROLE";
+const COOKIE: &str = "jido-test-cookie";
+/// An upper bound for what must happen (a failing test never hangs); the
+/// tests wait for events, not for time.
+const LIMIT: Duration = Duration::from_secs(20);
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The agent kind every node registers: `counter:*`, state `{node, log,
+/// ran_on}`: `node` where it was first started, `ran_on` where the last
+/// `counter.add` ran. Durable (checkpoint before reply) with a storage.
+fn counter(node: &str, id: &str, durable: bool) -> jido::Result<(AgentState, ServerOptions)> {
+    let here = node.to_owned();
+    let agent = TestAgent::new()
+        .route(
+            "counter.add",
+            act(move |p, ctx| {
+                let here = here.clone();
+                async move {
+                    let mut log = ctx
+                        .state()
+                        .and_then(|s| s.get("log").cloned())
+                        .unwrap_or_else(|| json!([]).into());
+                    if let Some(list) = log.as_array_mut() {
+                        list.push(p["n"].clone());
+                    }
+                    Ok(json!({"log": log, "ran_on": here}))
+                }
+            }),
+        )
+        .route(
+            "counter.slow",
+            act(|_, _| async move {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Ok(json!({}))
+            }),
+        )
+        .route(
+            "counter.stop",
+            effects(|p| {
+                vec![Directive::stop_with(
+                    p["reason"].as_str().unwrap_or("done").to_owned(),
+                )]
+            }),
+        );
+    let state = AgentState::new(
+        agent,
+        AgentOptions::new()
+            .id(id)
+            .state(serde_json::Map::from_iter([
+                ("node".to_owned(), json!(node)),
+                ("log".to_owned(), json!([])),
+            ])),
+    );
+    let options = if durable {
+        ServerOptions::new().durability(Durability::Checkpoint)
+    } else {
+        ServerOptions::new()
+    };
+    Ok((state, options))
+}
+
+fn register_counter(cluster: &Cluster, durable: bool) {
+    let node = cluster.node().to_owned();
+    cluster.register_kind("counter", move |id| counter(&node, id, durable));
+}
+
+/// The PostgreSQL server of `JIDO_TEST_PG` (see tests/persist_postgres.rs:
+/// skipped without it, failed without it under `CI=true`).
+fn test_pg() -> Option<String> {
+    match std::env::var("JIDO_TEST_PG") {
+        Ok(conn) if !conn.is_empty() => Some(conn),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "JIDO_TEST_PG is not set under CI=true: the failover tests would be skipped \
+                 (start a server with `JIDO_TEST_PG=$(scripts/pg_server.sh start)`)"
+            );
+            eprintln!(
+                "skipped: JIDO_TEST_PG is not set (JIDO_TEST_PG=$(scripts/pg_server.sh start))"
+            );
+            None
+        }
+    }
+}
+
+/// A `Jido` on the shared PostgreSQL schema `schema` (or without storage).
+async fn jido_with(pg: Option<(&str, &str)>) -> Jido {
+    let mut config = JidoConfig::new();
+    if let Some((conn, schema)) = pg {
+        let storage = PostgresStorage::connect(conn, PostgresOptions::new().schema(schema))
+            .await
+            .expect("pg");
+        storage.migrate().await.expect("migrate");
+        config = config.storage(Arc::new(storage));
+    }
+    Jido::start(config).await.expect("jido")
+}
+
+/// A child process runs this (it does nothing in a normal test run): a
+/// node named `JIDO_CLUSTER_NODE` of cluster `JIDO_CLUSTER_NAME` listening
+/// on `JIDO_CLUSTER_PORT`, until its stdin closes.
+#[test]
+fn cluster_node_main() {
+    if std::env::var(ROLE).as_deref() != Ok("node") {
+        return;
+    }
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set"));
+    let (node, cluster_name, port) = (
+        var("JIDO_CLUSTER_NODE"),
+        var("JIDO_CLUSTER_NAME"),
+        var("JIDO_CLUSTER_PORT"),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let (pg, schema) = (
+            std::env::var("JIDO_CLUSTER_PG").ok(),
+            std::env::var("JIDO_CLUSTER_SCHEMA").ok(),
+        );
+        let shared = pg.as_deref().zip(schema.as_deref());
+        let jido = jido_with(shared).await;
+        let config = ClusterConfig::new(&node)
+            .cookie(COOKIE)
+            .cluster(cluster_name)
+            .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
+        let cluster = Cluster::start(&jido, config).await.expect("cluster");
+        register_counter(&cluster, shared.is_some());
+        // Until the parent goes away (it holds our stdin).
+        let mut stdin = tokio::io::stdin();
+        let mut sink = tokio::io::sink();
+        let _ = tokio::io::copy(&mut stdin, &mut sink).await;
+        cluster.shutdown().await;
+    });
+}
+
+fn free_port() -> u16 {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    socket.local_addr().expect("addr").port()
+}
+
+/// Starts node `name` of `cluster` as a child process on `port`.
+fn spawn_node(cluster: &str, name: &str, port: u16) -> Child {
+    spawn_node_with(cluster, name, port, None)
+}
+
+/// Starts node `name`, on PostgreSQL schema `pg.1` of server `pg.0`.
+fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Child {
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    if let Some((conn, schema)) = pg {
+        command
+            .env("JIDO_CLUSTER_PG", conn)
+            .env("JIDO_CLUSTER_SCHEMA", schema);
+    }
+    command
+        .args([
+            "--exact",
+            "cluster_node_main",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "node")
+        .env("JIDO_CLUSTER_NODE", name)
+        .env("JIDO_CLUSTER_NAME", cluster)
+        .env("JIDO_CLUSTER_PORT", port.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn node")
+}
+
+/// Node A in this process, seeding the child nodes' ports.
+async fn node_a(cluster: &str, seeds: &[u16]) -> (Jido, Cluster) {
+    node_a_with(cluster, seeds, None).await
+}
+
+async fn node_a_with(cluster: &str, seeds: &[u16], pg: Option<(&str, &str)>) -> (Jido, Cluster) {
+    let jido = jido_with(pg).await;
+    let config = ClusterConfig::new("node-a")
+        .cookie(COOKIE)
+        .cluster(cluster)
+        .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}")));
+    let node = Cluster::start(&jido, config).await.expect("cluster");
+    register_counter(&node, pg.is_some());
+    (jido, node)
+}
+
+/// The first `counter:<prefix>-N` id the cluster places on `node`.
+fn id_on(cluster: &Cluster, node: &str, prefix: &str) -> String {
+    (0..)
+        .map(|i| format!("counter:{prefix}-{i}"))
+        .find(|id| cluster.owner_of(id) == node)
+        .expect("an id")
+}
+
+/// Waits for `event`, skipping others.
+async fn wait_event(events: &mut jido::cluster::ClusterEvents, event: ClusterEvent) {
+    loop {
+        let got = tokio::time::timeout(LIMIT, events.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no {event:?} in time"))
+            .expect("events open");
+        if got == event {
+            return;
+        }
+    }
+}
+
+fn add(n: i64) -> Signal {
+    Signal::new("counter.add", json!({"n": n}))
+}
+
+fn state(checkpoint: &Value) -> &Value {
+    &checkpoint["state"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_and_cast_by_id_across_nodes() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-call", "node-b", port);
+    let (jido, a) = node_a("t-call", &[port]).await;
+    let members = a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    assert_eq!(members, ["node-a", "node-b"]);
+
+    // Owned by node-b: started there on the first call, from its factory.
+    let remote = id_on(&a, "node-b", "call");
+    let agent = a.agent(&remote);
+    assert_eq!(agent.owner().unwrap(), "node-b");
+    let cp = agent.call(add(1), LIMIT).await.expect("remote call");
+    assert_eq!(cp["id"], json!(remote));
+    assert_eq!(state(&cp)["node"], "node-b");
+    assert_eq!(state(&cp)["log"], json!([1]));
+    assert!(
+        jido.whereis(&remote).is_none(),
+        "it runs on node-b, not here"
+    );
+
+    // Casts from one handle arrive in order, before a later call.
+    for n in 2..=200 {
+        agent.cast(add(n)).expect("cast");
+    }
+    let cp = agent.call(add(201), LIMIT).await.expect("call");
+    let expected: Vec<i64> = (1..=201).collect();
+    assert_eq!(state(&cp)["log"], json!(expected));
+
+    // Owned by node-a: started here.
+    let local = id_on(&a, "node-a", "call");
+    let cp = a
+        .agent(&local)
+        .call(add(7), LIMIT)
+        .await
+        .expect("local call");
+    assert_eq!(state(&cp)["node"], "node-a");
+    assert!(jido.whereis(&local).is_some());
+
+    // Pinned to node-b although the hash says node-a.
+    let pinned = a.agent_on(&local, Place::Node("node-b".into()));
+    let cp = pinned.call(add(8), LIMIT).await.expect("pinned call");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([8]))
+    );
+    let err = a
+        .agent_on(&local, Place::Node("node-z".into()))
+        .call(add(1), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "cluster node not a member")
+    );
+
+    // The owner's errors come back as errors.
+    let nobody = (0..)
+        .map(|i| format!("ghost:{i}"))
+        .find(|id| a.owner_of(id) == "node-b")
+        .unwrap();
+    let err = a.agent(&nobody).call(add(1), LIMIT).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "no such agent kind")
+    );
+    assert_eq!(err.details()["node"], "node-b");
+    let err = agent
+        .call(Signal::new("counter.unknown", json!({})), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Routing);
+    // Signals from the network are untrusted: no runtime signal types.
+    let err = agent
+        .call(Signal::new("jido.agent.stop", json!({})), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Validation);
+
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_requests_start_the_agent_once() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-once", "node-b", port);
+    let (jido, a) = node_a("t-once", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "once");
+    let calls = (0..20).map(|n| {
+        let agent = a.agent(&id);
+        tokio::spawn(async move { agent.call(add(n), LIMIT).await })
+    });
+    for call in futures::future::join_all(calls).await {
+        call.expect("task").expect("call");
+    }
+    // One agent saw all twenty (a second start would have failed or lost
+    // some of them).
+    let cp = a.agent(&id).call(add(99), LIMIT).await.expect("call");
+    let log = state(&cp)["log"].as_array().unwrap().clone();
+    assert_eq!(log.len(), 21);
+    assert_eq!(log.last(), Some(&json!(99)));
+
+    // Same on this node, through the local gateway.
+    let local = id_on(&a, "node-a", "once");
+    let calls = (0..20).map(|n| {
+        let agent = a.agent(&local);
+        tokio::spawn(async move { agent.call(add(n), LIMIT).await })
+    });
+    for call in futures::future::join_all(calls).await {
+        call.expect("task").expect("call");
+    }
+    let cp = a.agent(&local).call(add(99), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["log"].as_array().unwrap().len(), 21);
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+/// A local agent forwarding what it gets to a channel.
+async fn watcher(
+    jido: &Jido,
+    id: &str,
+) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let agent = TestAgent::new().route(AGENT_DOWN, forward(tx)).build(id);
+    let watcher = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("watcher");
+    (watcher, rx)
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Value>) -> Value {
+    tokio::time::timeout(LIMIT, rx.recv())
+        .await
+        .expect("in time")
+        .expect("open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_learns_that_a_remote_agent_ended_and_why() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-watch", "node-b", port);
+    let (jido, a) = node_a("t-watch", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "watch");
+    let agent = a.agent(&id);
+
+    // Not running yet: a watch does not start it.
+    let (w, mut down) = watcher(&jido, "watcher-1").await;
+    let err = agent.watch(&w).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "agent not running")
+    );
+
+    agent.call(add(1), LIMIT).await.expect("start it");
+    agent.watch(&w).await.expect("watch");
+    agent
+        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "done"})
+    );
+
+    // A local agent, watched the same way.
+    let local = id_on(&a, "node-a", "watch");
+    let here = a.agent(&local);
+    here.call(add(1), LIMIT).await.expect("start");
+    here.watch(&w).await.expect("watch");
+    here.cast(Signal::new("counter.stop", json!({"reason": "bye"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": local, "node": "node-a", "reason": "bye"})
+    );
+    assert!(down.try_recv().is_err(), "told once");
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_a_node_ends_its_watches_with_noconnection_and_its_ids_move() {
+    let _serial = SERIAL.lock().await;
+    let (port_b, port_c) = (free_port(), free_port());
+    let mut b = spawn_node("t-loss", "node-b", port_b);
+    let _c = spawn_node("t-loss", "node-c", port_c);
+    let (jido, a) = node_a("t-loss", &[port_b, port_c]).await;
+    let mut events = a.events();
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let id = id_on(&a, "node-b", "loss");
+    let agent = a.agent(&id);
+    agent.call(add(1), LIMIT).await.expect("start on b");
+    let (w, mut down) = watcher(&jido, "watcher-2").await;
+    agent.watch(&w).await.expect("watch");
+
+    b.start_kill().expect("SIGKILL node-b");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "noconnection"})
+    );
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a", "node-c"]);
+
+    // The id has a new owner, and without storage it starts afresh there.
+    let owner = agent.owner().unwrap();
+    assert_ne!(owner, "node-b");
+    let cp = agent
+        .call(add(2), LIMIT)
+        .await
+        .expect("call after failover");
+    assert_eq!(state(&cp)["node"], json!(owner));
+    assert_eq!(state(&cp)["log"], json!([2]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connector_redials_a_node_that_restarts() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let mut b = spawn_node("t-redial", "node-b", port);
+    let (jido, a) = node_a("t-redial", &[port]).await;
+    let mut events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    b.start_kill().expect("kill");
+    let _ = b.wait().await;
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a"]);
+    // Restart node-b on the same port: only node-a's connector can bring
+    // it back (node-b has no seeds).
+    let b = spawn_node("t-redial", "node-b", port);
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeUp {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a", "node-b"]);
+    let id = id_on(&a, "node-b", "redial");
+    let cp = a
+        .agent(&id)
+        .call(add(1), LIMIT)
+        .await
+        .expect("call after redial");
+    assert_eq!(state(&cp)["node"], "node-b");
+    drop(b);
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-garbage", "node-b", port);
+    let (jido, a) = node_a("t-garbage", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let gateway = a.gateway_of("node-b").expect("node-b's gateway");
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![0xff, 0x00, 0x13, 0x37],
+        b"{\"v\":1,\"op\":\"call\"}".to_vec(),
+        b"{\"v\":9,\"op\":\"call\",\"agent\":\"x\",\"signal\":{}}".to_vec(),
+        b"{\"v\":1,\"op\":\"call\",\"agent\":\"counter:x\",\"signal\":{\"nope\":1}}".to_vec(),
+        Vec::new(),
+    ];
+    for bytes in garbage {
+        // Casts of garbage are dropped.
+        gateway
+            .send_message(GatewayMsg::Cast(bytes.clone()))
+            .expect("cast");
+        gateway
+            .send_message(GatewayMsg::Down(bytes.clone()))
+            .expect("down");
+        let reply = ractor::call_t!(gateway, GatewayMsg::Call, 5_000, bytes).expect("a reply");
+        let reply: Value = serde_json::from_slice(&reply).expect("a JSON reply");
+        assert_eq!(reply["error"]["type"], "validation_error", "{reply}");
+    }
+    // The gateway still serves.
+    let id = id_on(&a, "node-b", "garbage");
+    let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["log"], json!([1]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_deadline_is_carried_to_the_owner() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-deadline", "node-b", port);
+    let (jido, a) = node_a("t-deadline", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "deadline");
+    let agent = a.agent(&id);
+    agent.call(add(1), LIMIT).await.expect("start");
+    // The action takes 3 s; the caller gives 300 ms.
+    let err = agent
+        .call(
+            Signal::new("counter.slow", json!({})),
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout);
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[test]
+fn config_is_checked() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let jido = Jido::start(JidoConfig::new()).await.unwrap();
+        let err = Cluster::start(&jido, ClusterConfig::new("a.b").cookie("c"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Configuration, "invalid cluster node name")
+        );
+        let err = Cluster::start(&jido, ClusterConfig::new("a"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Configuration, "cluster cookie is empty")
+        );
+        let debug = format!("{:?}", ClusterConfig::new("a").cookie("secret"));
+        assert!(!debug.contains("secret"), "{debug}");
+        jido.shutdown().await;
+    });
+}
+
+fn schema() -> String {
+    format!("t_{}", uuid::Uuid::now_v7().simple())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_nodes_agent_is_thawed_on_its_new_owner_with_its_durable_state() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let (port_b, port_c) = (free_port(), free_port());
+    // The children first: node A must not be dialling their ports while
+    // they bind them (the schema's migrations may run concurrently).
+    let mut b = spawn_node_with("t-failover", "node-b", port_b, pg);
+    let _c = spawn_node_with("t-failover", "node-c", port_c, pg);
+    let (jido, a) = node_a_with("t-failover", &[port_b, port_c], pg).await;
+    let mut events = a.events();
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let id = id_on(&a, "node-b", "failover");
+    let agent = a.agent(&id);
+    agent.call(add(1), LIMIT).await.expect("call");
+    let cp = agent.call(add(2), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["ran_on"], "node-b");
+
+    b.start_kill().expect("SIGKILL node-b");
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    let owner = agent.owner().unwrap();
+    assert_ne!(owner, "node-b");
+    // Every answered call of node-b was durable: the new owner has them.
+    let cp = agent
+        .call(add(3), LIMIT)
+        .await
+        .expect("call on the new owner");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    assert_eq!(state(&cp)["ran_on"], json!(owner));
+    assert_eq!(state(&cp)["node"], "node-b", "first started on node-b");
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_owner_is_fenced_and_its_write_is_refused() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let (jido, a) = node_a_with("t-fence", &[port], pg).await;
+    let _b = spawn_node_with("t-fence", "node-b", port, pg);
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "fence");
+    let on_b = a.agent_on(&id, Place::Node("node-b".into()));
+    on_b.call(add(1), LIMIT).await.expect("call on b");
+
+    // Node A takes the agent over while node-b still runs its copy (two
+    // owners, as while membership views disagree): A claims a newer epoch.
+    let on_a = a.agent_on(&id, Place::Local);
+    let cp = on_a.call(add(2), LIMIT).await.expect("call on a");
+    assert_eq!(
+        (state(&cp)["log"].clone(), state(&cp)["ran_on"].clone()),
+        (json!([1, 2]), json!("node-a"))
+    );
+
+    let (w, mut down) = watcher(&jido, "watcher-fence").await;
+    on_b.watch(&w).await.expect("watch b's copy");
+    let err = on_b.call(add(99), LIMIT).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced, "{err}");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "fenced"})
+    );
+    // The stale write never landed.
+    let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
