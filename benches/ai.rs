@@ -499,6 +499,9 @@ enum RawMsg {
     ToolDone(usize, ResultEnvelope),
 }
 
+#[cfg(feature = "cluster")]
+impl ractor::Message for RawMsg {}
+
 struct RawState {
     messages: Vec<Message>,
     pending: Vec<(jido::ai::ToolCall, Option<ResultEnvelope>)>,

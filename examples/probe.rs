@@ -82,6 +82,9 @@ enum RawAgentMsg {
     Cast,
     Call(RpcReplyPort<u64>),
 }
+
+#[cfg(feature = "cluster")]
+impl ractor::Message for RawAgentMsg {}
 impl Actor for RawAgent {
     type Msg = RawAgentMsg;
     type State = Map<String, Value>;
