@@ -613,13 +613,15 @@ async fn a_connection_dropped_mid_stream_is_a_retryable_connect_error() {
 
 #[tokio::test]
 async fn a_connection_dropped_mid_answer_fails_generate_with_connect() {
-    let (cut, on_cut) = oneshot::channel();
-    cut.send(()).unwrap();
-    let server = Server::start(vec![Reply::SseThenDrop(
-        vec!["{\"choices\": [".into()],
-        on_cut,
-    )])
-    .await;
+    // A connection closed before the answer's head is sent once more (a
+    // pooled connection may have been closed by the server): both cut.
+    let mut replies = Vec::new();
+    for _ in 0..2 {
+        let (cut, on_cut) = oneshot::channel();
+        cut.send(()).unwrap();
+        replies.push(Reply::SseThenDrop(vec!["{\"choices\": [".into()], on_cut));
+    }
+    let server = Server::start(replies).await;
     let err = server
         .client()
         .generate(LlmRequest::new("", vec![Message::user("hi")]))

@@ -477,11 +477,13 @@ impl LlmClient for GenaiClient {
             options.stream_read_timeout = None;
             let limit = req.timeout.or(this.config.timeout());
             within(limit, async {
-                let res = this
-                    .client
-                    .exec_chat(spec, chat, Some(&options))
-                    .await
-                    .map_err(map_error)?;
+                let res = resend_once(|| async {
+                    this.client
+                        .exec_chat(spec.clone(), chat.clone(), Some(&options))
+                        .await
+                        .map_err(map_error)
+                })
+                .await?;
                 let mut out = response(res);
                 if out.model.is_empty() {
                     out.model = model;
@@ -499,11 +501,13 @@ impl LlmClient for GenaiClient {
             let (spec, model) = this.target(&req.model)?;
             let chat = chat_request(&req)?;
             let options = this.chat_options(&req);
-            let res = this
-                .client
-                .exec_chat_stream(spec, chat, Some(&options))
-                .await
-                .map_err(map_error)?;
+            let res = resend_once(|| async {
+                this.client
+                    .exec_chat_stream(spec.clone(), chat.clone(), Some(&options))
+                    .await
+                    .map_err(map_error)
+            })
+            .await?;
             let mut events = events(res.stream, model);
             // Accepted once the first event arrives (or the first error).
             let limit = req.timeout.or(this.config.timeout());
@@ -557,6 +561,29 @@ impl LlmClient for GenaiClient {
         }
         .boxed()
     }
+}
+
+/// Runs `call`, and once more when the request failed before any answer
+/// came: a pooled connection that the server closed as the request went
+/// out. hyper reports that as a `SendRequest` client error whose cause is
+/// "connection closed before message completed"; a model call has no side
+/// effect before it is answered.
+async fn resend_once<T, F, Fut>(call: F) -> Result<T, LlmError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, LlmError>>,
+{
+    match call().await {
+        Err(e) if closed_before_answer(&e) => call().await,
+        done => done,
+    }
+}
+
+fn closed_before_answer(err: &LlmError) -> bool {
+    err.kind == LlmErrorKind::Connect
+        && err.details["cause"].as_str().is_some_and(|c| {
+            c.contains("(SendRequest)") && c.contains("connection closed before message completed")
+        })
 }
 
 /// How long an idle pooled connection is kept: under the 5 s keep-alive of
