@@ -243,22 +243,10 @@ impl Inner {
                     .with_detail("got", agent.id().to_owned()),
             );
         }
-        let storage = options
-            .storage
-            .clone()
-            .or_else(|| self.jido.defaults().storage.clone());
-        if let Some(storage) = storage {
-            // Taking the agent over from another node: a new owner epoch,
-            // so the other copy (if it still runs) is fenced on its next
-            // write. Its own last claim is kept (a thaw after hibernation
-            // must not fence the incarnation still writing its last
-            // checkpoint).
-            let key = crate::persist::StorageKey::new(self.jido.namespace(), agent.name(), id)?;
-            let held = storage.owner(&key).await?;
-            if held.is_none_or(|o| o.node != self.node) {
-                storage.claim(&key, &self.node).await?;
-            }
-        }
+        // Taking the agent over from another node needs no step here: a
+        // durable agent claims a new owner epoch when it starts in a process
+        // that does not hold it (`server::durable`), which fences the other
+        // copy on its next write.
         self.jido.get_or_start(id, move || (agent, options)).await
     }
 }

@@ -10,7 +10,6 @@ use crate::server::msg::{AgentMsg, Internal};
 impl AgentServerState {
     /// The agent has nothing to do: (re)arms its idle timer.
     pub(crate) fn idle(&mut self) {
-        let myself = self.myself.clone();
         let Some(d) = self.durable.as_deref_mut() else {
             return;
         };
@@ -22,7 +21,7 @@ impl AgentServerState {
         }
         d.idle_gen += 1;
         let generation = d.idle_gen;
-        d.idle_timer = Some(AbortOnDrop(myself.send_after(timeout, move || {
+        d.idle_timer = Some(AbortOnDrop(self.myself.send_after(timeout, move || {
             AgentMsg::internal(Internal::Durable(Box::new(DurableMsg::Idle(generation))))
         })));
     }
