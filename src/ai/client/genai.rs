@@ -501,23 +501,26 @@ impl LlmClient for GenaiClient {
             let (spec, model) = this.target(&req.model)?;
             let chat = chat_request(&req)?;
             let options = this.chat_options(&req);
-            let res = resend_once(|| async {
-                this.client
-                    .exec_chat_stream(spec.clone(), chat.clone(), Some(&options))
-                    .await
-                    .map_err(map_error)
-            })
-            .await?;
-            let mut events = events(res.stream, model);
-            // Accepted once the first event arrives (or the first error).
+            // Accepted once the first event arrives (or the first error):
+            // the request is sent when the stream is first polled, so a
+            // connection closed before the answer shows there.
             let limit = req.timeout.or(this.config.timeout());
-            let first = within(limit, async {
-                match events.next().await {
-                    Some(Ok(event)) => Ok(event),
-                    Some(Err(err)) => Err(err),
-                    None => Err(LlmError::new(LlmErrorKind::Connect, "empty stream")),
-                }
-            })
+            let (first, events) = within(
+                limit,
+                resend_once(|| async {
+                    let res = this
+                        .client
+                        .exec_chat_stream(spec.clone(), chat.clone(), Some(&options))
+                        .await
+                        .map_err(map_error)?;
+                    let mut events = events(res.stream, model.clone());
+                    match events.next().await {
+                        Some(Ok(event)) => Ok((event, events)),
+                        Some(Err(err)) => Err(err),
+                        None => Err(LlmError::new(LlmErrorKind::Connect, "empty stream")),
+                    }
+                }),
+            )
             .await?;
             Ok(stream::once(async move { Ok(first) }).chain(events).boxed())
         }
