@@ -202,3 +202,48 @@ async fn a_missing_program_is_a_connect_error_not_a_panic() {
     );
     assert!(!err.retryable());
 }
+
+/// True once `pid` has exited (gone, or a zombie waiting to be reaped).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the parenthesised name.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_server_does_not_outlive_the_runtime_that_started_it() {
+    let Some(config) = fake_config("mcp_faults::outlive", &["--linger"]) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The client is held by a task when the runtime goes away, as in a
+    // test that panics or a service that exits without closing it, and the
+    // server does not exit when its stdin closes.
+    let pid = rt.block_on(async {
+        let client = McpClient::connect(config).await.unwrap();
+        let pid = client.process_id().await.unwrap();
+        tokio::spawn(async move {
+            let _client = client;
+            std::future::pending::<()>().await
+        });
+        tokio::task::yield_now().await;
+        pid
+    });
+    assert!(!exited(pid), "the server ended before the runtime did");
+    drop(rt);
+    // The kill is sent synchronously on drop; the kernel takes a moment
+    // to mark the process.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !exited(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(exited(pid), "mcp server {pid} outlived the runtime");
+}

@@ -4,11 +4,13 @@
 Tools: `echo` answers {"content": [{"type": "text", "text": "echo: MESSAGE"}]};
 `die` exits the process without answering; `hang` never answers; `garbage`
 writes a line that is not JSON, then a reply of the wrong shape.
-With `--garbage-init` the answer to `initialize` is not JSON-RPC.
+With `--garbage-init` the answer to `initialize` is not JSON-RPC; with `--linger`
+the server keeps running after its stdin closes (as some servers do).
 Every line on stdout is protocol; nothing is logged.
 """
 import json
 import sys
+import time
 
 TOOLS = [
     {"name": n, "description": d, "inputSchema": {"type": "object", "properties": s}}
@@ -73,3 +75,5 @@ def main():
 
 if __name__ == "__main__":
     main()
+    if "--linger" in sys.argv:
+        time.sleep(3600)

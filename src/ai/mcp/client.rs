@@ -582,6 +582,10 @@ async fn open(config: &McpServerConfig) -> Result<(Service, Option<u32>)> {
             let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
             #[cfg(unix)]
             wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+            // rmcp kills the child from a task spawned on drop, which never
+            // runs when the runtime is shutting down (a panicking test, a
+            // service exiting): the kill-on-drop flag kills it synchronously.
+            wrapped.wrap(process_wrap::tokio::KillOnDrop);
             let (process, stderr) = TokioChildProcess::builder(wrapped)
                 .stderr(Stdio::piped())
                 .spawn()
