@@ -110,11 +110,14 @@ async fn a_schedule_keeps_its_due_time_across_a_crash() {
         .unwrap();
     started(&mut events, "t1").await;
     agent.call(sig("arm", json!({"secs": 60}))).await.unwrap();
+    sync(&agent).await;
+    assert_eq!(agent.status().await.unwrap().scheduled, 1);
     tokio::time::sleep(Duration::from_secs(10)).await;
     agent.actor_ref().kill();
     within(agent.wait_exit()).await;
     started(&mut events, "t1").await;
     let again = jido.whereis("t1").unwrap();
+    assert_eq!(again.status().await.unwrap().scheduled, 1);
     // Due 60 s after it was armed, not 60 s after the restart.
     tokio::time::sleep(Duration::from_secs(49)).await;
     assert_eq!(ticks_of(&again).await, 0);

@@ -1406,7 +1406,7 @@ impl AgentServerState {
             error_count: self.error_count,
             scheduled: extras.map_or(0, |e| {
                 e.timers.iter().filter(|t| !t.0.is_finished()).count()
-            }),
+            }) + self.durable_schedules(),
             cron_jobs,
             agent: self.agent.clone(),
         }

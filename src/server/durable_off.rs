@@ -74,5 +74,10 @@ impl AgentServerState {
     pub(crate) fn timers_changed(&mut self) {}
 
     #[inline]
+    pub(crate) fn durable_schedules(&self) -> usize {
+        0
+    }
+
+    #[inline]
     pub(crate) fn apply_lost_parent(&mut self, _: &ActorRef<AgentMsg>) {}
 }

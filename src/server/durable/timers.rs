@@ -84,6 +84,11 @@ impl AgentServerState {
         self.accept_signal(myself, scheduled.signal, None);
     }
 
+    /// How many schedules a durable agent keeps.
+    pub(crate) fn durable_schedules(&self) -> usize {
+        self.durable.as_deref().map_or(0, |d| d.schedules.len())
+    }
+
     /// A cron job was added or cancelled.
     pub(crate) fn timers_changed(&mut self) {
         if let Some(d) = self.durable.as_deref_mut() {
