@@ -149,6 +149,82 @@ async fn child(storage: Arc<dyn Storage>, round: u64) {
     let _ = tokio::join!(calls, casts);
 }
 
+struct Sender;
+impl Agent for Sender {
+    const NAME: &'static str = "sender";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("send", DynAction::new(SendItem)),
+            SignalRoute::action("noop", DynAction::new(Noop)),
+        ]
+    }
+}
+
+/// Decides an Emit of `item {n}` (to the default dispatch: the inbox).
+#[derive(Clone)]
+struct SendItem;
+impl Action for SendItem {
+    type Params = Value;
+    type Output = Value;
+    const NAME: &'static str = "send";
+    async fn run(&self, p: Value, ctx: &Context) -> jido::Result<Value> {
+        ctx.push_effect(Directive::emit(Signal::new("item", json!({"n": p["n"]}))));
+        Ok(json!({"last": p["n"]}))
+    }
+}
+
+/// The outbox child: a journaling inbox, and a sender whose acknowledged
+/// calls each decided an Emit to it; reports the inbox once the sender's
+/// restored outbox ran, then sends as fast as it can until killed.
+async fn outbox_child(storage: Arc<dyn Storage>, round: u64) {
+    use jido::server::ActorTarget;
+    use jido::signal::dispatch::DispatchConfig;
+    let jido = Jido::start(JidoConfig::new().name("outbox").storage(storage))
+        .await
+        .expect("instance");
+    let inbox = jido
+        .start_agent(
+            AgentState::new(Inbox, AgentOptions::new().id("i")),
+            ServerOptions::new().durability(Durability::Journal),
+        )
+        .await
+        .expect("inbox");
+    let dispatch = DispatchConfig::new(ActorTarget::new(inbox.clone())).expect("dispatch");
+    let sender = jido
+        .start_agent(
+            AgentState::new(Sender, AgentOptions::new().id("s")),
+            ServerOptions::new()
+                .durability(Durability::Checkpoint)
+                .default_dispatch(dispatch),
+        )
+        .await
+        .expect("sender");
+    // The restored outbox runs before this call; its Emits reach the inbox
+    // (in-process, at once) before the inbox's call below.
+    sender
+        .call(Signal::new("noop", json!({})))
+        .await
+        .expect("sender restored");
+    let items = inbox
+        .call(Signal::new("noop", json!({})))
+        .await
+        .expect("inbox replayed");
+    let report = json!({
+        "total": 0,
+        "items": items.state().get("items").map_or(json!([]), |v| v.to_json()),
+    });
+    println!("READY {report}");
+    for i in 0.. {
+        let n = round * 1_000_000 + i;
+        sender
+            .call(Signal::new("send", json!({"n": n})))
+            .await
+            .expect("send");
+        println!("CAST {n}");
+    }
+}
+
 /// Runs the child role when this process is one.
 fn run_child_if_asked() -> bool {
     let Ok(role) = std::env::var(ROLE) else {
@@ -179,6 +255,12 @@ fn run_child_if_asked() -> bool {
                         .await
                         .expect("connect"),
                 )
+            }
+            "outbox" => {
+                let path = std::env::var("JIDO_CRASH_DB").expect("db path");
+                let storage: Arc<dyn Storage> =
+                    Arc::new(RedbStorage::open(path).expect("open redb"));
+                return outbox_child(storage, round).await;
             }
             other => panic!("unknown role {other}"),
         };
@@ -363,6 +445,25 @@ fn sigkill_loses_no_acknowledged_call_or_durable_cast_on_redb() {
     crash_rounds(
         "sigkill_loses_no_acknowledged_call_or_durable_cast_on_redb",
         "redb",
+        &[("JIDO_CRASH_DB", db.display().to_string())],
+    );
+}
+
+/// Every acknowledged call's Emit (a durable directive) reaches a
+/// journaling receiver exactly once: at least once through the outbox run
+/// again after the kill, at most once through the receiver's recent ids.
+/// The child prints `CAST n` when the call deciding the Emit of `n` is
+/// answered; `crash_rounds` checks each is in the inbox, each once.
+#[test]
+fn sigkill_loses_no_acknowledged_directive_and_duplicates_none_on_redb() {
+    if run_child_if_asked() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("outbox.redb");
+    crash_rounds(
+        "sigkill_loses_no_acknowledged_directive_and_duplicates_none_on_redb",
+        "outbox",
         &[("JIDO_CRASH_DB", db.display().to_string())],
     );
 }

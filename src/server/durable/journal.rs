@@ -227,7 +227,7 @@ impl RecentIds {
         true
     }
 
-    fn remove(&mut self, id: &str) {
+    pub(super) fn remove(&mut self, id: &str) {
         if self.set.remove(id) {
             self.order.retain(|i| &**i != id);
         }

@@ -88,7 +88,7 @@ pub enum Durability {
     #[default]
     Volatile,
     /// A `call` is answered only after the checkpoint holding its state
-    /// change is durable.
+    /// change and the directives it decided (the outbox) is durable.
     Checkpoint,
     /// `Checkpoint`, plus every accepted signal written to the journal
     /// before it is queued (and before [`cast_durable`](super::AgentRef::cast_durable)

@@ -81,6 +81,9 @@ impl AgentServerState {
             return;
         };
         d.stale = true;
+        // A schedule is no duplicate of an earlier signal with its id (a
+        // strategy may schedule one signal value again and again).
+        d.recent.remove(scheduled.signal.id());
         self.accept_signal(myself, scheduled.signal, None);
     }
 
