@@ -556,3 +556,48 @@ async fn a_custom_directive_that_opts_in_runs_after_the_restore_and_one_that_doe
     assert!(rx.try_recv().is_err(), "the volatile directive is lost");
     jido.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_schedule_in_the_outbox_keeps_its_due_time_across_the_restore() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let jido = Jido::start(
+        JidoConfig::new()
+            .name("outbox-schedule")
+            .storage(Arc::clone(&storage))
+            .directive_exec(CrashExec),
+    )
+    .await
+    .unwrap();
+    let start = |jido: Jido| async move {
+        jido.start_agent(
+            placing("q1", || {
+                vec![
+                    Directive::custom(Crash),
+                    Directive::schedule(
+                        std::time::Duration::from_secs(60),
+                        Signal::new("order.placed", json!({})),
+                    ),
+                ]
+            }),
+            // Temporary: started again by hand, 30 s later.
+            ServerOptions::new().durability(Durability::Checkpoint),
+        )
+        .await
+        .unwrap()
+    };
+    let agent = start(jido.clone()).await;
+    agent.call(sig("order.place", json!({}))).await.unwrap();
+    within(agent.wait_exit()).await;
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+    let again = start(jido.clone()).await;
+    sync(&again).await;
+    assert_eq!(again.status().await.unwrap().scheduled, 1);
+    // Due 60 s after the call, as decided (30 s after the restore).
+    tokio::time::sleep(std::time::Duration::from_secs(29)).await;
+    sync(&again).await;
+    assert_eq!(count(&again.state().await.unwrap(), "arrived"), 0);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    sync(&again).await;
+    assert_eq!(count(&again.state().await.unwrap(), "arrived"), 1);
+    jido.shutdown().await;
+}
