@@ -471,8 +471,9 @@ async fn a_journaling_receiver_drops_an_emit_sent_again_after_a_restore() {
         .unwrap()
         .unwrap()
         .value;
-    // The Emit and the four probes.
+    // The Emit and the four probes (at most `RECENT_IDS` are kept).
     assert_eq!(cp.recent_ids.len(), 5, "{:?}", cp.recent_ids);
+    assert_eq!(jido::server::RECENT_IDS, 1024);
     jido.shutdown().await;
 }
 

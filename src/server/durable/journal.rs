@@ -238,3 +238,25 @@ impl RecentIds {
         self.order.iter().map(|i| i.to_string()).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_ids_keep_the_last_ones_in_order() {
+        let mut recent = RecentIds::from_ids((0..RECENT_IDS).map(|i| format!("id-{i}")));
+        assert!(!recent.insert("id-0"), "known");
+        // One more evicts the oldest.
+        assert!(recent.insert("new"));
+        let ids = recent.to_vec();
+        assert_eq!(ids.len(), RECENT_IDS);
+        assert_eq!(ids.first().map(String::as_str), Some("id-1"));
+        assert_eq!(ids.last().map(String::as_str), Some("new"));
+        assert!(recent.insert("id-0"), "forgotten");
+        assert!(!recent.insert("id-2"));
+        recent.remove("id-2");
+        assert!(recent.insert("id-2"));
+        assert_eq!(recent.to_vec().len(), RECENT_IDS);
+    }
+}
