@@ -149,6 +149,152 @@ async fn child(storage: Arc<dyn Storage>, round: u64) {
     let _ = tokio::join!(calls, casts);
 }
 
+struct Sender;
+impl Agent for Sender {
+    const NAME: &'static str = "sender";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("send", DynAction::new(SendItem)),
+            SignalRoute::action("noop", DynAction::new(Noop)),
+        ]
+    }
+}
+
+/// Decides an Emit of `item {n}` (to the default dispatch: the inbox).
+#[derive(Clone)]
+struct SendItem;
+impl Action for SendItem {
+    type Params = Value;
+    type Output = Value;
+    const NAME: &'static str = "send";
+    async fn run(&self, p: Value, ctx: &Context) -> jido::Result<Value> {
+        ctx.push_effect(Directive::emit(Signal::new("item", json!({"n": p["n"]}))));
+        Ok(json!({"last": p["n"]}))
+    }
+}
+
+/// Writes `GOT n` to stdout when an `item {n}` is delivered, in the
+/// sender's handler (a line in the pipe survives the kill).
+#[derive(Debug)]
+struct PrintTarget;
+impl jido::signal::dispatch::Dispatch for PrintTarget {
+    fn adapter(&self) -> &'static str {
+        "print"
+    }
+    fn deliver_now(&self, signal: &Signal) -> Option<jido::Result<()>> {
+        let n = signal.data().and_then(|d| d.get("n")).cloned();
+        println!("GOT {}", n.unwrap_or(Value::Null));
+        Some(Ok(()))
+    }
+    fn deliver<'a>(
+        &'a self,
+        signal: &'a Signal,
+    ) -> futures::future::BoxFuture<'a, jido::Result<()>> {
+        let result = self.deliver_now(signal).unwrap_or(Ok(()));
+        Box::pin(async move { result })
+    }
+}
+
+/// The outbox child: a sender whose acknowledged calls each decided an
+/// Emit (to its default dispatch, printing `GOT n`); reports once its
+/// restored outbox ran, then sends as fast as it can until killed.
+async fn outbox_child(storage: Arc<dyn Storage>, round: u64) {
+    use jido::signal::dispatch::DispatchConfig;
+    let jido = Jido::start(JidoConfig::new().name("outbox").storage(storage))
+        .await
+        .expect("instance");
+    let dispatch = DispatchConfig::new(PrintTarget).expect("dispatch");
+    let sender = jido
+        .start_agent(
+            AgentState::new(Sender, AgentOptions::new().id("s")),
+            ServerOptions::new()
+                .durability(Durability::Checkpoint)
+                .default_dispatch(dispatch),
+        )
+        .await
+        .expect("sender");
+    // The restored outbox runs before this call is answered.
+    sender
+        .call(Signal::new("noop", json!({})))
+        .await
+        .expect("sender restored");
+    println!("READY {}", json!({"total": 0, "items": []}));
+    for i in 0.. {
+        let n = round * 1_000_000 + i;
+        sender
+            .call(Signal::new("send", json!({"n": n})))
+            .await
+            .expect("send");
+        println!("CAST {n}");
+    }
+}
+
+/// Kill-and-restart rounds of the outbox child: every Emit decided by an
+/// acknowledged call is delivered (`GOT n`) at least once, in its round
+/// or, after the kill, by the restored outbox of a later round.
+fn outbox_rounds(test: &str, env: &[(&str, String)]) {
+    let mut delay = delays();
+    let mut acked = BTreeSet::new();
+    let mut got = BTreeSet::new();
+    let mut killed_with_work = 0;
+    for round in 0..=ROUNDS {
+        let (mut child, lines) = spawn_child(test, "outbox", round, env);
+        let mut ready = false;
+        let mut sent_now = 0;
+        let read = |line: String, acked: &mut BTreeSet<i64>, got: &mut BTreeSet<i64>| {
+            if let Some(n) = line.strip_prefix("CAST ") {
+                acked.insert(n.parse::<i64>().expect("n"));
+                return 1;
+            }
+            if let Some(n) = line.strip_prefix("GOT ") {
+                got.insert(n.parse::<i64>().expect("n"));
+            }
+            0
+        };
+        while !ready {
+            let line = lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    let _ = child.kill();
+                    panic!(
+                        "round {round}: the child never became ready ({:?}); its stderr:\n{}",
+                        child.wait(),
+                        stderr_tail("outbox", round)
+                    )
+                });
+            ready = line.contains("READY ");
+            read(line, &mut acked, &mut got);
+        }
+        std::fs::remove_file(stderr_path("outbox", round)).ok();
+        // Every acknowledged call's Emit before this round is delivered by now.
+        let missing: Vec<_> = acked.difference(&got).collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: Emits of acknowledged calls never delivered: {missing:?}"
+        );
+        if round == ROUNDS {
+            let _ = child.kill();
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(delay());
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        while let Ok(line) = lines.recv_timeout(Duration::from_secs(5)) {
+            sent_now += read(line, &mut acked, &mut got);
+        }
+        if sent_now > 0 {
+            killed_with_work += 1;
+        }
+        eprintln!("round {round}: {sent_now} acknowledged sends before the kill");
+    }
+    assert!(
+        killed_with_work >= ROUNDS / 2,
+        "only {killed_with_work} of {ROUNDS} kills happened while the child was working"
+    );
+}
+
 /// Runs the child role when this process is one.
 fn run_child_if_asked() -> bool {
     let Ok(role) = std::env::var(ROLE) else {
@@ -179,6 +325,12 @@ fn run_child_if_asked() -> bool {
                         .await
                         .expect("connect"),
                 )
+            }
+            "outbox" => {
+                let path = std::env::var("JIDO_CRASH_DB").expect("db path");
+                let storage: Arc<dyn Storage> =
+                    Arc::new(RedbStorage::open(path).expect("open redb"));
+                return outbox_child(storage, round).await;
             }
             other => panic!("unknown role {other}"),
         };
@@ -363,6 +515,22 @@ fn sigkill_loses_no_acknowledged_call_or_durable_cast_on_redb() {
     crash_rounds(
         "sigkill_loses_no_acknowledged_call_or_durable_cast_on_redb",
         "redb",
+        &[("JIDO_CRASH_DB", db.display().to_string())],
+    );
+}
+
+/// Every acknowledged call's Emit (a durable directive, in the outbox of
+/// the call's checkpoint) is executed at least once: in its process, or
+/// after the kill by the restored outbox.
+#[test]
+fn sigkill_loses_no_acknowledged_directive_on_redb() {
+    if run_child_if_asked() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("outbox.redb");
+    outbox_rounds(
+        "sigkill_loses_no_acknowledged_directive_on_redb",
         &[("JIDO_CRASH_DB", db.display().to_string())],
     );
 }

@@ -685,9 +685,39 @@ impl<T: Any> AsAny for T {
 /// assert!(c.type_name().ends_with("Notify"));
 /// ```
 pub trait CustomDirective: AsAny + fmt::Debug + Send + Sync {
-    /// The directive's type name (for logs and telemetry).
+    /// The directive's type name (for logs and telemetry). A durable
+    /// directive is stored under this name and decoded by the executor
+    /// whose directive type has it, so keep the default for those.
     fn type_name(&self) -> &'static str {
         std::any::type_name::<Self>()
+    }
+
+    /// The directive's data form, if it is durable (feature `persist`).
+    ///
+    /// A durable agent stores the directives a `cmd` decided with the
+    /// checkpoint of that `cmd` (its outbox) and runs them again after a
+    /// restore if they may not have run (at least once). A custom directive
+    /// takes part when it returns `Some` here **and** its executor decodes
+    /// the value back ([`DirectiveExec::decode`](crate::server::DirectiveExec::decode)).
+    /// The default `None` keeps it volatile: it runs, but a crash between
+    /// the checkpoint and its execution loses it (one warning per type says
+    /// so).
+    ///
+    /// ```
+    /// use jido::directive::CustomDirective;
+    /// use serde_json::{Value, json};
+    ///
+    /// #[derive(Debug)]
+    /// struct Notify { channel: String }
+    /// impl CustomDirective for Notify {
+    ///     fn durable(&self) -> Option<Value> {
+    ///         Some(json!({"channel": self.channel}))
+    ///     }
+    /// }
+    /// assert_eq!(Notify { channel: "ops".into() }.durable(), Some(json!({"channel": "ops"})));
+    /// ```
+    fn durable(&self) -> Option<Value> {
+        None
     }
 }
 

@@ -248,6 +248,7 @@ fn rich_checkpoint(id: &str) -> Checkpoint {
     cp.outbox = vec![json!({"emit": {"type": "a.b"}}), json!({"stop": "normal"})];
     cp.timers = vec![json!({"schedule": {"due_at": "2030-01-01T00:00:00Z"}})];
     cp.recent_ids = vec!["sig-1".into(), "sig-2".into()];
+    cp.parent = Some(json!({"id": "p-1", "tag": "t", "meta": {"k": 1}}));
     cp
 }
 

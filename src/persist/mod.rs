@@ -243,6 +243,10 @@ pub struct Checkpoint {
     /// Recently processed signal ids, for de-duplication after a replay.
     #[serde(default)]
     pub recent_ids: Vec<String>,
+    /// The agent's parent link, `{"id", "tag", "meta"}` (an actor cannot
+    /// be stored): a restored child finds its parent again by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Value>,
 }
 
 /// The stored layout: the fields of [`Checkpoint`] after a `format`.
@@ -275,6 +279,7 @@ impl Checkpoint {
             outbox: Vec::new(),
             timers: Vec::new(),
             recent_ids: Vec::new(),
+            parent: None,
         }
     }
 

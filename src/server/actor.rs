@@ -233,7 +233,8 @@ type TimerHandle = AbortOnDrop<std::result::Result<(), ractor::MessagingErr<Agen
 #[derive(Default)]
 pub(crate) struct Extras {
     pub(crate) children: HashMap<String, ChildInfo>,
-    pub(crate) orphaned_from: Option<ParentRef>,
+    /// `{"id", "tag", "meta"}` of the parent this agent outlived.
+    pub(crate) orphaned_from: Option<Value>,
     pub(crate) waiters: Vec<Waiter>,
     pub(crate) debug: Option<VecDeque<DebugEvent>>,
     pub(crate) timers: Vec<TimerHandle>,
@@ -550,10 +551,7 @@ impl AgentServerState {
     /// with the server's view (a `cmd` cannot change them).
     pub(crate) fn sync_reserved(&mut self) {
         let want_parent = self.parent.as_deref().map(ParentRef::to_json);
-        let want_orphan = self
-            .extras()
-            .and_then(|e| e.orphaned_from.as_ref())
-            .map(ParentRef::to_json);
+        let want_orphan = self.extras().and_then(|e| e.orphaned_from.clone());
         let st = self.agent.state();
         let same = |key: &str, want: &Option<Value>| match (st.get(key), want) {
             (None, None) => true,
@@ -586,7 +584,12 @@ impl AgentServerState {
     /// reserved, with `QueueOverflow` when `max_pending_signals` signals
     /// already wait; else queued (`start_signal` refuses it with
     /// `Cancelled` once the instance is gone).
-    fn accept_signal(&mut self, myself: &ActorRef<AgentMsg>, signal: Signal, reply: Option<Reply>) {
+    pub(crate) fn accept_signal(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Signal,
+        reply: Option<Reply>,
+    ) {
         if self.stopping {
             return self.enqueue_signal(myself, signal, reply);
         }
@@ -1403,7 +1406,7 @@ impl AgentServerState {
             error_count: self.error_count,
             scheduled: extras.map_or(0, |e| {
                 e.timers.iter().filter(|t| !t.0.is_finished()).count()
-            }),
+            }) + self.durable_schedules(),
             cron_jobs,
             agent: self.agent.clone(),
         }
@@ -1485,6 +1488,10 @@ impl AgentServerState {
         delay: std::time::Duration,
         signal: Signal,
     ) {
+        // A durable agent keeps it with its due time.
+        let Some(signal) = self.schedule_durable(delay, signal) else {
+            return;
+        };
         let timer = myself.send_after(delay, move || AgentMsg::Signal(signal));
         let extras = self.extras_mut();
         if extras.timers.len() >= extras.prune_timers_at {

@@ -12,6 +12,7 @@ use super::actor::{AbortOnDrop, AgentServerState};
 use super::msg::{AgentMsg, Internal};
 use crate::directive::ScheduledMessage;
 use crate::error::{Error, Result};
+use crate::signal::Signal;
 
 /// Parses a cron expression (5 fields, or 6 with seconds first; `@daily`
 /// style nicknames) and a time zone name (e.g. `"Etc/UTC"`,
@@ -66,6 +67,21 @@ fn next_after(cron: &Cron, tz: chrono_tz::Tz, after: DateTime<Utc>) -> Option<Da
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// The runtime's wall clock: the wall time when it was first read, plus
+/// tokio time since. Under tokio's paused clock (tests) it moves with
+/// tokio time, so wall-clock due times (cron, durable schedules) and
+/// tokio timers agree.
+pub(crate) fn wall_now() -> DateTime<Utc> {
+    static ANCHOR: std::sync::OnceLock<(DateTime<Utc>, Instant)> = std::sync::OnceLock::new();
+    let (wall, at) = *ANCHOR.get_or_init(|| (Utc::now(), Instant::now()));
+    let now = Instant::now();
+    // Signed: a paused clock of another runtime may read before `at`.
+    match now.checked_duration_since(at) {
+        Some(d) => wall + chrono::Duration::from_std(d).unwrap_or_default(),
+        None => wall - chrono::Duration::from_std(at - now).unwrap_or_default(),
+    }
+}
+
 /// A running cron job.
 pub(crate) struct CronJob {
     cron: Cron,
@@ -86,6 +102,18 @@ impl CronJob {
         let elapsed = chrono::Duration::from_std(self.anchor.elapsed()).unwrap_or_default();
         self.anchor_wall + elapsed
     }
+
+    /// When it fires next.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    pub(crate) fn next_fire(&self) -> DateTime<Utc> {
+        self.last_fire
+    }
+
+    /// `(expression, time zone, message)`.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    pub(crate) fn spec(&self) -> (&str, &str, &ScheduledMessage) {
+        (&self.expr, self.tz.name(), &self.message)
+    }
 }
 
 impl AgentServerState {
@@ -105,7 +133,7 @@ impl AgentServerState {
             }
         };
         self.next_id += 1;
-        let now = Utc::now();
+        let now = wall_now();
         let mut job = CronJob {
             cron,
             expr,
@@ -128,6 +156,7 @@ impl AgentServerState {
         );
         if arm(myself, &job_id, &mut job) {
             self.extras_mut().crons.insert(job_id.clone(), job);
+            self.timers_changed();
             DirectiveResult::Async(Some(job_id))
         } else {
             tracing::error!(target: "jido::agent_server", agent_id = %self.id, job_id, "cron refused: expression never fires");
@@ -142,6 +171,7 @@ impl AgentServerState {
             .and_then(|e| e.crons.remove(job_id))
             .is_some()
         {
+            self.timers_changed();
             tracing::debug!(
                 name: "jido.agent_server.cron.cancel",
                 target: "jido::agent_server",
@@ -165,21 +195,26 @@ impl AgentServerState {
         if job.generation != generation {
             return;
         }
-        let signal = job.message.to_cron_signal(job_id);
-        let signal = match &job.message {
-            ScheduledMessage::Json(_) => signal
-                .to_builder()
-                .source(format!("/agent/{}", self.id))
-                .build()
-                .unwrap_or(signal),
-            _ => signal,
-        };
+        let signal = cron_signal(&self.id, job_id, &job.message);
         if !arm(myself, job_id, job)
             && let Some(extras) = self.extras.as_mut()
         {
             extras.crons.remove(job_id);
         }
         self.enqueue_signal(myself, signal, None);
+    }
+}
+
+/// The signal one tick of job `job_id` of agent `agent_id` delivers.
+pub(crate) fn cron_signal(agent_id: &str, job_id: &str, message: &ScheduledMessage) -> Signal {
+    let signal = message.to_cron_signal(job_id);
+    match message {
+        ScheduledMessage::Json(_) => signal
+            .to_builder()
+            .source(format!("/agent/{agent_id}"))
+            .build()
+            .unwrap_or(signal),
+        _ => signal,
     }
 }
 

@@ -149,6 +149,47 @@ pub trait DirectiveExec: Send + Sync + 'static {
         input: &Signal,
         ctx: &DirectiveContext<'_>,
     ) -> DirectiveResult;
+
+    /// Rebuilds a directive from the data form its
+    /// [`CustomDirective::durable`] gave, when a durable agent restores
+    /// its outbox (feature `persist`). The default `None` means the type
+    /// is not durable: a stored one is dropped with a warning.
+    ///
+    /// ```
+    /// use jido::directive::CustomDirective;
+    /// use jido::server::{DirectiveContext, DirectiveExec, DirectiveResult};
+    /// use jido::signal::Signal;
+    /// use serde_json::{Value, json};
+    ///
+    /// #[derive(Debug)]
+    /// struct Notify { channel: String }
+    /// impl CustomDirective for Notify {
+    ///     fn durable(&self) -> Option<Value> { Some(json!({"channel": self.channel})) }
+    /// }
+    ///
+    /// struct NotifyExec;
+    /// impl DirectiveExec for NotifyExec {
+    ///     type Directive = Notify;
+    ///     fn exec(&self, _: &Notify, _: &Signal, _: &DirectiveContext<'_>) -> DirectiveResult {
+    ///         DirectiveResult::Ok
+    ///     }
+    ///     fn decode(&self, data: &Value) -> Option<jido::Result<Notify>> {
+    ///         let channel = data.get("channel")?.as_str()?.to_owned();
+    ///         Some(Ok(Notify { channel }))
+    ///     }
+    /// }
+    /// let d = NotifyExec.decode(&json!({"channel": "ops"})).unwrap().unwrap();
+    /// assert_eq!(d.channel, "ops");
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `Some(Err(..))` for a value that is not a directive of this type
+    /// (it is dropped with a warning).
+    fn decode(&self, data: &Value) -> Option<crate::error::Result<Self::Directive>> {
+        let _ = data;
+        None
+    }
 }
 
 pub(crate) trait ErasedExec: Send + Sync + 'static {
@@ -158,6 +199,15 @@ pub(crate) trait ErasedExec: Send + Sync + 'static {
         input: &Signal,
         ctx: &DirectiveContext<'_>,
     ) -> Option<DirectiveResult>;
+
+    /// The name of the directive type this executes (its default
+    /// [`CustomDirective::type_name`]).
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    fn directive_type(&self) -> &'static str;
+
+    /// Rebuilds a stored directive of this type.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
+    fn decode(&self, data: &Value) -> Option<crate::error::Result<Arc<dyn CustomDirective>>>;
 }
 
 pub(crate) struct TypedExec<E> {
@@ -183,6 +233,15 @@ impl<E: DirectiveExec> ErasedExec for TypedExec<E> {
     ) -> Option<DirectiveResult> {
         let d = directive.downcast_ref::<E::Directive>()?;
         Some(self.exec.exec(d, input, ctx))
+    }
+
+    fn directive_type(&self) -> &'static str {
+        std::any::type_name::<E::Directive>()
+    }
+
+    fn decode(&self, data: &Value) -> Option<crate::error::Result<Arc<dyn CustomDirective>>> {
+        let decoded = self.exec.decode(data)?;
+        Some(decoded.map(|d| Arc::new(d) as Arc<dyn CustomDirective>))
     }
 }
 
@@ -365,14 +424,7 @@ impl AgentServerState {
     /// The signal of a Schedule message: a signal as is, JSON wrapped as
     /// `jido.scheduled` `{message}` from `/agent/<id>`.
     fn scheduled_signal(&self, message: ScheduledMessage) -> Signal {
-        match message {
-            ScheduledMessage::Json(v) => Signal::builder(crate::directive::SCHEDULED_SIGNAL_TYPE)
-                .source(format!("/agent/{}", self.id))
-                .data(json!({"message": v.clone()}))
-                .build()
-                .unwrap_or_else(|_| ScheduledMessage::Json(v).into_scheduled_signal()),
-            other => other.into_scheduled_signal(),
-        }
+        scheduled_signal_of(&self.id, message)
     }
 
     /// An Emit directive: as [`emit`](Self::emit), but a dispatch
@@ -665,5 +717,18 @@ impl AgentServerState {
             },
         );
         DirectiveResult::Async(None)
+    }
+}
+
+/// The signal a Schedule of agent `agent_id` delivers: a signal as is,
+/// JSON wrapped as `jido.scheduled` `{message}` from `/agent/<id>`.
+pub(crate) fn scheduled_signal_of(agent_id: &str, message: ScheduledMessage) -> Signal {
+    match message {
+        ScheduledMessage::Json(v) => Signal::builder(crate::directive::SCHEDULED_SIGNAL_TYPE)
+            .source(format!("/agent/{agent_id}"))
+            .data(json!({"message": v.clone()}))
+            .build()
+            .unwrap_or_else(|_| ScheduledMessage::Json(v).into_scheduled_signal()),
+        other => other.into_scheduled_signal(),
     }
 }

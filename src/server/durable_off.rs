@@ -60,4 +60,24 @@ impl AgentServerState {
     pub(crate) fn detach_write(&mut self, _: Option<JoinHandle<Option<Outcome>>>) {}
 
     pub(crate) async fn persist_on_stop(&mut self) {}
+
+    #[inline]
+    pub(crate) fn schedule_durable(
+        &mut self,
+        _: std::time::Duration,
+        signal: Signal,
+    ) -> Option<Signal> {
+        Some(signal)
+    }
+
+    #[inline]
+    pub(crate) fn timers_changed(&mut self) {}
+
+    #[inline]
+    pub(crate) fn durable_schedules(&self) -> usize {
+        0
+    }
+
+    #[inline]
+    pub(crate) fn apply_lost_parent(&mut self, _: &ActorRef<AgentMsg>) {}
 }

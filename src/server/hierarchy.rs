@@ -234,6 +234,8 @@ impl AgentServerState {
         if gone {
             self.on_parent_down(myself, "noproc".to_owned());
         }
+        // A restored child whose stored parent is gone.
+        self.apply_lost_parent(myself);
     }
 
     /// A supervision event said a monitored actor ended. It is re-posted
@@ -377,7 +379,7 @@ impl AgentServerState {
                     "meta": parent.meta,
                     "reason": reason,
                 });
-                self.extras_mut().orphaned_from = Some(*parent);
+                self.extras_mut().orphaned_from = Some(parent.to_json());
                 self.sync_reserved();
                 self.record("orphaned", || data.clone());
                 self.send_lineage_to_children(myself);

@@ -172,6 +172,10 @@ pub(crate) struct Shared {
     /// Agents writing their last checkpoint before they hibernate (still
     /// registered until they end).
     hibernating: Mutex<std::collections::HashSet<ActorId>>,
+    /// The timer table: hibernated agents with timers, by id, with the
+    /// task that thaws each when its next timer is due.
+    #[cfg(feature = "persist")]
+    parked: Mutex<HashMap<String, (i64, tokio::task::AbortHandle)>>,
     exits: Mutex<ExitBook>,
     specs: Mutex<HashMap<ActorId, AgentServerArgs>>,
     shutting_down: AtomicBool,
@@ -274,6 +278,8 @@ impl Jido {
             registry: RwLock::new(Registry::default()),
             starting: Mutex::new(HashMap::new()),
             hibernating: Mutex::new(std::collections::HashSet::new()),
+            #[cfg(feature = "persist")]
+            parked: Mutex::new(HashMap::new()),
             exits: Mutex::new(ExitBook::default()),
             specs: Mutex::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
@@ -491,6 +497,79 @@ impl Jido {
             .insert(actor);
     }
 
+    /// Puts a hibernated agent with timers in the timer table: it is
+    /// thawed (started from `args`, restored from its storage) when
+    /// `due_ms` (Unix ms, the runtime's wall clock) comes.
+    #[cfg(feature = "persist")]
+    pub(crate) fn park(&self, id: &str, due_ms: i64, mut args: AgentServerArgs) {
+        if self.is_shut_down() {
+            return;
+        }
+        let delay =
+            u64::try_from(due_ms.saturating_sub(super::durable::wall_now_ms())).unwrap_or(0);
+        args.options.thaw_due = Some(due_ms);
+        let jido = self.clone();
+        let key = id.to_owned();
+        let task = self.exec().supervisor().spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            {
+                let mut parked = jido
+                    .inner
+                    .shared
+                    .parked
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let ours = tokio::task::try_id()
+                    .is_some_and(|me| parked.get(&key).is_some_and(|(_, t)| t.id() == me));
+                if ours {
+                    parked.remove(&key);
+                }
+            }
+            tracing::debug!(
+                name: "jido.persist.thaw.timer",
+                target: "jido::persist",
+                agent_id = %key,
+                due_ms,
+                "jido.persist.thaw.timer"
+            );
+            let AgentServerArgs { agent, options, .. } = args;
+            if let Err(error) = jido.get_or_start(&key, move || (agent, options)).await {
+                tracing::warn!(
+                    target: "jido::persist",
+                    agent_id = %key,
+                    error = %error,
+                    "agent thaw for its timer failed"
+                );
+            }
+        });
+        if let Ok(task) = task {
+            let previous = self
+                .inner
+                .shared
+                .parked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.to_owned(), (due_ms, task.abort_handle()));
+            if let Some((_, previous)) = previous {
+                previous.abort();
+            }
+        }
+    }
+
+    /// When the timer table thaws the hibernated agent `id` (Unix ms),
+    /// if it holds it: a hibernated agent with timers is kept there until
+    /// its next timer is due (feature `persist`).
+    #[cfg(feature = "persist")]
+    pub fn parked_due(&self, id: &str) -> Option<i64> {
+        self.inner
+            .shared
+            .parked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .map(|(due, _)| *due)
+    }
+
     /// The running agent with this id.
     pub fn whereis(&self, id: &str) -> Option<AgentRef> {
         let reg = self.inner.shared.registry();
@@ -582,6 +661,12 @@ impl Jido {
         let shared = &self.inner.shared;
         if shared.shutting_down.swap(true, Ordering::SeqCst) {
             return;
+        }
+        #[cfg(feature = "persist")]
+        for (_, (_, task)) in
+            std::mem::take(&mut *shared.parked.lock().unwrap_or_else(PoisonError::into_inner))
+        {
+            task.abort();
         }
         // The registry is taken, not copied (`whereis` finds no agent from
         // here on). Every agent is asked to stop at once, in spawn order

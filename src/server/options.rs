@@ -141,6 +141,10 @@ pub struct ServerOptions {
     /// Hibernate after this long without work (feature `persist`).
     #[cfg(feature = "persist")]
     pub(crate) idle_timeout: Option<std::time::Duration>,
+    /// Set by the instance's timer table when it thaws a hibernated agent:
+    /// the due time (Unix ms) it woke the agent for.
+    #[cfg(feature = "persist")]
+    pub(crate) thaw_due: Option<i64>,
 }
 
 impl fmt::Debug for ServerOptions {

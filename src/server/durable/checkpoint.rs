@@ -7,7 +7,9 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::writes::Writing;
-use super::{Durability, DurableMsg, JOURNAL_CHECKPOINT_EVERY, Outcome, is_fencing};
+use super::{
+    Durability, DurableMsg, JOURNAL_CHECKPOINT_EVERY, Outcome, is_fencing, outbox, wall_now_ms,
+};
 use crate::agent::{AgentState, ORPHANED_FROM_KEY, PARENT_KEY};
 use crate::directive::Directive;
 use crate::persist::{Checkpoint, Expect};
@@ -15,8 +17,16 @@ use crate::server::actor::{AgentServerState, InFlight, Running};
 use crate::server::msg::{AgentMsg, Internal};
 use crate::signal::Signal;
 
+/// What a checkpoint keeps besides the state, taken in the actor.
+struct Record {
+    outbox: Vec<Value>,
+    timers: Vec<Value>,
+    recent_ids: Vec<String>,
+    parent: Option<Value>,
+}
+
 /// The checkpoint of `agent` at journal position `applied`.
-fn checkpoint_of(agent: &AgentState, applied: u64) -> Checkpoint {
+fn checkpoint_of(agent: &AgentState, applied: u64, record: Record) -> Checkpoint {
     let meta = agent.metadata();
     let mut cp = Checkpoint::new(meta.name, meta.version, agent.id());
     cp.state = agent
@@ -26,6 +36,10 @@ fn checkpoint_of(agent: &AgentState, applied: u64) -> Checkpoint {
         .map(|(k, v)| (k.to_string(), v.to_json()))
         .collect();
     cp.applied_seq = applied;
+    cp.outbox = record.outbox;
+    cp.timers = record.timers;
+    cp.recent_ids = record.recent_ids;
+    cp.parent = record.parent;
     cp
 }
 
@@ -40,15 +54,20 @@ impl AgentServerState {
             return;
         }
         let changed = !self.agent.state().ptr_eq(d.durable_agent.state());
+        // The batch decided directives with a data form: they are part of
+        // its durable result.
+        let outbox = || self.queue.iter().any(|(_, d)| outbox::is_durable(d));
         let write = d.hibernating
             || match d.mode {
                 Durability::Volatile => false,
-                Durability::Checkpoint => changed,
+                Durability::Checkpoint => changed || d.stale || outbox(),
                 Durability::Journal => {
                     let behind = d.applied.saturating_sub(d.durable_applied);
                     (changed && (!d.held.is_empty() || d.unjournaled))
                         || behind >= JOURNAL_CHECKPOINT_EVERY
                         || (behind > 0 && d.durable_applied < d.replay_until)
+                        || d.stale
+                        || (d.unjournaled && outbox())
                 }
                 #[allow(unreachable_patterns)]
                 _ => changed,
@@ -79,7 +98,23 @@ impl AgentServerState {
     ) -> Option<impl Future<Output = Outcome> + Send + 'static> {
         let agent = self.agent.clone();
         let myself = self.myself.clone();
+        let now = wall_now_ms();
+        let outbox: Vec<Value> = self
+            .queue
+            .iter()
+            .filter_map(|(input, d)| outbox::encode(&self.id, input, d, now))
+            .collect();
+        let timers = self.timer_forms();
+        let parent = self.parent_form();
         let d = self.durable.as_deref_mut()?;
+        // Once the outbox ran, its stored copy is stale.
+        d.stale = !outbox.is_empty();
+        let record = Record {
+            outbox,
+            timers,
+            recent_ids: d.recent.to_vec(),
+            parent,
+        };
         let storage = Arc::clone(&d.storage);
         let key = Arc::clone(&d.key);
         let writing = Writing::start(&d.lock);
@@ -89,7 +124,7 @@ impl AgentServerState {
         let epoch = d.epoch;
         Some(async move {
             let started = tokio::time::Instant::now();
-            let cp = checkpoint_of(&agent, applied);
+            let cp = checkpoint_of(&agent, applied, record);
             let result = storage.put_checkpoint(&key, &cp, expect, epoch).await;
             drop(writing);
             tracing::debug!(
@@ -192,8 +227,9 @@ impl AgentServerState {
         if d.fenced {
             return;
         }
-        let changed =
-            !self.agent.state().ptr_eq(d.durable_agent.state()) || d.applied > d.durable_applied;
+        let changed = !self.agent.state().ptr_eq(d.durable_agent.state())
+            || d.applied > d.durable_applied
+            || d.stale;
         if !changed {
             for (reply, answer) in d.held.drain(..) {
                 let _ = reply.send(answer);

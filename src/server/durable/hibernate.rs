@@ -2,7 +2,7 @@
 
 use ractor::ActorRef;
 
-use super::DurableMsg;
+use super::{Durability, DurableMsg};
 use crate::server::actor::{AbortOnDrop, AgentServerState};
 use crate::server::exit::HIBERNATE;
 use crate::server::msg::{AgentMsg, Internal};
@@ -13,6 +13,16 @@ impl AgentServerState {
         let Some(d) = self.durable.as_deref_mut() else {
             return;
         };
+        if d.stale
+            && d.mode != Durability::Volatile
+            && !d.hibernating
+            && !d.fenced
+            && self.in_flight.is_none()
+        {
+            // The stored outbox ran or the timers moved: one checkpoint
+            // now, so a restore does not run the outbox again.
+            return self.batch_done();
+        }
         let Some(timeout) = d.idle_timeout else {
             return;
         };
@@ -32,10 +42,12 @@ impl AgentServerState {
         let Some(d) = self.durable.as_deref() else {
             return false;
         };
+        // Timers are stored (due times): the instance thaws the agent
+        // when the next one is due, if it can start it again.
+        let timers_ok = d.thaw.is_some() || !self.has_timers();
         let extras_idle = self.extras().is_none_or(|e| {
             e.waiters.is_empty()
                 && e.children.is_empty()
-                && e.crons.is_empty()
                 && e.timers.iter().all(|t| t.0.is_finished())
         });
         !self.stopping
@@ -47,6 +59,7 @@ impl AgentServerState {
             && d.appending.is_none()
             && d.held.is_empty()
             && extras_idle
+            && timers_ok
     }
 
     /// The idle timer fired: checkpoint (every mode), then hibernate.
@@ -69,7 +82,8 @@ impl AgentServerState {
         if let Some(d) = self.durable.as_deref_mut() {
             d.idle_timer = None;
             let changed = !self.agent.state().ptr_eq(d.durable_agent.state())
-                || d.applied > d.durable_applied;
+                || d.applied > d.durable_applied
+                || d.stale;
             if !changed {
                 return self.hibernate(myself);
             }
@@ -86,9 +100,15 @@ impl AgentServerState {
             agent_id = %self.id,
             "jido.persist.hibernate"
         );
+        let due = self.next_due_ms();
+        let thaw = self.durable.as_deref_mut().and_then(|d| d.thaw.take());
         if let Some(jido) = &self.jido {
             jido.forget_restart(myself.get_id());
             jido.hibernating(myself.get_id());
+            if let (Some(due), Some(thaw)) = (due, thaw) {
+                // The instance's timer table wakes it when it is due.
+                jido.park(&self.id, due, *thaw);
+            }
         }
         self.stop_self(myself, HIBERNATE.to_owned());
     }

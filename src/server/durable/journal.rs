@@ -1,12 +1,13 @@
 //! The write-ahead journal: accepted signals appended before they are
 //! queued; `cast_durable`.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use ractor::{ActorRef, RpcReplyPort};
 
 use super::writes::Writing;
-use super::{Ack, Durable, DurableMsg, is_fencing};
+use super::{Ack, Durable, DurableMsg, RECENT_IDS, is_fencing};
 use crate::error::{Error, Result};
 use crate::server::actor::AgentServerState;
 use crate::server::inflight::Work;
@@ -21,6 +22,22 @@ impl AgentServerState {
         let Some(d) = self.durable.as_deref_mut().filter(|d| d.journals()) else {
             return Some((signal, ack));
         };
+        if !d.recent.insert(signal.id()) && !matches!(ack, Ack::Call(_)) {
+            // Seen already (an outbox run again after a crash re-sends its
+            // Emits with their ids): accepted once.
+            tracing::debug!(
+                name: "jido.persist.duplicate",
+                target: "jido::persist",
+                agent_id = %self.id,
+                signal_id = signal.id(),
+                signal_type = signal.ty(),
+                "jido.persist.duplicate"
+            );
+            if let Ack::Durable(port) = ack {
+                let _ = port.send(Ok(()));
+            }
+            return None;
+        }
         d.incoming.push((signal, ack));
         if d.appending.is_none() {
             self.start_append();
@@ -141,6 +158,10 @@ impl AgentServerState {
                 self.start_append();
             }
             Err(error) => {
+                // Not accepted: a retry with the same ids is no duplicate.
+                for signal in &signals {
+                    d.recent.remove(signal.id());
+                }
                 answer_acks(acks, &error);
                 if is_fencing(&error) {
                     return self.fence(myself, &error);
@@ -169,5 +190,73 @@ fn answer_acks(acks: Vec<Ack>, error: &Error) {
                 let _ = port.send(Err(error.clone()));
             }
         }
+    }
+}
+
+/// The ids of the last [`RECENT_IDS`] signals a journaling agent accepted
+/// (allocated on first use).
+#[derive(Default)]
+pub(crate) struct RecentIds {
+    order: VecDeque<Arc<str>>,
+    set: HashSet<Arc<str>>,
+}
+
+impl RecentIds {
+    /// From a checkpoint's list, oldest first.
+    pub(super) fn from_ids(ids: impl IntoIterator<Item = String>) -> Self {
+        let mut recent = Self::default();
+        for id in ids {
+            recent.insert(&id);
+        }
+        recent
+    }
+
+    /// Records `id`; `false` when it was there already.
+    pub(super) fn insert(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        let id: Arc<str> = Arc::from(id);
+        if self.order.len() == RECENT_IDS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        self.order.push_back(Arc::clone(&id));
+        self.set.insert(id);
+        true
+    }
+
+    pub(super) fn remove(&mut self, id: &str) {
+        if self.set.remove(id) {
+            self.order.retain(|i| &**i != id);
+        }
+    }
+
+    /// Oldest first, for the checkpoint.
+    pub(super) fn to_vec(&self) -> Vec<String> {
+        self.order.iter().map(|i| i.to_string()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_ids_keep_the_last_ones_in_order() {
+        let mut recent = RecentIds::from_ids((0..RECENT_IDS).map(|i| format!("id-{i}")));
+        assert!(!recent.insert("id-0"), "known");
+        // One more evicts the oldest.
+        assert!(recent.insert("new"));
+        let ids = recent.to_vec();
+        assert_eq!(ids.len(), RECENT_IDS);
+        assert_eq!(ids.first().map(String::as_str), Some("id-1"));
+        assert_eq!(ids.last().map(String::as_str), Some("new"));
+        assert!(recent.insert("id-0"), "forgotten");
+        assert!(!recent.insert("id-2"));
+        recent.remove("id-2");
+        assert!(recent.insert("id-2"));
+        assert_eq!(recent.to_vec().len(), RECENT_IDS);
     }
 }

@@ -20,14 +20,29 @@
 //!   dead letters instead and the agent gets a
 //!   [`DEAD_LETTER`](super::signal_types::DEAD_LETTER) signal.
 //!
+//! * **Outbox.** The directives a batch decided are stored, in their data
+//!   form, with the batch's checkpoint, and queued again on restore (at
+//!   least once). An Emit keeps its signal's id: a journaling receiver
+//!   drops a signal whose id it saw last ([`RECENT_IDS`]).
+//! * **Timers.** Schedules and cron jobs are stored with wall-clock due
+//!   times and re-armed on restore; a hibernated agent with timers is
+//!   thawed by the instance when the next one is due.
+//! * **Parent.** The parent link is stored by id; a restored child finds
+//!   its parent again in the registry, or applies `on_parent_death`.
+//!
 //! Submodules: [`restore`] (on start), [`checkpoint`] (before replies, on
-//! stop), [`journal`] (write ahead, `cast_durable`), [`hibernate`] (idle
-//! agents), [`writes`] (a restart waits for the writes still in flight).
+//! stop), [`journal`] (write ahead, `cast_durable`, duplicate ids),
+//! [`outbox`] (directives as data), [`timers`] (schedules and crons),
+//! [`parent`] (parent links by id), [`hibernate`] (idle agents),
+//! [`writes`] (a restart waits for the writes still in flight).
 
 mod checkpoint;
 mod hibernate;
 mod journal;
+mod outbox;
+mod parent;
 mod restore;
+mod timers;
 mod writes;
 
 use std::collections::HashMap;
@@ -46,6 +61,8 @@ use crate::persist::{Storage, StorageKey};
 use crate::signal::Signal;
 
 pub(crate) use restore::load;
+use timers::Scheduled;
+pub(crate) use timers::wall_now_ms;
 use writes::WriteLock;
 
 /// How much of an agent's work survives a crash (see `docs/persistence.md`).
@@ -71,7 +88,7 @@ pub enum Durability {
     #[default]
     Volatile,
     /// A `call` is answered only after the checkpoint holding its state
-    /// change is durable.
+    /// change and the directives it decided (the outbox) is durable.
     Checkpoint,
     /// `Checkpoint`, plus every accepted signal written to the journal
     /// before it is queued (and before [`cast_durable`](super::AgentRef::cast_durable)
@@ -87,6 +104,12 @@ pub const JOURNAL_CHECKPOINT_EVERY: u64 = 64;
 /// A journal entry whose replay was started this many times (it crashed
 /// the agent: once live, then on each replay) goes to the dead letters.
 pub const MAX_REPLAYS: u32 = 3;
+
+/// A journaling agent remembers the ids of this many signals it accepted
+/// last (stored with its checkpoint) and drops a cast or `cast_durable`
+/// carrying one of them: an outbox run again after a crash re-sends its
+/// Emits with their ids, and the receiver processes each once.
+pub const RECENT_IDS: usize = 1024;
 
 /// Who waits for a signal being appended to the journal.
 pub(crate) enum Ack {
@@ -112,6 +135,8 @@ pub(crate) enum DurableMsg {
     Persisted(Box<Outcome>),
     /// The idle timer armed as generation `.0` fired.
     Idle(u64),
+    /// The durable schedule numbered `.0` is due.
+    Timer(u64),
 }
 
 /// The result of a checkpoint write.
@@ -166,6 +191,20 @@ pub(crate) struct Durable {
     idle_timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
     /// The checkpoint in flight is the last one before hibernating.
     hibernating: bool,
+    /// The ids of the signals accepted last (journaling agents).
+    recent: journal::RecentIds,
+    /// The stored outbox or timers are not the live ones any more (the
+    /// outbox ran, a timer was armed or fired): written when the agent
+    /// is next idle (`Checkpoint` and `Journal`).
+    stale: bool,
+    /// Schedules armed, by number.
+    schedules: std::collections::BTreeMap<u64, Scheduled>,
+    next_schedule: u64,
+    /// What the instance's timer table thaws a hibernated agent from.
+    thaw: Option<Box<crate::server::options::AgentServerArgs>>,
+    /// A stored parent that was gone at restore (`on_parent_death` is
+    /// `stop`): kept in the checkpoint, so the link is not lost.
+    lost_parent: Option<serde_json::Value>,
 }
 
 impl Durable {
@@ -189,6 +228,7 @@ impl AgentServerState {
                 result,
             } => self.on_appended(myself, after, signals, result),
             DurableMsg::Idle(generation) => self.on_idle(myself, generation),
+            DurableMsg::Timer(n) => self.on_timer(myself, n),
             DurableMsg::Persisted(outcome) => {
                 let current = self
                     .in_flight

@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::{Map, Value, json};
 
 use super::writes::write_lock;
-use super::{Durable, MAX_REPLAYS};
+use super::{Durable, MAX_REPLAYS, wall_now_ms};
 use crate::agent::{ORPHANED_FROM_KEY, PARENT_KEY};
 use crate::error::{Error, Result};
 use crate::persist::{JournalEntry, StorageKey};
@@ -34,6 +34,12 @@ pub(crate) struct Loaded {
     migrated: bool,
     replay: Vec<(u64, Signal)>,
     dead: Vec<Signal>,
+    /// The checkpoint's outbox, timers and parent link.
+    outbox: Vec<Value>,
+    timers: Vec<Value>,
+    parent: Option<Value>,
+    /// The due time a thaw by the instance's timer table is for.
+    thaw_due: Option<i64>,
 }
 
 /// Reads what a durable agent starts from: `None` when it has no storage.
@@ -83,9 +89,17 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
     }
     let stored = storage.get_checkpoint(&key).await?;
     let mut migrated = false;
+    let mut outbox = Vec::new();
+    let mut timers = Vec::new();
+    let mut recent_ids = Vec::new();
+    let mut parent = None;
     let (epoch, rev, applied, state) = match stored {
         Some(stored) => {
-            let cp = stored.value;
+            let mut cp = stored.value;
+            outbox = std::mem::take(&mut cp.outbox);
+            timers = std::mem::take(&mut cp.timers);
+            recent_ids = std::mem::take(&mut cp.recent_ids);
+            parent = cp.parent.take();
             if cp.agent != args.agent.name() {
                 return Err(Error::validation("checkpoint is for another agent")
                     .with_detail("expected", args.agent.name())
@@ -170,6 +184,21 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
         }
     }
     let replay_until = replay.last().map_or(0, |(seq, _)| *seq);
+    let mut recent = super::journal::RecentIds::default();
+    if mode == super::Durability::Journal {
+        recent = super::journal::RecentIds::from_ids(
+            recent_ids
+                .into_iter()
+                .chain(replay.iter().map(|(_, s)| s.id().to_owned())),
+        );
+    }
+    // The instance's timer table thaws a hibernated agent with timers
+    // from what it started with.
+    let thaw = (idle_timeout.is_some() && args.options.jido.is_some()).then(|| {
+        let mut thaw = args.clone();
+        thaw.options.thaw_due = None;
+        Box::new(thaw)
+    });
     if !replay.is_empty() || !dead.is_empty() {
         tracing::info!(
             name: "jido.persist.restore",
@@ -205,11 +234,21 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
             idle_gen: 0,
             idle_timer: None,
             hibernating: false,
+            recent,
+            stale: false,
+            schedules: std::collections::BTreeMap::new(),
+            next_schedule: 0,
+            thaw,
+            lost_parent: None,
         }),
         state,
         migrated,
         replay,
         dead,
+        outbox,
+        timers,
+        parent,
+        thaw_due: args.options.thaw_due,
     }))
 }
 
@@ -223,10 +262,15 @@ impl AgentServerState {
             migrated,
             replay,
             dead,
+            outbox,
+            timers,
+            parent,
+            thaw_due,
         }) = loaded
         else {
             return;
         };
+        let had_outbox = !outbox.is_empty();
         if let Some(state) = state {
             let mut map = StateMap::from(state);
             map.remove(PARENT_KEY);
@@ -251,5 +295,29 @@ impl AgentServerState {
             });
         }
         self.durable = Some(durable);
+        // The outbox runs first (it was decided before anything queued
+        // now), at least once; then its stored copy is stale.
+        let now = wall_now_ms();
+        let decoded: Vec<_> = outbox
+            .iter()
+            .filter_map(|form| super::outbox::decode(form, &self.settings.executors, now))
+            .collect();
+        if !decoded.is_empty() {
+            tracing::info!(
+                name: "jido.persist.outbox.restore",
+                target: "jido::persist",
+                agent_id = %self.id,
+                directives = decoded.len(),
+                "jido.persist.outbox.restore"
+            );
+        }
+        for entry in decoded.into_iter().rev() {
+            self.queue.push_front(entry);
+        }
+        self.restore_timers(&timers, thaw_due);
+        self.restore_parent(parent);
+        if let Some(d) = self.durable.as_deref_mut() {
+            d.stale = had_outbox;
+        }
     }
 }
