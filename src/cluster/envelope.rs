@@ -27,6 +27,10 @@ pub(crate) enum Op {
     Watch,
     /// Stop telling.
     Unwatch,
+    /// Start the agent if it does not run (a remote child's spawn).
+    Start,
+    /// Stop the agent with `reason` (a remote child's stop).
+    Stop,
 }
 
 /// A request to a gateway.
@@ -47,6 +51,9 @@ pub(crate) struct Request {
     /// The sending node (watch, unwatch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) from: Option<String>,
+    /// The stop reason (stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
 }
 
 impl Request {
@@ -59,7 +66,13 @@ impl Request {
             signal: None,
             deadline_ms: None,
             from: None,
+            reason: None,
         }
+    }
+
+    pub(crate) fn reason(mut self, reason: &str) -> Self {
+        self.reason = Some(reason.to_owned());
+        self
     }
 
     pub(crate) fn signal(mut self, signal: &Signal) -> Self {

@@ -13,7 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::time::Instant;
 
 use super::envelope::{Down, Op, Reply, Request, checkpoint_value};
-use super::{ClusterEvent, Inner, NODES_GROUP};
+use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
 use crate::signal::Signal;
@@ -42,6 +42,9 @@ pub enum GatewayMsg {
     /// Local: the owner refused a watch; forget it.
     #[doc(hidden)]
     DropWatch(String, String, ractor::ActorId),
+    /// Local: a watcher on this node no longer wants to be told.
+    #[doc(hidden)]
+    Unwatch(Box<UnwatchRequest>),
 }
 
 /// A local watch request (see [`GatewayMsg::Watch`]).
@@ -50,7 +53,26 @@ pub struct WatchRequest {
     pub(crate) agent: String,
     pub(crate) owner: String,
     pub(crate) watcher: AgentRef,
+    /// A remote child's tag: the watcher is its parent and gets
+    /// `jido.agent.child.exit` instead of `jido.agent.down`.
+    pub(crate) tag: Option<String>,
     pub(crate) reply: RpcReplyPort<Result<()>>,
+}
+
+/// A local unwatch request (see [`GatewayMsg::Unwatch`]).
+#[doc(hidden)]
+pub struct UnwatchRequest {
+    pub(crate) agent: String,
+    pub(crate) owner: String,
+    pub(crate) watcher: ractor::ActorId,
+    /// Answered with whether a watch was removed, once it is.
+    pub(crate) reply: RpcReplyPort<bool>,
+}
+
+/// A watcher on this node.
+struct Watcher {
+    agent: AgentRef,
+    tag: Option<String>,
 }
 
 const CAST: &str = "Cast";
@@ -116,6 +138,8 @@ pub(crate) struct Gateway;
 enum Pending {
     Cast(Signal),
     Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
+    /// Only the start (a remote child's spawn): answered `{"node"}`.
+    Start(RpcReplyPort<Vec<u8>>),
 }
 
 pub(crate) struct GatewayState {
@@ -125,7 +149,7 @@ pub(crate) struct GatewayState {
     /// Agents of this node watched, with the nodes watching them.
     watched: HashMap<String, BTreeSet<String>>,
     /// Watches held on this node: (owner node, agent) → watchers.
-    watching: HashMap<(String, String), Vec<AgentRef>>,
+    watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
     members: BTreeSet<String>,
 }
@@ -182,15 +206,20 @@ impl Actor for Gateway {
             GatewayMsg::Exited(id, reason) => state.exited(&id, &reason),
             GatewayMsg::Watch(req) => state.watch_local(&myself, *req),
             GatewayMsg::DropWatch(owner, agent, watcher) => {
-                let key = (owner, agent);
-                if let Some(list) = state.watching.get_mut(&key) {
-                    if let Some(at) = list.iter().position(|w| w.actor_ref().get_id() == watcher) {
-                        list.remove(at);
-                    }
-                    if list.is_empty() {
-                        state.watching.remove(&key);
-                    }
+                state.drop_watch(&owner, &agent, watcher);
+            }
+            GatewayMsg::Unwatch(req) => {
+                let UnwatchRequest {
+                    agent,
+                    owner,
+                    watcher,
+                    reply,
+                } = *req;
+                let (removed, last) = state.drop_watch(&owner, &agent, watcher);
+                if last {
+                    state.unwatch_owner(&owner, &agent);
                 }
+                let _ = reply.send(removed);
             }
         }
         Ok(())
@@ -236,9 +265,11 @@ impl GatewayState {
         // the membership the event announces.
         self.inner.set_members(now);
         for node in joined {
+            telemetry::node_up(&self.inner.node, &node);
             let _ = self.inner.events.send(ClusterEvent::NodeUp { node });
         }
         for node in lost {
+            telemetry::node_down(&self.inner.node, &node);
             let _ = self
                 .inner
                 .events
@@ -307,12 +338,36 @@ impl GatewayState {
             (Op::Unwatch, reply) => {
                 if let (Some(from), Some(set)) = (&req.from, self.watched.get_mut(&req.agent)) {
                     set.remove(from);
+                    if set.is_empty() {
+                        self.watched.remove(&req.agent);
+                    }
                 }
                 if let Some(reply) = reply {
                     let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
                 }
             }
-            (Op::Call, None) => {
+            (Op::Start, Some(reply)) => {
+                let item = Pending::Start(reply);
+                self.deliver(myself, &req, item);
+            }
+            (Op::Stop, reply) => {
+                let reason = req.reason.clone().unwrap_or_else(|| "shutdown".to_owned());
+                let agent = self.inner.jido.whereis(&req.agent);
+                let node = self.inner.node.clone();
+                let id = req.agent.clone();
+                tokio::spawn(async move {
+                    let result = match agent {
+                        Some(agent) => agent.stop(reason).await.map(|()| serde_json::Value::Null),
+                        None => Err(Error::not_found("agent not running")
+                            .with_detail("agent_id", id)
+                            .with_detail("node", node)),
+                    };
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Reply::encode(&result));
+                    }
+                });
+            }
+            (Op::Call | Op::Start, None) => {
                 tracing::warn!(agent = %req.agent, "jido.cluster: dropped a call sent as a cast");
             }
         }
@@ -326,7 +381,7 @@ impl GatewayState {
             return;
         }
         if let Some(agent) = self.inner.jido.whereis(&req.agent) {
-            send(&agent, item);
+            send(&self.inner.node, &agent, item);
             return;
         }
         self.pending
@@ -345,11 +400,13 @@ impl GatewayState {
             return;
         };
         match result {
-            Ok(agent) => queue.into_iter().for_each(|item| send(&agent, item)),
+            Ok(agent) => queue
+                .into_iter()
+                .for_each(|item| send(&self.inner.node, &agent, item)),
             Err(e) => {
                 tracing::warn!(error = %e, agent = %id, "jido.cluster: activation failed");
                 for item in queue {
-                    if let Pending::Call(_, _, reply) = item {
+                    if let Pending::Call(_, _, reply) | Pending::Start(reply) = item {
                         let _ = reply.send(Reply::encode(&Err(e.clone())));
                     }
                 }
@@ -385,11 +442,57 @@ impl GatewayState {
             return;
         };
         for watcher in watchers {
-            let signal = Signal::new(
-                super::AGENT_DOWN,
-                serde_json::json!({"id": agent, "node": node, "reason": reason}),
-            );
-            let _ = watcher.cast(signal);
+            let signal = match watcher.tag {
+                Some(tag) => Signal::new(
+                    crate::server::signal_types::CHILD_EXIT,
+                    serde_json::json!({"tag": tag, "id": agent, "node": node, "reason": reason}),
+                ),
+                None => Signal::new(
+                    super::AGENT_DOWN,
+                    serde_json::json!({"id": agent, "node": node, "reason": reason}),
+                ),
+            };
+            let _ = watcher.agent.cast(signal);
+        }
+    }
+
+    /// Removes `watcher`'s watch of `agent` on `owner`: whether one was
+    /// removed, and whether it was the last watch of this node on it.
+    fn drop_watch(&mut self, owner: &str, agent: &str, watcher: ractor::ActorId) -> (bool, bool) {
+        let key = (owner.to_owned(), agent.to_owned());
+        let Some(list) = self.watching.get_mut(&key) else {
+            return (false, false);
+        };
+        let Some(at) = list
+            .iter()
+            .position(|w| w.agent.actor_ref().get_id() == watcher)
+        else {
+            return (false, false);
+        };
+        list.remove(at);
+        if list.is_empty() {
+            self.watching.remove(&key);
+            return (true, true);
+        }
+        (true, false)
+    }
+
+    /// This node watches `agent` on `owner` no more: tell the owner.
+    fn unwatch_owner(&mut self, owner: &str, agent: &str) {
+        if owner == self.inner.node {
+            if let Some(set) = self.watched.get_mut(agent) {
+                set.remove(owner);
+                if set.is_empty() {
+                    self.watched.remove(agent);
+                }
+            }
+            return;
+        }
+        if let Some(gateway) = self.inner.gateway_of(owner) {
+            let request = Request::new(Op::Unwatch, agent, None)
+                .sender(&self.inner.node)
+                .encode();
+            let _ = gateway.send_message(GatewayMsg::Cast(request));
         }
     }
 
@@ -398,8 +501,13 @@ impl GatewayState {
             agent,
             owner,
             watcher,
+            tag,
             reply,
         } = req;
+        let entry = Watcher {
+            agent: watcher.clone(),
+            tag,
+        };
         let key = (owner.clone(), agent.clone());
         if owner == self.inner.node {
             if self.inner.jido.whereis(&agent).is_none() {
@@ -409,7 +517,7 @@ impl GatewayState {
                 return;
             }
             self.watched.entry(agent).or_default().insert(owner);
-            self.watching.entry(key).or_default().push(watcher);
+            self.watching.entry(key).or_default().push(entry);
             let _ = reply.send(Ok(()));
             return;
         }
@@ -419,7 +527,7 @@ impl GatewayState {
         };
         // Registered before the owner is asked, so a Down that overtakes
         // the answer still finds it; a refusal takes it back.
-        self.watching.entry(key).or_default().push(watcher.clone());
+        self.watching.entry(key).or_default().push(entry);
         let request = Request::new(Op::Watch, &agent, None)
             .sender(&self.inner.node)
             .encode();
@@ -439,8 +547,11 @@ impl GatewayState {
 /// Sends a request to the agent (a call's answer is awaited in a task:
 /// the signal is in the agent's mailbox before the gateway moves on, so
 /// requests keep their order).
-fn send(agent: &AgentRef, item: Pending) {
+fn send(node: &str, agent: &AgentRef, item: Pending) {
     match item {
+        Pending::Start(reply) => {
+            let _ = reply.send(Reply::encode(&Ok(serde_json::json!({"node": node}))));
+        }
         Pending::Cast(signal) => {
             if let Err(e) = agent.cast(signal) {
                 tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");

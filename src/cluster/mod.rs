@@ -77,6 +77,7 @@ mod envelope;
 mod gateway;
 mod handle;
 mod placement;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -90,12 +91,12 @@ use tokio::sync::{broadcast, watch};
 
 pub use config::{ClusterConfig, ClusterTls};
 pub use gateway::GatewayMsg;
-pub use handle::ClusterAgent;
+pub use handle::{ClusterAgent, RemoteChild};
 pub use placement::{Place, owner};
 
 use crate::agent::AgentState;
 use crate::error::{Error, Result};
-use crate::server::{AgentEvent, AgentRef, ExitReason, Jido, ServerOptions};
+use crate::server::{AgentRef, ExitReason, Jido, ServerOptions};
 
 /// The signal a watcher gets when a watched agent ends: data `{id, node,
 /// reason}`; `reason` is the agent's exit reason (`normal`, `shutdown`,
@@ -219,6 +220,13 @@ impl Inner {
         if let Some(agent) = self.jido.whereis(id) {
             return Ok(agent);
         }
+        let span = telemetry::ActivationSpan::start(&self.node, id);
+        let result = self.start_agent(kind, id).await;
+        span.finish(&result);
+        result
+    }
+
+    async fn start_agent(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
         let kind = kind.or_else(|| kind_of(id)).ok_or_else(|| {
             Error::not_found("agent not running and its id names no kind")
                 .with_detail("agent_id", id.to_owned())
@@ -369,7 +377,7 @@ impl Cluster {
                 Error::internal("cluster gateway did not start").with_source(e)
             })?;
         tokio::spawn(forward_exits(
-            jido.events(),
+            jido.final_exits(),
             gateway.clone(),
             Arc::clone(&inner),
         ));
@@ -488,36 +496,34 @@ impl Cluster {
 }
 
 /// Tells the gateway about every agent of this node that ends for good,
-/// and announces fenced ones.
+/// and announces fenced ones. Reads the instance's lossless exit stream,
+/// not [`Jido::events`]: a watch notice must not depend on how fast some
+/// event receiver reads.
 async fn forward_exits(
-    mut events: crate::server::AgentEvents,
+    mut exits: tokio::sync::mpsc::UnboundedReceiver<crate::server::FinalExit>,
     gateway: ActorRef<GatewayMsg>,
     inner: Arc<Inner>,
 ) {
-    while let Ok(event) = events.recv().await {
-        if let AgentEvent::Exited {
-            id,
-            reason,
-            restarting: false,
-            ..
-        } = event
+    while let Some(exit) = exits.recv().await {
+        // A hibernated agent is thawed by the next request: its watches
+        // stay (they are by id).
+        if exit.reason == ExitReason::Hibernated {
+            continue;
+        }
+        if exit.reason == ExitReason::Fenced {
+            telemetry::fenced(&inner.node, &exit.id);
+            let _ = inner.events.send(ClusterEvent::Fenced {
+                agent: exit.id.to_string(),
+            });
+        }
+        if gateway
+            .send_message(GatewayMsg::Exited(
+                exit.id.to_string(),
+                exit.reason.to_string(),
+            ))
+            .is_err()
         {
-            // A hibernated agent is thawed by the next request: its
-            // watches stay (they are by id).
-            if reason == ExitReason::Hibernated {
-                continue;
-            }
-            if reason == ExitReason::Fenced {
-                let _ = inner
-                    .events
-                    .send(ClusterEvent::Fenced { agent: id.clone() });
-            }
-            if gateway
-                .send_message(GatewayMsg::Exited(id, reason.to_string()))
-                .is_err()
-            {
-                return;
-            }
+            return;
         }
     }
 }

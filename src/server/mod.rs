@@ -96,6 +96,10 @@ pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
 pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS};
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
+#[cfg(feature = "cluster")]
+pub(crate) use exit::FinalExit;
+#[cfg(feature = "cluster")]
+pub(crate) use hierarchy::stop_child_reason;
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};
 pub use options::{
