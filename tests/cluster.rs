@@ -22,6 +22,7 @@ use jido::prelude::*;
 use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -150,16 +151,44 @@ fn cluster_node_main() {
         );
         let shared = pg.as_deref().zip(schema.as_deref());
         let jido = jido_with(shared).await;
-        let config = ClusterConfig::new(&node)
+        let mut config = ClusterConfig::new(&node)
             .cookie(COOKIE)
             .cluster(cluster_name)
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
+        if let Ok(dir) = std::env::var("JIDO_CLUSTER_TLS") {
+            config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
+        }
         let cluster = Cluster::start(&jido, config).await.expect("cluster");
         register_counter(&cluster, shared.is_some());
-        // Until the parent goes away (it holds our stdin).
-        let mut stdin = tokio::io::stdin();
-        let mut sink = tokio::io::sink();
-        let _ = tokio::io::copy(&mut stdin, &mut sink).await;
+        // Reports this node's fenced agents on stdout.
+        let mut events = cluster.events();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if let ClusterEvent::Fenced { agent } = event {
+                    println!("JIDO fenced {agent}");
+                }
+            }
+        });
+        // Commands on stdin, until the parent goes away (it holds our
+        // stdin): `call ID N` sends `counter.add` to the local agent ID
+        // and prints `JIDO reply ID ok LOG` or `JIDO reply ID err KIND`.
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let ["call", id, n] = words[..] {
+                let n: i64 = n.parse().expect("a number");
+                let answer = match jido.whereis(id) {
+                    Some(agent) => agent.call_timeout(add(n), LIMIT).await,
+                    None => Err(jido::Error::not_found("agent not running")),
+                };
+                match answer {
+                    Ok(state) => {
+                        println!("JIDO reply {id} ok {}", state.checkpoint()["state"]["log"]);
+                    }
+                    Err(e) => println!("JIDO reply {id} err {}", e.kind().as_str()),
+                }
+            }
+        }
         cluster.shutdown().await;
     });
 }
@@ -176,6 +205,14 @@ fn spawn_node(cluster: &str, name: &str, port: u16) -> Child {
 
 /// Starts node `name`, on PostgreSQL schema `pg.1` of server `pg.0`.
 fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Child {
+    node_command(cluster, name, port, pg)
+        .spawn()
+        .expect("spawn node")
+}
+
+/// The command that starts node `name` (stdin and stdout piped: see
+/// `cluster_node_main`).
+fn node_command(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     if let Some((conn, schema)) = pg {
         command
@@ -194,10 +231,9 @@ fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)
         .env("JIDO_CLUSTER_NAME", cluster)
         .env("JIDO_CLUSTER_PORT", port.to_string())
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn node")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    command
 }
 
 /// Node A in this process, seeding the child nodes' ports.
@@ -678,6 +714,181 @@ async fn a_stale_owner_is_fenced_and_its_write_is_refused() {
     // The stale write never landed.
     let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
     assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// TLS
+
+/// A certificate authority made for one test, and node certificates it
+/// signs (all for the name `jido-node`).
+struct Pki {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().expect("ca key");
+        Pki {
+            ca: rcgen::CertifiedIssuer::self_signed(params, key).expect("ca"),
+        }
+    }
+
+    /// (CA certificate, node certificate, node key), DER.
+    fn node(&self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let params = rcgen::CertificateParams::new(vec!["jido-node".to_owned()]).expect("params");
+        let key = rcgen::KeyPair::generate().expect("node key");
+        let cert = params.signed_by(&key, &self.ca).expect("node cert");
+        (
+            self.ca.der().to_vec(),
+            cert.der().to_vec(),
+            key.serialize_der(),
+        )
+    }
+
+    /// Writes a node's files to a new directory (for a child node).
+    fn node_dir(&self) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (ca, cert, key) = self.node();
+        std::fs::write(dir.path().join("ca.der"), ca).expect("write");
+        std::fs::write(dir.path().join("cert.der"), cert).expect("write");
+        std::fs::write(dir.path().join("key.der"), key).expect("write");
+        dir
+    }
+}
+
+/// Mutual TLS: each node presents its certificate and accepts only peers
+/// whose certificate the CA signed.
+fn rustls_configs(
+    (ca, cert, key): (Vec<u8>, Vec<u8>, Vec<u8>),
+) -> (
+    tokio_rustls::rustls::ServerConfig,
+    tokio_rustls::rustls::ClientConfig,
+) {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca)).expect("ca");
+    let roots = Arc::new(roots);
+    let chain = vec![CertificateDer::from(cert)];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .expect("client verifier");
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())
+        .expect("server cert");
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client cert");
+    (server, client)
+}
+
+fn cluster_tls(files: (Vec<u8>, Vec<u8>, Vec<u8>)) -> jido::cluster::ClusterTls {
+    let (server, client) = rustls_configs(files);
+    jido::cluster::ClusterTls::new(
+        tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        tokio_rustls::TlsConnector::from(Arc::new(client)),
+        tokio_rustls::rustls::pki_types::ServerName::try_from("jido-node").expect("name"),
+    )
+}
+
+fn tls_from_dir(dir: &std::path::Path) -> jido::cluster::ClusterTls {
+    let read = |f: &str| std::fs::read(dir.join(f)).expect("tls file");
+    cluster_tls((read("ca.der"), read("cert.der"), read("key.der")))
+}
+
+/// Dials `port` with TLS as `files`, sends a few bytes and reads until the
+/// peer closes: `Ok(bytes read)` or the TLS error.
+async fn tls_probe(port: u16, files: (Vec<u8>, Vec<u8>, Vec<u8>)) -> std::io::Result<Vec<u8>> {
+    let (_, client) = rustls_configs(files);
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("jido-node").expect("name");
+    let mut tls = connector.connect(name, tcp).await?;
+    tls.write_all(b"\x00\x00\x00\x04ping").await?;
+    tls.flush().await?;
+    let mut got = Vec::new();
+    tokio::time::timeout(LIMIT, tls.read_to_end(&mut got))
+        .await
+        .expect("the peer answers or closes")?;
+    Ok(got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join() {
+    let _serial = SERIAL.lock().await;
+    let pki = Pki::new("jido test ca");
+    let (port_a, port_b) = (free_port(), free_port());
+    let b_files = pki.node_dir();
+    let _b = node_command("t-tls", "node-b", port_b, None)
+        .env("JIDO_CLUSTER_TLS", b_files.path())
+        .spawn()
+        .expect("spawn node-b");
+    let jido = jido_with(None).await;
+    let config = ClusterConfig::new("node-a")
+        .cookie(COOKIE)
+        .cluster("t-tls")
+        .listen(format!("127.0.0.1:{port_a}").parse().unwrap())
+        .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .seeds([format!("127.0.0.1:{port_b}")])
+        .tls(cluster_tls(pki.node()));
+    let a = Cluster::start(&jido, config).await.expect("cluster");
+    register_counter(&a, false);
+    assert_eq!(
+        a.wait_for_members(2, LIMIT).await.expect("node-b joins over TLS"),
+        ["node-a", "node-b"]
+    );
+    let id = id_on(&a, "node-b", "tls");
+    let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call over TLS");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([1]))
+    );
+
+    // A peer speaking plain TCP (a node without TLS) gets no session: the
+    // listener's TLS handshake fails on its first bytes and closes.
+    let mut plain = tokio::net::TcpStream::connect(("127.0.0.1", port_a))
+        .await
+        .expect("tcp");
+    plain
+        .write_all(b"\x00\x00\x00\x10not a tls record")
+        .await
+        .expect("write");
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(LIMIT, plain.read_to_end(&mut got))
+        .await
+        .expect("closed in time");
+    assert!(read.is_ok(), "{read:?}");
+    assert_eq!(got.first(), Some(&0x15), "a TLS alert record, then the end: {got:?}");
+    // A peer whose certificate another CA signed is refused.
+    let stranger = Pki::new("another ca");
+    let (_, cert, key) = stranger.node();
+    let (ca, _, _) = pki.node();
+    let refused = tls_probe(port_a, (ca, cert, key)).await.unwrap_err();
+    assert!(format!("{refused:?}").contains("UnknownCA"), "{refused:?}");
+    // The probe itself passes the handshake with the cluster's
+    // certificate (so the refusal above is the certificate's): the node
+    // then drops the stream, whose bytes are not its protocol.
+    let accepted = tls_probe(port_a, pki.node()).await.unwrap_err();
+    assert_eq!(accepted.kind(), std::io::ErrorKind::UnexpectedEof, "{accepted:?}");
+    assert_eq!(a.members(), ["node-a", "node-b"], "nobody else joined");
+    let cp = a.agent(&id).call(add(2), LIMIT).await.expect("still serves");
+    assert_eq!(state(&cp)["log"], json!([1, 2]));
     a.shutdown().await;
     jido.shutdown().await;
 }
