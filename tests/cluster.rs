@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TestAgent, act, effects, forward};
+use jido::directive::StopReason;
 use jido::ErrorKind;
 use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
 use jido::persist::postgres::{PostgresOptions, PostgresStorage};
@@ -889,6 +890,184 @@ async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join()
     assert_eq!(a.members(), ["node-a", "node-b"], "nobody else joined");
     let cp = a.agent(&id).call(add(2), LIMIT).await.expect("still serves");
     assert_eq!(state(&cp)["log"], json!([1, 2]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Remote children, unwatch, watch notices under load
+
+/// A local parent forwarding its children's exits to a channel.
+async fn parent(
+    jido: &Jido,
+    id: &str,
+) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
+        .build(id);
+    let parent = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("parent");
+    (parent, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
+    let _serial = SERIAL.lock().await;
+    let (port_b, port_c) = (free_port(), free_port());
+    let _b = spawn_node("t-child", "node-b", port_b);
+    let mut c = spawn_node("t-child", "node-c", port_c);
+    let (jido, a) = node_a("t-child", &[port_b, port_c]).await;
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let (p, mut exits) = parent(&jido, "parent-1").await;
+
+    // Started on its owner by the spawn (no signal needed).
+    let id = id_on(&a, "node-b", "child");
+    let child = a
+        .agent(&id)
+        .spawn_as_child(&p, "worker", LIMIT)
+        .await
+        .expect("spawn on node-b");
+    assert_eq!((child.node(), child.tag(), child.id()), ("node-b", "worker", id.as_str()));
+    let cp = a.agent(&id).call(add(1), LIMIT).await.expect("it runs");
+    assert_eq!((state(&cp)["node"].clone(), state(&cp)["log"].clone()), (json!("node-b"), json!([1])));
+
+    // StopChild: stopped with a shutdown reason, and the parent told.
+    child.stop(StopReason::Custom("quota".into()), LIMIT).await.expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
+    );
+    let err = child.stop(StopReason::Normal, LIMIT).await.unwrap_err();
+    assert_eq!((err.kind(), err.message()), (ErrorKind::NotFound, "agent not running"));
+
+    // A child that ends by itself.
+    let selfish = id_on(&a, "node-b", "child-self");
+    a.agent(&selfish).spawn_as_child(&p, "self", LIMIT).await.expect("spawn");
+    a.agent(&selfish)
+        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "self", "id": selfish, "node": "node-b", "reason": "done"})
+    );
+
+    // Its node lost: `noconnection`.
+    let far = id_on(&a, "node-c", "child");
+    a.agent(&far).spawn_as_child(&p, "far", LIMIT).await.expect("spawn on node-c");
+    c.start_kill().expect("SIGKILL node-c");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "far", "id": far, "node": "node-c", "reason": "noconnection"})
+    );
+
+    // A child on this node works the same way.
+    let near = id_on(&a, "node-a", "child");
+    let local = a.agent(&near).spawn_as_child(&p, "near", LIMIT).await.expect("spawn here");
+    assert_eq!(local.node(), "node-a");
+    assert!(jido.whereis(&near).is_some());
+    local.stop(StopReason::Shutdown, LIMIT).await.expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "near", "id": near, "node": "node-a", "reason": "shutdown"})
+    );
+    assert!(exits.try_recv().is_err(), "one exit each");
+
+    // A kind nobody registered cannot be spawned.
+    let ghost = (0..)
+        .map(|i| format!("ghost:{i}"))
+        .find(|id| a.owner_of(id) == "node-b")
+        .unwrap();
+    let err = a.agent(&ghost).spawn_as_child(&p, "ghost", LIMIT).await.unwrap_err();
+    assert_eq!((err.kind(), err.message()), (ErrorKind::NotFound, "no such agent kind"));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+/// A watcher that also answers `ping` calls (to know it handled what was
+/// sent to it before).
+async fn pingable_watcher(
+    jido: &Jido,
+    id: &str,
+) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(AGENT_DOWN, forward(tx))
+        .route("ping", act(|_, _| async { Ok(json!({})) }))
+        .build(id);
+    let watcher = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("watcher");
+    (watcher, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwatched_agent_tells_nobody() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-unwatch", "node-b", port);
+    let (jido, a) = node_a("t-unwatch", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    for owner in ["node-b", "node-a"] {
+        let id = id_on(&a, owner, "unwatch");
+        let agent = a.agent(&id);
+        agent.call(add(1), LIMIT).await.expect("start");
+        let (w1, mut down1) = pingable_watcher(&jido, &format!("w1-{owner}")).await;
+        let (w2, mut down2) = pingable_watcher(&jido, &format!("w2-{owner}")).await;
+        agent.watch(&w1).await.expect("watch");
+        agent.watch(&w2).await.expect("watch");
+        assert!(agent.unwatch(&w1).await.expect("unwatch"));
+        assert!(!agent.unwatch(&w1).await.expect("unwatch again"), "no watch left");
+        agent
+            .cast(Signal::new("counter.stop", json!({"reason": "bye"})))
+            .expect("cast");
+        assert_eq!(
+            next(&mut down2).await,
+            json!({"id": id, "node": owner, "reason": "bye"})
+        );
+        // w1 handled everything sent to it before this call: nothing came.
+        w1.call(Signal::new("ping", json!({}))).await.expect("ping");
+        assert!(down1.try_recv().is_err(), "{owner}: an unwatched watcher is not told");
+        assert!(!agent.unwatch(&w2).await.expect("unwatch"), "told once, then gone");
+    }
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_notices_do_not_depend_on_agent_event_receivers_keeping_up() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-lag", "node-b", port);
+    let (jido, a) = node_a("t-lag", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    // A receiver of the instance's events that never reads.
+    let mut lagging = jido.events();
+    let (w, mut down) = watcher(&jido, "watcher-lag").await;
+    let remote = id_on(&a, "node-b", "lag");
+    let local = id_on(&a, "node-a", "lag");
+    for id in [&remote, &local] {
+        a.agent(id).call(add(1), LIMIT).await.expect("start");
+        a.agent(id).watch(&w).await.expect("watch");
+    }
+    // Far more exits than an event receiver keeps.
+    let burst = jido::server::EVENTS_CAPACITY * 2;
+    for i in 0..burst {
+        let agent = TestAgent::new().build(&format!("lag-burst-{i}"));
+        let agent = jido.start_agent(agent, ServerOptions::new()).await.expect("start");
+        agent.stop("done").await.expect("stop");
+    }
+    let err = lagging.recv().await.unwrap_err();
+    assert_eq!((err.kind(), err.message()), (ErrorKind::QueueOverflow, "agent events lagged"));
+    for (id, node) in [(&local, "node-a"), (&remote, "node-b")] {
+        a.agent(id)
+            .cast(Signal::new("counter.stop", json!({"reason": "late"})))
+            .expect("cast");
+        assert_eq!(next(&mut down).await, json!({"id": id, "node": node, "reason": "late"}));
+    }
     a.shutdown().await;
     jido.shutdown().await;
 }

@@ -148,7 +148,12 @@ impl Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Reply {
     pub(crate) v: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Present (`null` included) on success.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub(crate) ok: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<Value>,
@@ -186,6 +191,12 @@ impl Reply {
             _ => Err(Error::validation("malformed cluster reply")),
         }
     }
+}
+
+/// A field that is there, even as `null` (serde reads `null` as `None`
+/// for an `Option` otherwise).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// A gateway's notice that a watched agent ended.
@@ -320,6 +331,10 @@ mod tests {
         assert_eq!(
             Reply::decode(&Reply::encode(&Ok(json!({"a": 1})))).unwrap(),
             json!({"a": 1})
+        );
+        assert_eq!(
+            Reply::decode(&Reply::encode(&Ok(Value::Null))).unwrap(),
+            Value::Null
         );
         assert_eq!(
             Reply::decode(b"[]").unwrap_err().message(),
