@@ -1071,3 +1071,168 @@ async fn watch_notices_do_not_depend_on_agent_event_receivers_keeping_up() {
     a.shutdown().await;
     jido.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------
+// Partition
+
+/// A TCP proxy in front of a node, under the test's control: it forwards,
+/// or (partitioned) swallows every byte both ways while keeping the
+/// connections open, as a network that silently drops frames. `heal`
+/// cuts the connections (the sessions end, the connector redials) and
+/// forwards again.
+struct Proxy {
+    port: u16,
+    partitioned: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: u16) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let partitioned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (flag, list) = (Arc::clone(&partitioned), Arc::clone(&conns));
+        let accept = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                let mut list = list.lock().unwrap();
+                list.push(tokio::spawn(pipe(ri, wo, Arc::clone(&flag))));
+                list.push(tokio::spawn(pipe(ro, wi, Arc::clone(&flag))));
+            }
+        });
+        Proxy {
+            port,
+            partitioned,
+            conns,
+            accept,
+        }
+    }
+
+    fn partition(&self) {
+        self.partitioned
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn heal(&self) {
+        for conn in self.conns.lock().unwrap().drain(..) {
+            conn.abort();
+        }
+        self.partitioned
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.heal();
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    partitioned: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if partitioned.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A child node's stdout, read line by line: the `JIDO …` lines.
+struct NodeOut(tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>);
+
+impl NodeOut {
+    fn of(child: &mut Child) -> NodeOut {
+        let out = child.stdout.take().expect("piped stdout");
+        NodeOut(tokio::io::BufReader::new(out).lines())
+    }
+
+    /// The next `JIDO …` line, from `JIDO ` on.
+    async fn next(&mut self) -> String {
+        loop {
+            let line = tokio::time::timeout(LIMIT, self.0.next_line())
+                .await
+                .expect("a line in time")
+                .expect("stdout")
+                .expect("the node runs");
+            // libtest may have written `test cluster_node_main ... ` first.
+            if let Some((_, rest)) = line.split_once("JIDO ") {
+                return rest.to_owned();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let mut b = spawn_node_with("t-partition", "node-b", port, pg);
+    let mut b_out = NodeOut::of(&mut b);
+    let mut b_in = b.stdin.take().expect("piped stdin");
+    // Node A reaches node-b only through the proxy.
+    let proxy = Proxy::start(port).await;
+    let (jido, a) = node_a_with("t-partition", &[proxy.port], pg).await;
+    let mut events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "partition");
+    let on_b = a.agent_on(&id, Place::Node("node-b".into()));
+    on_b.call(add(1), LIMIT).await.expect("call on b");
+
+    // The network between A and B drops everything; neither side notices
+    // (no session ends). A takes the agent over: a newer owner epoch.
+    proxy.partition();
+    let on_a = a.agent_on(&id, Place::Local);
+    let cp = on_a.call(add(2), LIMIT).await.expect("call on a");
+    assert_eq!(
+        (state(&cp)["log"].clone(), state(&cp)["ran_on"].clone()),
+        (json!([1, 2]), json!("node-a"))
+    );
+    assert_eq!(a.members(), ["node-a", "node-b"], "the partition is silent");
+
+    // B's copy still runs; a client on B's side writes to it: fenced.
+    b_in.write_all(format!("call {id} 99\n").as_bytes())
+        .await
+        .expect("command");
+    let mut lines = vec![b_out.next().await, b_out.next().await];
+    lines.sort();
+    assert_eq!(lines, [format!("fenced {id}"), format!("reply {id} err fenced")]);
+    // And it stopped: the next write finds no agent on B.
+    b_in.write_all(format!("call {id} 100\n").as_bytes())
+        .await
+        .expect("command");
+    assert_eq!(b_out.next().await, format!("reply {id} err not_found"));
+
+    // The partition heals (the sessions end and are redialled): the
+    // stale writes never landed.
+    proxy.heal();
+    wait_event(&mut events, ClusterEvent::NodeDown { node: "node-b".into() }).await;
+    wait_event(&mut events, ClusterEvent::NodeUp { node: "node-b".into() }).await;
+    let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
