@@ -15,9 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{TestAgent, act, effects, forward};
-use jido::directive::StopReason;
 use jido::ErrorKind;
 use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
+use jido::directive::StopReason;
 use jido::persist::postgres::{PostgresOptions, PostgresStorage};
 use jido::prelude::*;
 use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
@@ -780,10 +780,12 @@ fn rustls_configs(
     let roots = Arc::new(roots);
     let chain = vec![CertificateDer::from(cert)];
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
-            .build()
-            .expect("client verifier");
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.clone(),
+        provider.clone(),
+    )
+    .build()
+    .expect("client verifier");
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("versions")
@@ -851,11 +853,17 @@ async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join()
     let a = Cluster::start(&jido, config).await.expect("cluster");
     register_counter(&a, false);
     assert_eq!(
-        a.wait_for_members(2, LIMIT).await.expect("node-b joins over TLS"),
+        a.wait_for_members(2, LIMIT)
+            .await
+            .expect("node-b joins over TLS"),
         ["node-a", "node-b"]
     );
     let id = id_on(&a, "node-b", "tls");
-    let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call over TLS");
+    let cp = a
+        .agent(&id)
+        .call(add(1), LIMIT)
+        .await
+        .expect("call over TLS");
     assert_eq!(
         (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
         (json!("node-b"), json!([1]))
@@ -875,7 +883,11 @@ async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join()
         .await
         .expect("closed in time");
     assert!(read.is_ok(), "{read:?}");
-    assert_eq!(got.first(), Some(&0x15), "a TLS alert record, then the end: {got:?}");
+    assert_eq!(
+        got.first(),
+        Some(&0x15),
+        "a TLS alert record, then the end: {got:?}"
+    );
     // A peer whose certificate another CA signed is refused.
     let stranger = Pki::new("another ca");
     let (_, cert, key) = stranger.node();
@@ -886,9 +898,17 @@ async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join()
     // certificate (so the refusal above is the certificate's): the node
     // then drops the stream, whose bytes are not its protocol.
     let accepted = tls_probe(port_a, pki.node()).await.unwrap_err();
-    assert_eq!(accepted.kind(), std::io::ErrorKind::UnexpectedEof, "{accepted:?}");
+    assert_eq!(
+        accepted.kind(),
+        std::io::ErrorKind::UnexpectedEof,
+        "{accepted:?}"
+    );
     assert_eq!(a.members(), ["node-a", "node-b"], "nobody else joined");
-    let cp = a.agent(&id).call(add(2), LIMIT).await.expect("still serves");
+    let cp = a
+        .agent(&id)
+        .call(add(2), LIMIT)
+        .await
+        .expect("still serves");
     assert_eq!(state(&cp)["log"], json!([1, 2]));
     a.shutdown().await;
     jido.shutdown().await;
@@ -898,10 +918,7 @@ async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join()
 // Remote children, unwatch, watch notices under load
 
 /// A local parent forwarding its children's exits to a channel.
-async fn parent(
-    jido: &Jido,
-    id: &str,
-) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+async fn parent(jido: &Jido, id: &str) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let agent = TestAgent::new()
         .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
@@ -930,22 +947,37 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         .spawn_as_child(&p, "worker", LIMIT)
         .await
         .expect("spawn on node-b");
-    assert_eq!((child.node(), child.tag(), child.id()), ("node-b", "worker", id.as_str()));
+    assert_eq!(
+        (child.node(), child.tag(), child.id()),
+        ("node-b", "worker", id.as_str())
+    );
     let cp = a.agent(&id).call(add(1), LIMIT).await.expect("it runs");
-    assert_eq!((state(&cp)["node"].clone(), state(&cp)["log"].clone()), (json!("node-b"), json!([1])));
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([1]))
+    );
 
     // StopChild: stopped with a shutdown reason, and the parent told.
-    child.stop(StopReason::Custom("quota".into()), LIMIT).await.expect("stop");
+    child
+        .stop(StopReason::Custom("quota".into()), LIMIT)
+        .await
+        .expect("stop");
     assert_eq!(
         next(&mut exits).await,
         json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
     );
     let err = child.stop(StopReason::Normal, LIMIT).await.unwrap_err();
-    assert_eq!((err.kind(), err.message()), (ErrorKind::NotFound, "agent not running"));
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "agent not running")
+    );
 
     // A child that ends by itself.
     let selfish = id_on(&a, "node-b", "child-self");
-    a.agent(&selfish).spawn_as_child(&p, "self", LIMIT).await.expect("spawn");
+    a.agent(&selfish)
+        .spawn_as_child(&p, "self", LIMIT)
+        .await
+        .expect("spawn");
     a.agent(&selfish)
         .cast(Signal::new("counter.stop", json!({"reason": "done"})))
         .expect("cast");
@@ -956,7 +988,10 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
 
     // Its node lost: `noconnection`.
     let far = id_on(&a, "node-c", "child");
-    a.agent(&far).spawn_as_child(&p, "far", LIMIT).await.expect("spawn on node-c");
+    a.agent(&far)
+        .spawn_as_child(&p, "far", LIMIT)
+        .await
+        .expect("spawn on node-c");
     c.start_kill().expect("SIGKILL node-c");
     assert_eq!(
         next(&mut exits).await,
@@ -965,7 +1000,11 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
 
     // A child on this node works the same way.
     let near = id_on(&a, "node-a", "child");
-    let local = a.agent(&near).spawn_as_child(&p, "near", LIMIT).await.expect("spawn here");
+    let local = a
+        .agent(&near)
+        .spawn_as_child(&p, "near", LIMIT)
+        .await
+        .expect("spawn here");
     assert_eq!(local.node(), "node-a");
     assert!(jido.whereis(&near).is_some());
     local.stop(StopReason::Shutdown, LIMIT).await.expect("stop");
@@ -980,8 +1019,15 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         .map(|i| format!("ghost:{i}"))
         .find(|id| a.owner_of(id) == "node-b")
         .unwrap();
-    let err = a.agent(&ghost).spawn_as_child(&p, "ghost", LIMIT).await.unwrap_err();
-    assert_eq!((err.kind(), err.message()), (ErrorKind::NotFound, "no such agent kind"));
+    let err = a
+        .agent(&ghost)
+        .spawn_as_child(&p, "ghost", LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "no such agent kind")
+    );
     a.shutdown().await;
     jido.shutdown().await;
 }
@@ -1020,7 +1066,10 @@ async fn an_unwatched_agent_tells_nobody() {
         agent.watch(&w1).await.expect("watch");
         agent.watch(&w2).await.expect("watch");
         assert!(agent.unwatch(&w1).await.expect("unwatch"));
-        assert!(!agent.unwatch(&w1).await.expect("unwatch again"), "no watch left");
+        assert!(
+            !agent.unwatch(&w1).await.expect("unwatch again"),
+            "no watch left"
+        );
         agent
             .cast(Signal::new("counter.stop", json!({"reason": "bye"})))
             .expect("cast");
@@ -1030,8 +1079,14 @@ async fn an_unwatched_agent_tells_nobody() {
         );
         // w1 handled everything sent to it before this call: nothing came.
         w1.call(Signal::new("ping", json!({}))).await.expect("ping");
-        assert!(down1.try_recv().is_err(), "{owner}: an unwatched watcher is not told");
-        assert!(!agent.unwatch(&w2).await.expect("unwatch"), "told once, then gone");
+        assert!(
+            down1.try_recv().is_err(),
+            "{owner}: an unwatched watcher is not told"
+        );
+        assert!(
+            !agent.unwatch(&w2).await.expect("unwatch"),
+            "told once, then gone"
+        );
     }
     a.shutdown().await;
     jido.shutdown().await;
@@ -1057,16 +1112,25 @@ async fn watch_notices_do_not_depend_on_agent_event_receivers_keeping_up() {
     let burst = jido::server::EVENTS_CAPACITY * 2;
     for i in 0..burst {
         let agent = TestAgent::new().build(&format!("lag-burst-{i}"));
-        let agent = jido.start_agent(agent, ServerOptions::new()).await.expect("start");
+        let agent = jido
+            .start_agent(agent, ServerOptions::new())
+            .await
+            .expect("start");
         agent.stop("done").await.expect("stop");
     }
     let err = lagging.recv().await.unwrap_err();
-    assert_eq!((err.kind(), err.message()), (ErrorKind::QueueOverflow, "agent events lagged"));
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::QueueOverflow, "agent events lagged")
+    );
     for (id, node) in [(&local, "node-a"), (&remote, "node-b")] {
         a.agent(id)
             .cast(Signal::new("counter.stop", json!({"reason": "late"})))
             .expect("cast");
-        assert_eq!(next(&mut down).await, json!({"id": id, "node": node, "reason": "late"}));
+        assert_eq!(
+            next(&mut down).await,
+            json!({"id": id, "node": node, "reason": "late"})
+        );
     }
     a.shutdown().await;
     jido.shutdown().await;
@@ -1219,7 +1283,10 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
         .expect("command");
     let mut lines = vec![b_out.next().await, b_out.next().await];
     lines.sort();
-    assert_eq!(lines, [format!("fenced {id}"), format!("reply {id} err fenced")]);
+    assert_eq!(
+        lines,
+        [format!("fenced {id}"), format!("reply {id} err fenced")]
+    );
     // And it stopped: the next write finds no agent on B.
     b_in.write_all(format!("call {id} 100\n").as_bytes())
         .await
@@ -1229,10 +1296,169 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     // The partition heals (the sessions end and are redialled): the
     // stale writes never landed.
     proxy.heal();
-    wait_event(&mut events, ClusterEvent::NodeDown { node: "node-b".into() }).await;
-    wait_event(&mut events, ClusterEvent::NodeUp { node: "node-b".into() }).await;
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeUp {
+            node: "node-b".into(),
+        },
+    )
+    .await;
     let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
     assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Telemetry
+
+/// The events named `name`, as `(field, value)` of `fields`.
+fn seen(events: &common::Events, name: &str, fields: &[&str]) -> Vec<Vec<Value>> {
+    events
+        .named(name)
+        .into_iter()
+        .map(|e| {
+            fields
+                .iter()
+                .map(|f| e.get(*f).cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+        .collect()
+}
+
+/// On a current-thread runtime, so every task's events are this thread's.
+#[tokio::test]
+async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let (events, _guard) = common::record_events();
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let mut b = spawn_node_with("t-telemetry", "node-b", port, pg);
+    let (jido, a) = node_a_with("t-telemetry", &[port], pg).await;
+    let mut cluster_events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    assert_eq!(
+        seen(&events, "jido.cluster.node.up", &["node", "peer"]),
+        [[json!("node-a"), json!("node-b")]]
+    );
+
+    let remote = id_on(&a, "node-b", "tele");
+    a.agent(&remote).call(add(1), LIMIT).await.expect("call");
+    let err = a
+        .agent(&remote)
+        .call(Signal::new("counter.unknown", json!({})), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Routing);
+    a.agent(&remote).cast(add(2)).expect("cast");
+    let fields = ["node", "agent_id", "owner", "signal_type"];
+    assert_eq!(
+        seen(&events, "jido.cluster.call.start", &fields),
+        [
+            [
+                json!("node-a"),
+                json!(remote),
+                json!("node-b"),
+                json!("counter.add")
+            ],
+            [
+                json!("node-a"),
+                json!(remote),
+                json!("node-b"),
+                json!("counter.unknown")
+            ],
+        ]
+    );
+    assert_eq!(
+        seen(&events, "jido.cluster.call.stop", &fields),
+        [[
+            json!("node-a"),
+            json!(remote),
+            json!("node-b"),
+            json!("counter.add")
+        ]]
+    );
+    let stop = &events.named("jido.cluster.call.stop")[0];
+    assert!(stop["duration_us"].is_u64(), "{stop:?}");
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.call.exception",
+            &["agent_id", "error_type"]
+        ),
+        [[json!(remote), json!("routing_error")]]
+    );
+    assert!(events.named("jido.cluster.call.exception")[0]["duration_us"].is_u64());
+    assert_eq!(
+        seen(&events, "jido.cluster.cast", &fields),
+        [[
+            json!("node-a"),
+            json!(remote),
+            json!("node-b"),
+            json!("counter.add")
+        ]]
+    );
+
+    // An agent started on demand here; then taken over by node-b, so
+    // this node's copy is fenced at its next write.
+    let local = id_on(&a, "node-a", "tele");
+    let on_a = a.agent_on(&local, Place::Local);
+    on_a.call(add(1), LIMIT).await.expect("started here");
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.activation.start",
+            &["node", "agent_id"]
+        ),
+        [[json!("node-a"), json!(local)]]
+    );
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.activation.stop",
+            &["node", "agent_id"]
+        ),
+        [[json!("node-a"), json!(local)]]
+    );
+    let on_b = a.agent_on(&local, Place::Node("node-b".into()));
+    on_b.call(add(2), LIMIT)
+        .await
+        .expect("taken over by node-b");
+    let err = on_a.call(add(3), LIMIT).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    wait_event(
+        &mut cluster_events,
+        ClusterEvent::Fenced {
+            agent: local.clone(),
+        },
+    )
+    .await;
+    assert_eq!(
+        seen(&events, "jido.cluster.fenced", &["node", "agent_id"]),
+        [[json!("node-a"), json!(local)]]
+    );
+
+    b.start_kill().expect("SIGKILL node-b");
+    wait_event(
+        &mut cluster_events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(
+        seen(&events, "jido.cluster.node.down", &["node", "peer"]),
+        [[json!("node-a"), json!("node-b")]]
+    );
     a.shutdown().await;
     jido.shutdown().await;
 }

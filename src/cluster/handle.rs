@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::envelope::{Op, Request, checkpoint_value};
 use super::gateway::{GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, noconnection};
 use super::{Inner, Place, owner, telemetry};
-use crate::error::{Error, Result};
 use crate::directive::StopReason;
+use crate::error::{Error, Result};
 use crate::server::AgentRef;
 use crate::signal::Signal;
 
@@ -136,7 +136,8 @@ impl ClusterAgent {
                 .await
                 .map(|state| checkpoint_value(&state)),
             Route::Gateway(gateway, node) => {
-                let span = telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
+                let span =
+                    telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
                 let request = Request::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .deadline(timeout)

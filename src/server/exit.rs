@@ -376,11 +376,17 @@ mod tests {
             let exit = notices.try_recv().expect("every exit, in order");
             assert_eq!(
                 (&*exit.id, exit.reason),
-                (format!("a{i}").as_str(), ExitReason::Stopped(format!("r{i}")))
+                (
+                    format!("a{i}").as_str(),
+                    ExitReason::Stopped(format!("r{i}"))
+                )
             );
         }
         assert!(notices.try_recv().is_err());
         book.close();
-        assert!(book.final_exits().try_recv().is_err(), "closed: ends at once");
+        assert!(
+            book.final_exits().try_recv().is_err(),
+            "closed: ends at once"
+        );
     }
 }

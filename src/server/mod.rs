@@ -95,9 +95,9 @@ pub use agent_ref::{
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
 pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS};
-pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 #[cfg(feature = "cluster")]
 pub(crate) use exit::FinalExit;
+pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 #[cfg(feature = "cluster")]
 pub(crate) use hierarchy::stop_child_reason;
 pub use instance::{Jido, JidoConfig};
