@@ -12,7 +12,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::envelope::{Down, Op, Reply, Request, checkpoint_value};
+use super::envelope::{Down, Op, Reply, Request};
 use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
@@ -569,8 +569,7 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
             match agent.send_call(signal, left) {
                 Ok(answer) => {
                     tokio::spawn(async move {
-                        let result = answer.await.map(|state| checkpoint_value(&state));
-                        let _ = reply.send(Reply::encode(&result));
+                        let _ = reply.send(Reply::encode_checkpoint(&answer.await));
                     });
                 }
                 Err(e) => {
