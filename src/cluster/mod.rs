@@ -26,7 +26,15 @@
 //!   ([`ClusterEvent::Fenced`]).
 //! * **Watches**: [`ClusterAgent::watch`] sends the watcher a
 //!   [`AGENT_DOWN`] signal `{id, node, reason}` when the agent ends, or
-//!   with reason `noconnection` when its node is lost.
+//!   with reason `noconnection` when its node is lost;
+//!   [`ClusterAgent::unwatch`] removes the watch. **Remote children**
+//!   ([`ClusterAgent::spawn_as_child`]) are a watch whose notice is
+//!   `jido.agent.child.exit` `{tag, id, node, reason}`, plus
+//!   [`RemoteChild::stop`] (their StopChild).
+//! * **Telemetry**: `tracing` events `jido.cluster.*` (target
+//!   `jido::cluster`): node up / down, remote call start / stop /
+//!   exception with `duration_us`, casts, activations, fencing (see
+//!   `docs/cluster.md`).
 //! * **Delivery** is at most once: ractor_cluster has no retransmission,
 //!   a session lost with messages in flight loses them (a call then fails
 //!   with a timeout or "node connection lost"). Casts from one handle
