@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use common::{TestAgent, act, effects, forward};
 use jido::ErrorKind;
-use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
+use jido::cluster::{
+    AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place, RemoteChildDirective,
+};
 use jido::directive::StopReason;
 use jido::persist::postgres::{PostgresOptions, PostgresStorage};
 use jido::prelude::*;
@@ -1458,6 +1460,90 @@ async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
     assert_eq!(
         seen(&events, "jido.cluster.node.down", &["node", "peer"]),
         [[json!("node-a"), json!("node-b")]]
+    );
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_children_from_directives() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-child-directive", "node-b", port);
+    let (jido, a) = node_a("t-child-directive", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "directive-child");
+    let (tx, mut exits) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let child_id = id.clone();
+    let agent = TestAgent::new()
+        .route(
+            "spawn",
+            effects(move |_| vec![RemoteChildDirective::spawn(child_id.clone(), "worker").into()]),
+        )
+        .route(
+            "stop",
+            effects(|p| {
+                vec![
+                    RemoteChildDirective::stop(
+                        p["tag"].as_str().unwrap_or("worker").to_owned(),
+                        StopReason::Custom("quota".into()),
+                    )
+                    .into(),
+                ]
+            }),
+        )
+        .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
+        .route(
+            jido::server::signal_types::CHILD_STARTED,
+            forward(started_tx),
+        )
+        .build("directive-parent");
+    let parent = jido
+        .start_agent(
+            agent,
+            ServerOptions::new().directive_exec(a.child_directives()),
+        )
+        .await
+        .expect("parent");
+    // Spawn then stop at once: the stop waits for the start if it must.
+    parent.cast(Signal::new("spawn", json!({}))).expect("spawn");
+    parent
+        .cast(Signal::new("stop", json!({"tag": "worker"})))
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
+    );
+    // It ran on node-b (its state there was made by the factory).
+    let cp = a.agent(&id).call(add(5), LIMIT).await.expect("a new copy");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([5]))
+    );
+    // An unknown tag is ignored; the parent still serves.
+    parent
+        .cast(Signal::new("stop", json!({"tag": "nobody"})))
+        .expect("stop");
+    parent
+        .call(Signal::new("spawn", json!({})))
+        .await
+        .expect("spawn again");
+    assert_eq!(
+        next(&mut started).await,
+        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b"})
+    );
+    a.agent(&id)
+        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "done"})
+    );
+    assert!(exits.try_recv().is_err());
+    assert!(
+        started.try_recv().is_err(),
+        "the child stopped while starting never announced"
     );
     a.shutdown().await;
     jido.shutdown().await;

@@ -401,8 +401,8 @@ mod tests {
         }
         // A signal that is not a CloudEvent: the envelope is malformed,
         // and the source says why.
-        let err = Request::decode(br#"{"v":1,"op":"cast","agent":"a","signal":{"x":1}}"#)
-            .unwrap_err();
+        let err =
+            Request::decode(br#"{"v":1,"op":"cast","agent":"a","signal":{"x":1}}"#).unwrap_err();
         assert_eq!(
             (err.kind(), err.message()),
             (ErrorKind::Validation, "malformed cluster envelope")
@@ -428,9 +428,14 @@ mod tests {
         let bytes = Reply::encode_checkpoint(&Ok(state.clone()));
         assert_eq!(Reply::decode(&bytes).unwrap(), state.checkpoint());
         assert_eq!(Reply::decode(&bytes).unwrap(), checkpoint_value(&state));
-        let err = Reply::decode(&Reply::encode_checkpoint(&Err(Error::fenced("agent fenced"))))
-            .unwrap_err();
-        assert_eq!((err.kind(), err.message()), (ErrorKind::Fenced, "agent fenced"));
+        let err = Reply::decode(&Reply::encode_checkpoint(&Err(Error::fenced(
+            "agent fenced",
+        ))))
+        .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Fenced, "agent fenced")
+        );
     }
 
     #[test]

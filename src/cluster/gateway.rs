@@ -56,6 +56,11 @@ pub struct WatchRequest {
     /// A remote child's tag: the watcher is its parent and gets
     /// `jido.agent.child.exit` instead of `jido.agent.down`.
     pub(crate) tag: Option<String>,
+    /// Start the agent first if it does not run (from this kind, if
+    /// given): a remote child's spawn.
+    pub(crate) start: Option<Option<String>>,
+    /// How long the owner may take to answer.
+    pub(crate) timeout: Duration,
     pub(crate) reply: RpcReplyPort<Result<()>>,
 }
 
@@ -138,8 +143,9 @@ pub(crate) struct Gateway;
 enum Pending {
     Cast(Signal),
     Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
-    /// Only the start (a remote child's spawn): answered `{"node"}`.
-    Start(RpcReplyPort<Vec<u8>>),
+    /// Only the start (a remote child's spawn): answered `{"node"}`, with
+    /// the watch of node `from` registered in the same turn.
+    Start(RpcReplyPort<Vec<u8>>, Option<String>),
 }
 
 pub(crate) struct GatewayState {
@@ -347,7 +353,7 @@ impl GatewayState {
                 }
             }
             (Op::Start, Some(reply)) => {
-                let item = Pending::Start(reply);
+                let item = Pending::Start(reply, req.from.clone());
                 self.deliver(myself, &req, item);
             }
             (Op::Stop, reply) => {
@@ -381,7 +387,7 @@ impl GatewayState {
             return;
         }
         if let Some(agent) = self.inner.jido.whereis(&req.agent) {
-            send(&self.inner.node, &agent, item);
+            self.hand(&req.agent, &agent, item);
             return;
         }
         self.pending
@@ -395,6 +401,24 @@ impl GatewayState {
         });
     }
 
+    /// Hands a request to the running agent `id`; a start with a watcher
+    /// node registers its watch first, while the agent is still in the
+    /// registry (so its exit notice is still to come).
+    fn hand(&mut self, id: &str, agent: &AgentRef, item: Pending) {
+        if let Pending::Start(reply, Some(from)) = item {
+            if self.inner.jido.whereis(id).is_none() {
+                let _ = reply.send(Reply::encode(&Err(Error::not_found("agent not running")
+                    .with_detail("agent_id", id.to_owned())
+                    .with_detail("node", self.inner.node.clone()))));
+                return;
+            }
+            self.watched.entry(id.to_owned()).or_default().insert(from);
+            send(&self.inner.node, agent, Pending::Start(reply, None));
+            return;
+        }
+        send(&self.inner.node, agent, item);
+    }
+
     fn activated(&mut self, id: &str, result: Result<AgentRef>) {
         let Some(queue) = self.pending.remove(id) else {
             return;
@@ -402,11 +426,11 @@ impl GatewayState {
         match result {
             Ok(agent) => queue
                 .into_iter()
-                .for_each(|item| send(&self.inner.node, &agent, item)),
+                .for_each(|item| self.hand(id, &agent, item)),
             Err(e) => {
                 tracing::warn!(error = %e, agent = %id, "jido.cluster: activation failed");
                 for item in queue {
-                    if let Pending::Call(_, _, reply) | Pending::Start(reply) = item {
+                    if let Pending::Call(_, _, reply) | Pending::Start(reply, _) = item {
                         let _ = reply.send(Reply::encode(&Err(e.clone())));
                     }
                 }
@@ -443,10 +467,13 @@ impl GatewayState {
         };
         for watcher in watchers {
             let signal = match watcher.tag {
-                Some(tag) => Signal::new(
-                    crate::server::signal_types::CHILD_EXIT,
-                    serde_json::json!({"tag": tag, "id": agent, "node": node, "reason": reason}),
-                ),
+                Some(tag) => {
+                    self.inner.children.ended(watcher.agent.id(), &tag, agent);
+                    Signal::new(
+                        crate::server::signal_types::CHILD_EXIT,
+                        serde_json::json!({"tag": tag, "id": agent, "node": node, "reason": reason}),
+                    )
+                }
                 None => Signal::new(
                     super::AGENT_DOWN,
                     serde_json::json!({"id": agent, "node": node, "reason": reason}),
@@ -502,6 +529,8 @@ impl GatewayState {
             owner,
             watcher,
             tag,
+            start,
+            timeout,
             reply,
         } = req;
         let entry = Watcher {
@@ -509,7 +538,7 @@ impl GatewayState {
             tag,
         };
         let key = (owner.clone(), agent.clone());
-        if owner == self.inner.node {
+        if owner == self.inner.node && start.is_none() {
             if self.inner.jido.whereis(&agent).is_none() {
                 let _ = reply.send(Err(Error::not_found("agent not running")
                     .with_detail("agent_id", agent)
@@ -521,19 +550,29 @@ impl GatewayState {
             let _ = reply.send(Ok(()));
             return;
         }
-        let Some(gateway) = self.inner.gateway_of(&owner) else {
+        let gateway = if owner == self.inner.node {
+            Some(myself.clone())
+        } else {
+            self.inner.gateway_of(&owner)
+        };
+        let Some(gateway) = gateway else {
             let _ = reply.send(Err(noconnection(&owner)));
             return;
         };
         // Registered before the owner is asked, so a Down that overtakes
         // the answer still finds it; a refusal takes it back.
         self.watching.entry(key).or_default().push(entry);
-        let request = Request::new(Op::Watch, &agent, None)
-            .sender(&self.inner.node)
-            .encode();
+        // A start-and-watch (a remote child's spawn) starts the agent if
+        // it must and registers the watch in the same turn on the owner.
+        let request = match &start {
+            Some(kind) => Request::new(Op::Start, &agent, kind.as_deref()),
+            None => Request::new(Op::Watch, &agent, None),
+        }
+        .sender(&self.inner.node)
+        .encode();
         let me = myself.clone();
         tokio::spawn(async move {
-            let answer = call_gateway(&gateway, &owner, request, super::WATCH_TIMEOUT).await;
+            let answer = call_gateway(&gateway, &owner, request, timeout).await;
             if let Err(e) = &answer {
                 tracing::debug!(error = %e, "jido.cluster: watch refused");
                 let id = watcher.actor_ref().get_id();
@@ -549,7 +588,7 @@ impl GatewayState {
 /// requests keep their order).
 fn send(node: &str, agent: &AgentRef, item: Pending) {
     match item {
-        Pending::Start(reply) => {
+        Pending::Start(reply, _) => {
             let _ = reply.send(Reply::encode(&Ok(serde_json::json!({"node": node}))));
         }
         Pending::Cast(signal) => {

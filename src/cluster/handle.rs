@@ -84,7 +84,8 @@ impl ClusterAgent {
     /// [`NotFound`](crate::ErrorKind::NotFound) "cluster node not a
     /// member" for a [`Place::Node`] that is not a live member.
     pub fn owner(&self) -> Result<String> {
-        let members = self.inner.members();
+        // Borrowed, not cloned: every request asks.
+        let members = self.inner.members.borrow();
         match &self.place {
             Place::Local => Ok(self.inner.node.clone()),
             Place::Node(node) if members.iter().any(|m| m == node) => Ok(node.clone()),
@@ -184,20 +185,32 @@ impl ClusterAgent {
     /// a timeout when the owner did not answer in 5 s.
     pub async fn watch(&self, watcher: &AgentRef) -> Result<()> {
         let owner = self.owner()?;
-        self.watch_on(owner, watcher, None).await
+        self.watch_on(owner, watcher, None, None, super::WATCH_TIMEOUT)
+            .await
     }
 
-    async fn watch_on(&self, owner: String, watcher: &AgentRef, tag: Option<String>) -> Result<()> {
+    async fn watch_on(
+        &self,
+        owner: String,
+        watcher: &AgentRef,
+        tag: Option<String>,
+        start: Option<Option<String>>,
+        timeout: Duration,
+    ) -> Result<()> {
         let request = |reply| {
             GatewayMsg::Watch(Box::new(WatchRequest {
                 agent: self.id.clone(),
                 owner: owner.clone(),
                 watcher: watcher.clone(),
                 tag: tag.clone(),
+                start: start.clone(),
+                timeout,
                 reply,
             }))
         };
-        match self.gateway.call(request, Some(super::WATCH_TIMEOUT)).await {
+        // The gateway answers within `timeout` (it asks the owner with it).
+        let limit = timeout.saturating_add(super::WATCH_TIMEOUT);
+        match self.gateway.call(request, Some(limit)).await {
             Ok(ractor::rpc::CallResult::Success(result)) => result,
             Ok(ractor::rpc::CallResult::Timeout) => Err(Error::timeout("cluster watch timed out")),
             _ => Err(cluster_down()),
@@ -244,16 +257,15 @@ impl ClusterAgent {
         timeout: Duration,
     ) -> Result<RemoteChild> {
         let tag = tag.into();
-        let node = match self.route()? {
-            Route::Local(_) => self.inner.node.clone(),
-            Route::Gateway(gateway, node) => {
-                let request = Request::new(Op::Start, &self.id, self.kind.as_deref()).encode();
-                call_gateway(&gateway, &node, request, timeout).await?;
-                node
-            }
-        };
-        self.watch_on(node.clone(), parent, Some(tag.clone()))
-            .await?;
+        let node = self.owner()?;
+        self.watch_on(
+            node.clone(),
+            parent,
+            Some(tag.clone()),
+            Some(self.kind.clone()),
+            timeout,
+        )
+        .await?;
         Ok(RemoteChild {
             inner: Arc::clone(&self.inner),
             gateway: self.gateway.clone(),

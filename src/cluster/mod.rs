@@ -79,6 +79,7 @@
 //! # Ok(()) }
 //! ```
 
+mod children;
 mod config;
 mod connector;
 mod envelope;
@@ -97,6 +98,7 @@ use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeServerMessage;
 use tokio::sync::{broadcast, watch};
 
+pub use children::{RemoteChildDirective, RemoteChildExec};
 pub use config::{ClusterConfig, ClusterTls};
 pub use gateway::GatewayMsg;
 pub use handle::{ClusterAgent, RemoteChild};
@@ -181,8 +183,10 @@ pub(crate) struct Inner {
     prefix: String,
     kinds: RwLock<HashMap<String, Arc<KindFactory>>>,
     pub(crate) events: broadcast::Sender<ClusterEvent>,
-    members: watch::Sender<Vec<String>>,
+    pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    /// The remote children started by directives.
+    pub(crate) children: children::Children,
 }
 
 impl Inner {
@@ -376,6 +380,7 @@ impl Cluster {
             events: broadcast::channel(EVENTS_CAPACITY).0,
             members,
             gateways: RwLock::new(HashMap::new()),
+            children: children::Children::default(),
         });
         let name = format!("{}{}", inner.prefix, inner.node);
         let (gateway, _) = Actor::spawn(Some(name), gateway::Gateway, Arc::clone(&inner))
@@ -454,6 +459,15 @@ impl Cluster {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(kind.into(), Arc::new(factory));
+    }
+
+    /// The executor of [`RemoteChildDirective`]s (remote children started
+    /// and stopped from an agent's `cmd`): register it on the parents,
+    /// `ServerOptions::new().directive_exec(cluster.child_directives())`.
+    pub fn child_directives(&self) -> RemoteChildExec {
+        RemoteChildExec {
+            cluster: self.clone(),
+        }
     }
 
     /// A handle to agent `id`, placed by rendezvous hashing.
