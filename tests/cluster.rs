@@ -959,6 +959,39 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         (json!("node-b"), json!([1]))
     );
 
+    // Only the parent's node may stop an agent this way: not any agent by
+    // id (this one runs on node-b, but was not spawned as a child).
+    let plain = id_on(&a, "node-b", "not-a-child");
+    a.agent(&plain)
+        .call(add(1), LIMIT)
+        .await
+        .expect("started by a call");
+    let stop =
+        json!({"v": 1, "op": "stop", "agent": plain, "from": "node-a", "reason": "shutdown"});
+    let gateway = a.gateway_of("node-b").expect("node-b's gateway");
+    let reply = ractor::call_t!(
+        gateway,
+        GatewayMsg::Call,
+        5_000,
+        stop.to_string().into_bytes()
+    )
+    .expect("a reply");
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
+    assert_eq!(
+        (
+            reply["error"]["type"].clone(),
+            reply["error"]["message"].clone()
+        ),
+        (
+            json!("validation_error"),
+            json!("not a remote child of the sender")
+        )
+    );
+    a.agent(&plain)
+        .call(add(2), LIMIT)
+        .await
+        .expect("still runs");
+
     // StopChild: stopped with a shutdown reason, and the parent told.
     child
         .stop(StopReason::Custom("quota".into()), LIMIT)

@@ -54,6 +54,20 @@ pub(crate) struct Outgoing<'a> {
 }
 
 impl<'a> Outgoing<'a> {
+    /// A request to send.
+    pub(crate) fn new(op: Op, agent: &'a str, kind: Option<&'a str>) -> Self {
+        Outgoing {
+            v: VERSION,
+            op,
+            agent,
+            kind,
+            signal: None,
+            deadline_ms: None,
+            from: None,
+            reason: None,
+        }
+    }
+
     pub(crate) fn signal(mut self, signal: &'a Signal) -> Self {
         self.signal = Some(signal);
         self
@@ -106,20 +120,6 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    /// A request to send (see [`Outgoing`]).
-    pub(crate) fn new<'a>(op: Op, agent: &'a str, kind: Option<&'a str>) -> Outgoing<'a> {
-        Outgoing {
-            v: VERSION,
-            op,
-            agent,
-            kind,
-            signal: None,
-            deadline_ms: None,
-            from: None,
-            reason: None,
-        }
-    }
-
     /// Decodes and checks a request.
     ///
     /// # Errors
@@ -368,7 +368,7 @@ mod tests {
     #[test]
     fn a_request_round_trips() {
         let signal = Signal::new("order.pay", json!({"amount": 42}));
-        let req = Request::new(Op::Call, "order:1", Some("order"))
+        let req = Outgoing::new(Op::Call, "order:1", Some("order"))
             .signal(&signal)
             .deadline(Duration::from_millis(1500));
         let mut back = Request::decode(&req.encode()).unwrap();

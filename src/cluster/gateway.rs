@@ -12,7 +12,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::envelope::{Down, Op, Reply, Request};
+use super::envelope::{Down, Op, Outgoing, Reply, Request};
 use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
@@ -154,6 +154,9 @@ pub(crate) struct GatewayState {
     pending: HashMap<String, VecDeque<Pending>>,
     /// Agents of this node watched, with the nodes watching them.
     watched: HashMap<String, BTreeSet<String>>,
+    /// Agents of this node started as remote children, with the nodes of
+    /// their parents (the only ones that may stop them).
+    children: HashMap<String, BTreeSet<String>>,
     /// Watches held on this node: (owner node, agent) → watchers.
     watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
@@ -180,6 +183,7 @@ impl Actor for Gateway {
             inner,
             pending: HashMap::new(),
             watched: HashMap::new(),
+            children: HashMap::new(),
             watching: HashMap::new(),
             members: BTreeSet::new(),
         };
@@ -292,6 +296,9 @@ impl GatewayState {
             for watchers in self.watched.values_mut() {
                 watchers.remove(&node);
             }
+            for parents in self.children.values_mut() {
+                parents.remove(&node);
+            }
         }
     }
 
@@ -358,12 +365,25 @@ impl GatewayState {
             }
             (Op::Stop, reply) => {
                 let reason = req.reason.clone().unwrap_or_else(|| "shutdown".to_owned());
+                // Only the node that started the agent as its child may stop
+                // it: a peer cannot stop any agent by id (signals from the
+                // network may not either: `jido.agent.stop` is refused).
+                let parent_here = req.from.as_ref().is_some_and(|from| {
+                    self.children
+                        .get(&req.agent)
+                        .is_some_and(|parents| parents.contains(from))
+                });
                 let agent = self.inner.jido.whereis(&req.agent);
                 let node = self.inner.node.clone();
                 let id = req.agent.clone();
                 tokio::spawn(async move {
                     let result = match agent {
-                        Some(agent) => agent.stop(reason).await.map(|()| serde_json::Value::Null),
+                        Some(agent) if parent_here => {
+                            agent.stop(reason).await.map(|()| serde_json::Value::Null)
+                        }
+                        Some(_) => Err(Error::validation("not a remote child of the sender")
+                            .with_detail("agent_id", id)
+                            .with_detail("node", node)),
                         None => Err(Error::not_found("agent not running")
                             .with_detail("agent_id", id)
                             .with_detail("node", node)),
@@ -412,7 +432,11 @@ impl GatewayState {
                     .with_detail("node", self.inner.node.clone()))));
                 return;
             }
-            self.watched.entry(id.to_owned()).or_default().insert(from);
+            self.watched
+                .entry(id.to_owned())
+                .or_default()
+                .insert(from.clone());
+            self.children.entry(id.to_owned()).or_default().insert(from);
             send(&self.inner.node, agent, Pending::Start(reply, None));
             return;
         }
@@ -440,6 +464,7 @@ impl GatewayState {
 
     /// An agent of this node ended: tell its watchers.
     fn exited(&mut self, id: &str, reason: &str) {
+        self.children.remove(id);
         let Some(watchers) = self.watched.remove(id) else {
             return;
         };
@@ -516,7 +541,7 @@ impl GatewayState {
             return;
         }
         if let Some(gateway) = self.inner.gateway_of(owner) {
-            let request = Request::new(Op::Unwatch, agent, None)
+            let request = Outgoing::new(Op::Unwatch, agent, None)
                 .sender(&self.inner.node)
                 .encode();
             let _ = gateway.send_message(GatewayMsg::Cast(request));
@@ -565,8 +590,8 @@ impl GatewayState {
         // A start-and-watch (a remote child's spawn) starts the agent if
         // it must and registers the watch in the same turn on the owner.
         let request = match &start {
-            Some(kind) => Request::new(Op::Start, &agent, kind.as_deref()),
-            None => Request::new(Op::Watch, &agent, None),
+            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref()),
+            None => Outgoing::new(Op::Watch, &agent, None),
         }
         .sender(&self.inner.node)
         .encode();

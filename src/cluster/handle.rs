@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::Value;
 
-use super::envelope::{Op, Request, checkpoint_value};
+use super::envelope::{Op, Outgoing, checkpoint_value};
 use super::gateway::{GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, noconnection};
 use super::{Inner, Place, owner, telemetry};
 use crate::directive::StopReason;
@@ -139,7 +139,7 @@ impl ClusterAgent {
             Route::Gateway(gateway, node) => {
                 let span =
                     telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
-                let request = Request::new(Op::Call, &self.id, self.kind.as_deref())
+                let request = Outgoing::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .deadline(timeout)
                     .encode();
@@ -163,7 +163,7 @@ impl ClusterAgent {
             Route::Local(agent) => agent.cast(signal),
             Route::Gateway(gateway, node) => {
                 telemetry::cast(&self.inner.node, &self.id, &node, signal.ty());
-                let request = Request::new(Op::Cast, &self.id, self.kind.as_deref())
+                let request = Outgoing::new(Op::Cast, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .encode();
                 gateway
@@ -362,8 +362,9 @@ impl RemoteChild {
                 .gateway_of(&self.node)
                 .ok_or_else(|| noconnection(&self.node))?
         };
-        let request = Request::new(Op::Stop, &self.id, None)
+        let request = Outgoing::new(Op::Stop, &self.id, None)
             .reason(&reason)
+            .sender(&self.inner.node)
             .encode();
         call_gateway(&gateway, &self.node, request, timeout)
             .await
