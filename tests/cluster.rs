@@ -16,12 +16,16 @@ use std::time::Duration;
 
 use common::{TestAgent, act, effects, forward};
 use jido::ErrorKind;
-use jido::cluster::{AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place};
+use jido::cluster::{
+    AGENT_DOWN, Cluster, ClusterConfig, ClusterEvent, GatewayMsg, Place, RemoteChildDirective,
+};
+use jido::directive::StopReason;
 use jido::persist::postgres::{PostgresOptions, PostgresStorage};
 use jido::prelude::*;
 use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
@@ -150,16 +154,44 @@ fn cluster_node_main() {
         );
         let shared = pg.as_deref().zip(schema.as_deref());
         let jido = jido_with(shared).await;
-        let config = ClusterConfig::new(&node)
+        let mut config = ClusterConfig::new(&node)
             .cookie(COOKIE)
             .cluster(cluster_name)
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
+        if let Ok(dir) = std::env::var("JIDO_CLUSTER_TLS") {
+            config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
+        }
         let cluster = Cluster::start(&jido, config).await.expect("cluster");
         register_counter(&cluster, shared.is_some());
-        // Until the parent goes away (it holds our stdin).
-        let mut stdin = tokio::io::stdin();
-        let mut sink = tokio::io::sink();
-        let _ = tokio::io::copy(&mut stdin, &mut sink).await;
+        // Reports this node's fenced agents on stdout.
+        let mut events = cluster.events();
+        tokio::spawn(async move {
+            while let Ok(event) = events.recv().await {
+                if let ClusterEvent::Fenced { agent } = event {
+                    println!("JIDO fenced {agent}");
+                }
+            }
+        });
+        // Commands on stdin, until the parent goes away (it holds our
+        // stdin): `call ID N` sends `counter.add` to the local agent ID
+        // and prints `JIDO reply ID ok LOG` or `JIDO reply ID err KIND`.
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if let ["call", id, n] = words[..] {
+                let n: i64 = n.parse().expect("a number");
+                let answer = match jido.whereis(id) {
+                    Some(agent) => agent.call_timeout(add(n), LIMIT).await,
+                    None => Err(jido::Error::not_found("agent not running")),
+                };
+                match answer {
+                    Ok(state) => {
+                        println!("JIDO reply {id} ok {}", state.checkpoint()["state"]["log"]);
+                    }
+                    Err(e) => println!("JIDO reply {id} err {}", e.kind().as_str()),
+                }
+            }
+        }
         cluster.shutdown().await;
     });
 }
@@ -176,6 +208,14 @@ fn spawn_node(cluster: &str, name: &str, port: u16) -> Child {
 
 /// Starts node `name`, on PostgreSQL schema `pg.1` of server `pg.0`.
 fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Child {
+    node_command(cluster, name, port, pg)
+        .spawn()
+        .expect("spawn node")
+}
+
+/// The command that starts node `name` (stdin and stdout piped: see
+/// `cluster_node_main`).
+fn node_command(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     if let Some((conn, schema)) = pg {
         command
@@ -194,10 +234,9 @@ fn spawn_node_with(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)
         .env("JIDO_CLUSTER_NAME", cluster)
         .env("JIDO_CLUSTER_PORT", port.to_string())
         .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn node")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    command
 }
 
 /// Node A in this process, seeding the child nodes' ports.
@@ -678,6 +717,867 @@ async fn a_stale_owner_is_fenced_and_its_write_is_refused() {
     // The stale write never landed.
     let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
     assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// TLS
+
+/// A certificate authority made for one test, and node certificates it
+/// signs (all for the name `jido-node`).
+struct Pki {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().expect("ca key");
+        Pki {
+            ca: rcgen::CertifiedIssuer::self_signed(params, key).expect("ca"),
+        }
+    }
+
+    /// (CA certificate, node certificate, node key), DER.
+    fn node(&self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        let params = rcgen::CertificateParams::new(vec!["jido-node".to_owned()]).expect("params");
+        let key = rcgen::KeyPair::generate().expect("node key");
+        let cert = params.signed_by(&key, &self.ca).expect("node cert");
+        (
+            self.ca.der().to_vec(),
+            cert.der().to_vec(),
+            key.serialize_der(),
+        )
+    }
+
+    /// Writes a node's files to a new directory (for a child node).
+    fn node_dir(&self) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (ca, cert, key) = self.node();
+        std::fs::write(dir.path().join("ca.der"), ca).expect("write");
+        std::fs::write(dir.path().join("cert.der"), cert).expect("write");
+        std::fs::write(dir.path().join("key.der"), key).expect("write");
+        dir
+    }
+}
+
+/// Mutual TLS: each node presents its certificate and accepts only peers
+/// whose certificate the CA signed.
+fn rustls_configs(
+    (ca, cert, key): (Vec<u8>, Vec<u8>, Vec<u8>),
+) -> (
+    tokio_rustls::rustls::ServerConfig,
+    tokio_rustls::rustls::ClientConfig,
+) {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca)).expect("ca");
+    let roots = Arc::new(roots);
+    let chain = vec![CertificateDer::from(cert)];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.clone(),
+        provider.clone(),
+    )
+    .build()
+    .expect("client verifier");
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())
+        .expect("server cert");
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .expect("client cert");
+    (server, client)
+}
+
+fn cluster_tls(files: (Vec<u8>, Vec<u8>, Vec<u8>)) -> jido::cluster::ClusterTls {
+    let (server, client) = rustls_configs(files);
+    jido::cluster::ClusterTls::new(
+        tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+        tokio_rustls::TlsConnector::from(Arc::new(client)),
+        tokio_rustls::rustls::pki_types::ServerName::try_from("jido-node").expect("name"),
+    )
+}
+
+fn tls_from_dir(dir: &std::path::Path) -> jido::cluster::ClusterTls {
+    let read = |f: &str| std::fs::read(dir.join(f)).expect("tls file");
+    cluster_tls((read("ca.der"), read("cert.der"), read("key.der")))
+}
+
+/// Dials `port` with TLS as `files`, sends a few bytes and reads until the
+/// peer closes: `Ok(bytes read)` or the TLS error.
+async fn tls_probe(port: u16, files: (Vec<u8>, Vec<u8>, Vec<u8>)) -> std::io::Result<Vec<u8>> {
+    let (_, client) = rustls_configs(files);
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("jido-node").expect("name");
+    let mut tls = connector.connect(name, tcp).await?;
+    tls.write_all(b"\x00\x00\x00\x04ping").await?;
+    tls.flush().await?;
+    let mut got = Vec::new();
+    tokio::time::timeout(LIMIT, tls.read_to_end(&mut got))
+        .await
+        .expect("the peer answers or closes")?;
+    Ok(got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_nodes_talk_and_peers_without_the_clusters_certificate_cannot_join() {
+    let _serial = SERIAL.lock().await;
+    let pki = Pki::new("jido test ca");
+    let (port_a, port_b) = (free_port(), free_port());
+    let b_files = pki.node_dir();
+    let _b = node_command("t-tls", "node-b", port_b, None)
+        .env("JIDO_CLUSTER_TLS", b_files.path())
+        .spawn()
+        .expect("spawn node-b");
+    let jido = jido_with(None).await;
+    let config = ClusterConfig::new("node-a")
+        .cookie(COOKIE)
+        .cluster("t-tls")
+        .listen(format!("127.0.0.1:{port_a}").parse().unwrap())
+        .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .seeds([format!("127.0.0.1:{port_b}")])
+        .tls(cluster_tls(pki.node()));
+    let a = Cluster::start(&jido, config).await.expect("cluster");
+    register_counter(&a, false);
+    assert_eq!(
+        a.wait_for_members(2, LIMIT)
+            .await
+            .expect("node-b joins over TLS"),
+        ["node-a", "node-b"]
+    );
+    let id = id_on(&a, "node-b", "tls");
+    let cp = a
+        .agent(&id)
+        .call(add(1), LIMIT)
+        .await
+        .expect("call over TLS");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([1]))
+    );
+
+    // A peer speaking plain TCP (a node without TLS) gets no session: the
+    // listener's TLS handshake fails on its first bytes and closes.
+    let mut plain = tokio::net::TcpStream::connect(("127.0.0.1", port_a))
+        .await
+        .expect("tcp");
+    plain
+        .write_all(b"\x00\x00\x00\x10not a tls record")
+        .await
+        .expect("write");
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(LIMIT, plain.read_to_end(&mut got))
+        .await
+        .expect("closed in time");
+    assert!(read.is_ok(), "{read:?}");
+    assert_eq!(
+        got.first(),
+        Some(&0x15),
+        "a TLS alert record, then the end: {got:?}"
+    );
+    // A peer whose certificate another CA signed is refused.
+    let stranger = Pki::new("another ca");
+    let (_, cert, key) = stranger.node();
+    let (ca, _, _) = pki.node();
+    let refused = tls_probe(port_a, (ca, cert, key)).await.unwrap_err();
+    assert!(format!("{refused:?}").contains("UnknownCA"), "{refused:?}");
+    // The probe itself passes the handshake with the cluster's
+    // certificate (so the refusal above is the certificate's): the node
+    // then drops the stream, whose bytes are not its protocol.
+    let accepted = tls_probe(port_a, pki.node()).await.unwrap_err();
+    assert_eq!(
+        accepted.kind(),
+        std::io::ErrorKind::UnexpectedEof,
+        "{accepted:?}"
+    );
+    assert_eq!(a.members(), ["node-a", "node-b"], "nobody else joined");
+    let cp = a
+        .agent(&id)
+        .call(add(2), LIMIT)
+        .await
+        .expect("still serves");
+    assert_eq!(state(&cp)["log"], json!([1, 2]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Remote children, unwatch, watch notices under load
+
+/// A local parent forwarding its children's exits to a channel.
+async fn parent(jido: &Jido, id: &str) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
+        .build(id);
+    let parent = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("parent");
+    (parent, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
+    let _serial = SERIAL.lock().await;
+    let (port_b, port_c) = (free_port(), free_port());
+    let _b = spawn_node("t-child", "node-b", port_b);
+    let mut c = spawn_node("t-child", "node-c", port_c);
+    let (jido, a) = node_a("t-child", &[port_b, port_c]).await;
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let (p, mut exits) = parent(&jido, "parent-1").await;
+
+    // Started on its owner by the spawn (no signal needed).
+    let id = id_on(&a, "node-b", "child");
+    let child = a
+        .agent(&id)
+        .spawn_as_child(&p, "worker", LIMIT)
+        .await
+        .expect("spawn on node-b");
+    assert_eq!(
+        (child.node(), child.tag(), child.id()),
+        ("node-b", "worker", id.as_str())
+    );
+    let cp = a.agent(&id).call(add(1), LIMIT).await.expect("it runs");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([1]))
+    );
+
+    // Only the parent's node may stop an agent this way: not any agent by
+    // id (this one runs on node-b, but was not spawned as a child).
+    let plain = id_on(&a, "node-b", "not-a-child");
+    a.agent(&plain)
+        .call(add(1), LIMIT)
+        .await
+        .expect("started by a call");
+    let stop =
+        json!({"v": 1, "op": "stop", "agent": plain, "from": "node-a", "reason": "shutdown"});
+    let gateway = a.gateway_of("node-b").expect("node-b's gateway");
+    let reply = ractor::call_t!(
+        gateway,
+        GatewayMsg::Call,
+        5_000,
+        stop.to_string().into_bytes()
+    )
+    .expect("a reply");
+    let reply: Value = serde_json::from_slice(&reply).expect("json");
+    assert_eq!(
+        (
+            reply["error"]["type"].clone(),
+            reply["error"]["message"].clone()
+        ),
+        (
+            json!("validation_error"),
+            json!("not a remote child of the sender")
+        )
+    );
+    a.agent(&plain)
+        .call(add(2), LIMIT)
+        .await
+        .expect("still runs");
+
+    // StopChild: stopped with a shutdown reason, and the parent told.
+    child
+        .stop(StopReason::Custom("quota".into()), LIMIT)
+        .await
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
+    );
+    let err = child.stop(StopReason::Normal, LIMIT).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "agent not running")
+    );
+
+    // A child that ends by itself.
+    let selfish = id_on(&a, "node-b", "child-self");
+    a.agent(&selfish)
+        .spawn_as_child(&p, "self", LIMIT)
+        .await
+        .expect("spawn");
+    a.agent(&selfish)
+        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "self", "id": selfish, "node": "node-b", "reason": "done"})
+    );
+
+    // Its node lost: `noconnection`.
+    let far = id_on(&a, "node-c", "child");
+    a.agent(&far)
+        .spawn_as_child(&p, "far", LIMIT)
+        .await
+        .expect("spawn on node-c");
+    c.start_kill().expect("SIGKILL node-c");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "far", "id": far, "node": "node-c", "reason": "noconnection"})
+    );
+
+    // A child on this node works the same way.
+    let near = id_on(&a, "node-a", "child");
+    let local = a
+        .agent(&near)
+        .spawn_as_child(&p, "near", LIMIT)
+        .await
+        .expect("spawn here");
+    assert_eq!(local.node(), "node-a");
+    assert!(jido.whereis(&near).is_some());
+    local.stop(StopReason::Shutdown, LIMIT).await.expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "near", "id": near, "node": "node-a", "reason": "shutdown"})
+    );
+    assert!(exits.try_recv().is_err(), "one exit each");
+
+    // A kind nobody registered cannot be spawned.
+    let ghost = (0..)
+        .map(|i| format!("ghost:{i}"))
+        .find(|id| a.owner_of(id) == "node-b")
+        .unwrap();
+    let err = a
+        .agent(&ghost)
+        .spawn_as_child(&p, "ghost", LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::NotFound, "no such agent kind")
+    );
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+/// A watcher that also answers `ping` calls (to know it handled what was
+/// sent to it before).
+async fn pingable_watcher(
+    jido: &Jido,
+    id: &str,
+) -> (jido::server::AgentRef, mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(AGENT_DOWN, forward(tx))
+        .route("ping", act(|_, _| async { Ok(json!({})) }))
+        .build(id);
+    let watcher = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("watcher");
+    (watcher, rx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwatched_agent_tells_nobody() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-unwatch", "node-b", port);
+    let (jido, a) = node_a("t-unwatch", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    for owner in ["node-b", "node-a"] {
+        let id = id_on(&a, owner, "unwatch");
+        let agent = a.agent(&id);
+        agent.call(add(1), LIMIT).await.expect("start");
+        let (w1, mut down1) = pingable_watcher(&jido, &format!("w1-{owner}")).await;
+        let (w2, mut down2) = pingable_watcher(&jido, &format!("w2-{owner}")).await;
+        agent.watch(&w1).await.expect("watch");
+        agent.watch(&w2).await.expect("watch");
+        assert!(agent.unwatch(&w1).await.expect("unwatch"));
+        assert!(
+            !agent.unwatch(&w1).await.expect("unwatch again"),
+            "no watch left"
+        );
+        agent
+            .cast(Signal::new("counter.stop", json!({"reason": "bye"})))
+            .expect("cast");
+        assert_eq!(
+            next(&mut down2).await,
+            json!({"id": id, "node": owner, "reason": "bye"})
+        );
+        // w1 handled everything sent to it before this call: nothing came.
+        w1.call(Signal::new("ping", json!({}))).await.expect("ping");
+        assert!(
+            down1.try_recv().is_err(),
+            "{owner}: an unwatched watcher is not told"
+        );
+        assert!(
+            !agent.unwatch(&w2).await.expect("unwatch"),
+            "told once, then gone"
+        );
+    }
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_notices_do_not_depend_on_agent_event_receivers_keeping_up() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-lag", "node-b", port);
+    let (jido, a) = node_a("t-lag", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    // A receiver of the instance's events that never reads.
+    let mut lagging = jido.events();
+    let (w, mut down) = watcher(&jido, "watcher-lag").await;
+    let remote = id_on(&a, "node-b", "lag");
+    let local = id_on(&a, "node-a", "lag");
+    for id in [&remote, &local] {
+        a.agent(id).call(add(1), LIMIT).await.expect("start");
+        a.agent(id).watch(&w).await.expect("watch");
+    }
+    // Far more exits than an event receiver keeps.
+    let burst = jido::server::EVENTS_CAPACITY * 2;
+    for i in 0..burst {
+        let agent = TestAgent::new().build(&format!("lag-burst-{i}"));
+        let agent = jido
+            .start_agent(agent, ServerOptions::new())
+            .await
+            .expect("start");
+        agent.stop("done").await.expect("stop");
+    }
+    let err = lagging.recv().await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (ErrorKind::QueueOverflow, "agent events lagged")
+    );
+    for (id, node) in [(&local, "node-a"), (&remote, "node-b")] {
+        a.agent(id)
+            .cast(Signal::new("counter.stop", json!({"reason": "late"})))
+            .expect("cast");
+        assert_eq!(
+            next(&mut down).await,
+            json!({"id": id, "node": node, "reason": "late"})
+        );
+    }
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Partition
+
+/// A TCP proxy in front of a node, under the test's control: it forwards,
+/// or (partitioned) swallows every byte both ways while keeping the
+/// connections open, as a network that silently drops frames. `heal`
+/// cuts the connections (the sessions end, the connector redials) and
+/// forwards again.
+struct Proxy {
+    port: u16,
+    partitioned: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: u16) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let partitioned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (flag, list) = (Arc::clone(&partitioned), Arc::clone(&conns));
+        let accept = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                let mut list = list.lock().unwrap();
+                list.push(tokio::spawn(pipe(ri, wo, Arc::clone(&flag))));
+                list.push(tokio::spawn(pipe(ro, wi, Arc::clone(&flag))));
+            }
+        });
+        Proxy {
+            port,
+            partitioned,
+            conns,
+            accept,
+        }
+    }
+
+    fn partition(&self) {
+        self.partitioned
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn heal(&self) {
+        for conn in self.conns.lock().unwrap().drain(..) {
+            conn.abort();
+        }
+        self.partitioned
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.heal();
+    }
+}
+
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    partitioned: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if partitioned.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A child node's stdout, read line by line: the `JIDO …` lines.
+struct NodeOut(tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>);
+
+impl NodeOut {
+    fn of(child: &mut Child) -> NodeOut {
+        let out = child.stdout.take().expect("piped stdout");
+        NodeOut(tokio::io::BufReader::new(out).lines())
+    }
+
+    /// The next `JIDO …` line, from `JIDO ` on.
+    async fn next(&mut self) -> String {
+        loop {
+            let line = tokio::time::timeout(LIMIT, self.0.next_line())
+                .await
+                .expect("a line in time")
+                .expect("stdout")
+                .expect("the node runs");
+            // libtest may have written `test cluster_node_main ... ` first.
+            if let Some((_, rest)) = line.split_once("JIDO ") {
+                return rest.to_owned();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let mut b = spawn_node_with("t-partition", "node-b", port, pg);
+    let mut b_out = NodeOut::of(&mut b);
+    let mut b_in = b.stdin.take().expect("piped stdin");
+    // Node A reaches node-b only through the proxy.
+    let proxy = Proxy::start(port).await;
+    let (jido, a) = node_a_with("t-partition", &[proxy.port], pg).await;
+    let mut events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "partition");
+    let on_b = a.agent_on(&id, Place::Node("node-b".into()));
+    on_b.call(add(1), LIMIT).await.expect("call on b");
+
+    // The network between A and B drops everything; neither side notices
+    // (no session ends). A takes the agent over: a newer owner epoch.
+    proxy.partition();
+    let on_a = a.agent_on(&id, Place::Local);
+    let cp = on_a.call(add(2), LIMIT).await.expect("call on a");
+    assert_eq!(
+        (state(&cp)["log"].clone(), state(&cp)["ran_on"].clone()),
+        (json!([1, 2]), json!("node-a"))
+    );
+    assert_eq!(a.members(), ["node-a", "node-b"], "the partition is silent");
+
+    // B's copy still runs; a client on B's side writes to it: fenced.
+    b_in.write_all(format!("call {id} 99\n").as_bytes())
+        .await
+        .expect("command");
+    let mut lines = vec![b_out.next().await, b_out.next().await];
+    lines.sort();
+    assert_eq!(
+        lines,
+        [format!("fenced {id}"), format!("reply {id} err fenced")]
+    );
+    // And it stopped: the next write finds no agent on B.
+    b_in.write_all(format!("call {id} 100\n").as_bytes())
+        .await
+        .expect("command");
+    assert_eq!(b_out.next().await, format!("reply {id} err not_found"));
+
+    // The partition heals (the sessions end and are redialled): the
+    // stale writes never landed.
+    proxy.heal();
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeUp {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// Telemetry
+
+/// The events named `name`, as `(field, value)` of `fields`.
+fn seen(events: &common::Events, name: &str, fields: &[&str]) -> Vec<Vec<Value>> {
+    events
+        .named(name)
+        .into_iter()
+        .map(|e| {
+            fields
+                .iter()
+                .map(|f| e.get(*f).cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+        .collect()
+}
+
+/// On a current-thread runtime, so every task's events are this thread's.
+#[tokio::test]
+async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
+    let Some(conn) = test_pg() else { return };
+    let _serial = SERIAL.lock().await;
+    let (events, _guard) = common::record_events();
+    let schema = schema();
+    let pg = Some((conn.as_str(), schema.as_str()));
+    let port = free_port();
+    let mut b = spawn_node_with("t-telemetry", "node-b", port, pg);
+    let (jido, a) = node_a_with("t-telemetry", &[port], pg).await;
+    let mut cluster_events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    assert_eq!(
+        seen(&events, "jido.cluster.node.up", &["node", "peer"]),
+        [[json!("node-a"), json!("node-b")]]
+    );
+
+    let remote = id_on(&a, "node-b", "tele");
+    a.agent(&remote).call(add(1), LIMIT).await.expect("call");
+    let err = a
+        .agent(&remote)
+        .call(Signal::new("counter.unknown", json!({})), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Routing);
+    a.agent(&remote).cast(add(2)).expect("cast");
+    let fields = ["node", "agent_id", "owner", "signal_type"];
+    assert_eq!(
+        seen(&events, "jido.cluster.call.start", &fields),
+        [
+            [
+                json!("node-a"),
+                json!(remote),
+                json!("node-b"),
+                json!("counter.add")
+            ],
+            [
+                json!("node-a"),
+                json!(remote),
+                json!("node-b"),
+                json!("counter.unknown")
+            ],
+        ]
+    );
+    assert_eq!(
+        seen(&events, "jido.cluster.call.stop", &fields),
+        [[
+            json!("node-a"),
+            json!(remote),
+            json!("node-b"),
+            json!("counter.add")
+        ]]
+    );
+    let stop = &events.named("jido.cluster.call.stop")[0];
+    assert!(stop["duration_us"].is_u64(), "{stop:?}");
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.call.exception",
+            &["agent_id", "error_type"]
+        ),
+        [[json!(remote), json!("routing_error")]]
+    );
+    assert!(events.named("jido.cluster.call.exception")[0]["duration_us"].is_u64());
+    assert_eq!(
+        seen(&events, "jido.cluster.cast", &fields),
+        [[
+            json!("node-a"),
+            json!(remote),
+            json!("node-b"),
+            json!("counter.add")
+        ]]
+    );
+
+    // An agent started on demand here; then taken over by node-b, so
+    // this node's copy is fenced at its next write.
+    let local = id_on(&a, "node-a", "tele");
+    let on_a = a.agent_on(&local, Place::Local);
+    on_a.call(add(1), LIMIT).await.expect("started here");
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.activation.start",
+            &["node", "agent_id"]
+        ),
+        [[json!("node-a"), json!(local)]]
+    );
+    assert_eq!(
+        seen(
+            &events,
+            "jido.cluster.activation.stop",
+            &["node", "agent_id"]
+        ),
+        [[json!("node-a"), json!(local)]]
+    );
+    let on_b = a.agent_on(&local, Place::Node("node-b".into()));
+    on_b.call(add(2), LIMIT)
+        .await
+        .expect("taken over by node-b");
+    let err = on_a.call(add(3), LIMIT).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fenced);
+    wait_event(
+        &mut cluster_events,
+        ClusterEvent::Fenced {
+            agent: local.clone(),
+        },
+    )
+    .await;
+    assert_eq!(
+        seen(&events, "jido.cluster.fenced", &["node", "agent_id"]),
+        [[json!("node-a"), json!(local)]]
+    );
+
+    b.start_kill().expect("SIGKILL node-b");
+    wait_event(
+        &mut cluster_events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(
+        seen(&events, "jido.cluster.node.down", &["node", "peer"]),
+        [[json!("node-a"), json!("node-b")]]
+    );
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_children_from_directives() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-child-directive", "node-b", port);
+    let (jido, a) = node_a("t-child-directive", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "directive-child");
+    let (tx, mut exits) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let child_id = id.clone();
+    let agent = TestAgent::new()
+        .route(
+            "spawn",
+            effects(move |_| vec![RemoteChildDirective::spawn(child_id.clone(), "worker").into()]),
+        )
+        .route(
+            "stop",
+            effects(|p| {
+                vec![
+                    RemoteChildDirective::stop(
+                        p["tag"].as_str().unwrap_or("worker").to_owned(),
+                        StopReason::Custom("quota".into()),
+                    )
+                    .into(),
+                ]
+            }),
+        )
+        .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
+        .route(
+            jido::server::signal_types::CHILD_STARTED,
+            forward(started_tx),
+        )
+        .build("directive-parent");
+    let parent = jido
+        .start_agent(
+            agent,
+            ServerOptions::new().directive_exec(a.child_directives()),
+        )
+        .await
+        .expect("parent");
+    // Spawn then stop at once: the stop waits for the start if it must.
+    parent.cast(Signal::new("spawn", json!({}))).expect("spawn");
+    parent
+        .cast(Signal::new("stop", json!({"tag": "worker"})))
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
+    );
+    // It ran on node-b (its state there was made by the factory).
+    let cp = a.agent(&id).call(add(5), LIMIT).await.expect("a new copy");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([5]))
+    );
+    // An unknown tag is ignored; the parent still serves.
+    parent
+        .cast(Signal::new("stop", json!({"tag": "nobody"})))
+        .expect("stop");
+    parent
+        .call(Signal::new("spawn", json!({})))
+        .await
+        .expect("spawn again");
+    assert_eq!(
+        next(&mut started).await,
+        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b"})
+    );
+    a.agent(&id)
+        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "done"})
+    );
+    assert!(exits.try_recv().is_err());
+    assert!(
+        started.try_recv().is_err(),
+        "the child stopped while starting never announced"
+    );
     a.shutdown().await;
     jido.shutdown().await;
 }

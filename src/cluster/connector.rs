@@ -25,16 +25,25 @@ impl NodeEventSubscription for Subscription {
     }
 }
 
-/// The seeds with a live, authenticated session, by the connection string
-/// peers announce (`host:port` of their listener).
+/// The addresses with a live, authenticated session: the connection
+/// string peers announce (`host:port` of their listener) and, for the
+/// sessions this node dialled, the address it dialled (a seed behind a
+/// proxy or a NAT announces another address than the one dialled).
 async fn connected(server: &ActorRef<NodeServerMessage>) -> HashSet<String> {
     let Ok(sessions) = ractor::call_t!(server, NodeServerMessage::GetSessions, 1_000) else {
         return HashSet::new();
     };
-    sessions
-        .into_values()
-        .filter_map(|s| s.peer_name.map(|n| n.connection_string))
-        .collect()
+    let mut live = HashSet::new();
+    for session in sessions.into_values() {
+        let Some(name) = session.peer_name else {
+            continue;
+        };
+        live.insert(name.connection_string);
+        if !session.is_server {
+            live.insert(session.peer_addr);
+        }
+    }
+    live
 }
 
 /// Dials one seed (TLS when configured).

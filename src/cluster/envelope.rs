@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::agent::AgentState;
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 
@@ -27,43 +28,48 @@ pub(crate) enum Op {
     Watch,
     /// Stop telling.
     Unwatch,
+    /// Start the agent if it does not run (a remote child's spawn).
+    Start,
+    /// Stop the agent with `reason` (a remote child's stop).
+    Stop,
 }
 
-/// A request to a gateway.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Request {
-    pub(crate) v: u32,
-    pub(crate) op: Op,
-    pub(crate) agent: String,
-    /// The kind the owner starts the agent from when it does not run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kind: Option<String>,
-    /// The signal as CloudEvents JSON (call and cast).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) signal: Option<Value>,
-    /// The caller's remaining budget when it sent the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) deadline_ms: Option<u64>,
-    /// The sending node (watch, unwatch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) from: Option<String>,
+/// A request as it is sent: borrowed, the signal written straight from
+/// the [`Signal`] (CloudEvents JSON, no intermediate `Value`).
+#[derive(Debug, Serialize)]
+pub(crate) struct Outgoing<'a> {
+    v: u32,
+    op: Op,
+    agent: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<&'a Signal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
 }
 
-impl Request {
-    pub(crate) fn new(op: Op, agent: &str, kind: Option<&str>) -> Self {
-        Request {
+impl<'a> Outgoing<'a> {
+    /// A request to send.
+    pub(crate) fn new(op: Op, agent: &'a str, kind: Option<&'a str>) -> Self {
+        Outgoing {
             v: VERSION,
             op,
-            agent: agent.to_owned(),
-            kind: kind.map(str::to_owned),
+            agent,
+            kind,
             signal: None,
             deadline_ms: None,
             from: None,
+            reason: None,
         }
     }
 
-    pub(crate) fn signal(mut self, signal: &Signal) -> Self {
-        self.signal = Some(signal.to_json_value());
+    pub(crate) fn signal(mut self, signal: &'a Signal) -> Self {
+        self.signal = Some(signal);
         self
     }
 
@@ -72,33 +78,69 @@ impl Request {
         self
     }
 
-    pub(crate) fn sender(mut self, node: &str) -> Self {
-        self.from = Some(node.to_owned());
+    pub(crate) fn sender(mut self, node: &'a str) -> Self {
+        self.from = Some(node);
+        self
+    }
+
+    pub(crate) fn reason(mut self, reason: &'a str) -> Self {
+        self.reason = Some(reason);
         self
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
-        // A struct of strings, numbers and a JSON value: cannot fail.
+        // Strings, numbers and a signal (whose JSON form cannot fail):
+        // cannot fail.
         serde_json::to_vec(self).unwrap_or_default()
     }
+}
 
+/// A request to a gateway, as received: the signal decoded straight
+/// from the envelope's bytes.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Request {
+    pub(crate) v: u32,
+    pub(crate) op: Op,
+    pub(crate) agent: String,
+    /// The kind the owner starts the agent from when it does not run.
+    #[serde(default)]
+    pub(crate) kind: Option<String>,
+    /// The signal (call and cast), a valid CloudEvent.
+    #[serde(default)]
+    pub(crate) signal: Option<Signal>,
+    /// The caller's remaining budget when it sent the request.
+    #[serde(default)]
+    pub(crate) deadline_ms: Option<u64>,
+    /// The sending node (watch, unwatch).
+    #[serde(default)]
+    pub(crate) from: Option<String>,
+    /// The stop reason (stop).
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+}
+
+impl Request {
     /// Decodes and checks a request.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Validation`] "malformed cluster envelope" (bad JSON or
-    /// fields), "unsupported cluster envelope version", "empty agent id",
-    /// "cluster request without a signal" for a call or cast.
+    /// fields, or a signal that is not a valid CloudEvent: the source
+    /// says why), "unsupported cluster envelope version", "empty agent
+    /// id", "cluster request without a signal" for a call or cast.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Request> {
         let req: Request = serde_json::from_slice(bytes).map_err(|e| {
-            Error::validation("malformed cluster envelope")
-                .with_detail("bytes", bytes.len() as u64)
-                .with_source(e)
+            // Another version may have another shape: say so rather than
+            // "malformed" when the version is readable.
+            match serde_json::from_slice::<Version>(bytes) {
+                Ok(Version { v }) if v != VERSION => unsupported(v),
+                _ => Error::validation("malformed cluster envelope")
+                    .with_detail("bytes", bytes.len() as u64)
+                    .with_source(e),
+            }
         })?;
         if req.v != VERSION {
-            return Err(Error::validation("unsupported cluster envelope version")
-                .with_detail("version", req.v)
-                .with_detail("supported", VERSION));
+            return Err(unsupported(req.v));
         }
         if req.agent.is_empty() {
             return Err(Error::validation("empty agent id"));
@@ -114,14 +156,12 @@ impl Request {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Validation`] when it is missing or not a valid
-    /// CloudEvent.
+    /// [`ErrorKind::Validation`] when it is missing.
     pub(crate) fn take_signal(&mut self) -> Result<Signal> {
-        let value = self
-            .signal
+        self.signal
             .take()
-            .ok_or_else(|| Error::validation("cluster request without a signal"))?;
-        Ok(Signal::from_value(value)?.untrusted())
+            .map(Signal::untrusted)
+            .ok_or_else(|| Error::validation("cluster request without a signal"))
     }
 
     /// The caller's budget (the default call timeout without one).
@@ -131,11 +171,28 @@ impl Request {
     }
 }
 
+/// Only the version of an envelope.
+#[derive(Deserialize)]
+struct Version {
+    v: u32,
+}
+
+fn unsupported(v: u32) -> Error {
+    Error::validation("unsupported cluster envelope version")
+        .with_detail("version", v)
+        .with_detail("supported", VERSION)
+}
+
 /// A gateway's answer to a call or a watch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Reply {
     pub(crate) v: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Present (`null` included) on success.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub(crate) ok: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<Value>,
@@ -143,19 +200,19 @@ pub(crate) struct Reply {
 
 impl Reply {
     pub(crate) fn encode(result: &Result<Value>) -> Vec<u8> {
-        let reply = match result {
-            Ok(v) => Reply {
-                v: VERSION,
-                ok: Some(v.clone()),
-                error: None,
-            },
-            Err(e) => Reply {
-                v: VERSION,
-                ok: None,
-                error: Some(e.to_envelope()),
-            },
-        };
-        serde_json::to_vec(&reply).unwrap_or_default()
+        match result {
+            Ok(v) => ok_bytes(v),
+            Err(e) => error_bytes(e),
+        }
+    }
+
+    /// The reply to a call: the agent's checkpoint written straight from
+    /// its state (no intermediate `Value`), or the error.
+    pub(crate) fn encode_checkpoint(result: &Result<AgentState>) -> Vec<u8> {
+        match result {
+            Ok(state) => ok_bytes(&Checkpoint::of(state)),
+            Err(e) => error_bytes(e),
+        }
     }
 
     /// The result a reply carries.
@@ -173,6 +230,62 @@ impl Reply {
             _ => Err(Error::validation("malformed cluster reply")),
         }
     }
+}
+
+/// A reply `{"v":1,"ok":…}`.
+#[derive(Serialize)]
+struct OkOut<'a, T: Serialize> {
+    v: u32,
+    ok: &'a T,
+}
+
+/// A reply `{"v":1,"error":…}`.
+#[derive(Serialize)]
+struct ErrorOut {
+    v: u32,
+    error: Value,
+}
+
+fn ok_bytes<T: Serialize>(ok: &T) -> Vec<u8> {
+    // JSON values and maps of them: cannot fail.
+    serde_json::to_vec(&OkOut { v: VERSION, ok }).unwrap_or_default()
+}
+
+fn error_bytes(e: &Error) -> Vec<u8> {
+    serde_json::to_vec(&ErrorOut {
+        v: VERSION,
+        error: e.to_envelope(),
+    })
+    .unwrap_or_default()
+}
+
+/// [`AgentState::checkpoint`]'s `{version, agent, id, state}`, written
+/// from the agent without building a `Value` (a unit test holds the two
+/// equal).
+#[derive(Serialize)]
+struct Checkpoint<'a> {
+    version: &'static str,
+    agent: &'static str,
+    id: &'a str,
+    state: &'a crate::state::StateMap,
+}
+
+impl<'a> Checkpoint<'a> {
+    fn of(state: &'a AgentState) -> Self {
+        let meta = state.metadata();
+        Checkpoint {
+            version: meta.version,
+            agent: meta.name,
+            id: state.id(),
+            state: state.state(),
+        }
+    }
+}
+
+/// A field that is there, even as `null` (serde reads `null` as `None`
+/// for an `Option` otherwise).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// A gateway's notice that a watched agent ended.
@@ -240,7 +353,7 @@ fn kind_from_str(s: &str) -> ErrorKind {
 }
 
 /// The checkpoint form of an agent as a JSON object, the `ok` of a call.
-pub(crate) fn checkpoint_value(state: &crate::agent::AgentState) -> Value {
+pub(crate) fn checkpoint_value(state: &AgentState) -> Value {
     match state.checkpoint() {
         Value::Object(map) => Value::Object(map),
         other => Value::Object(Map::from_iter([("state".to_owned(), other)])),
@@ -255,7 +368,7 @@ mod tests {
     #[test]
     fn a_request_round_trips() {
         let signal = Signal::new("order.pay", json!({"amount": 42}));
-        let req = Request::new(Op::Call, "order:1", Some("order"))
+        let req = Outgoing::new(Op::Call, "order:1", Some("order"))
             .signal(&signal)
             .deadline(Duration::from_millis(1500));
         let mut back = Request::decode(&req.encode()).unwrap();
@@ -286,11 +399,42 @@ mod tests {
                 (ErrorKind::Validation, message)
             );
         }
-        let mut bad_signal =
-            Request::decode(br#"{"v":1,"op":"cast","agent":"a","signal":{"x":1}}"#).unwrap();
+        // A signal that is not a CloudEvent: the envelope is malformed,
+        // and the source says why.
+        let err =
+            Request::decode(br#"{"v":1,"op":"cast","agent":"a","signal":{"x":1}}"#).unwrap_err();
         assert_eq!(
-            bad_signal.take_signal().unwrap_err().kind(),
-            ErrorKind::Validation
+            (err.kind(), err.message()),
+            (ErrorKind::Validation, "malformed cluster envelope")
+        );
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert!(
+            source.as_deref().is_some_and(|s| s.contains("specversion")),
+            "{source:?}"
+        );
+    }
+
+    #[test]
+    fn a_call_reply_carries_the_agents_checkpoint() {
+        use crate::agent::{Agent, AgentOptions};
+        struct Order;
+        impl Agent for Order {
+            const NAME: &'static str = "order";
+            type Schema = ();
+        }
+        let mut state = AgentState::new(Order, AgentOptions::new().id("order:1"));
+        state.state_mut().insert("n", 1);
+        state.state_mut().insert("items", json!([{"sku": "a"}]));
+        let bytes = Reply::encode_checkpoint(&Ok(state.clone()));
+        assert_eq!(Reply::decode(&bytes).unwrap(), state.checkpoint());
+        assert_eq!(Reply::decode(&bytes).unwrap(), checkpoint_value(&state));
+        let err = Reply::decode(&Reply::encode_checkpoint(&Err(Error::fenced(
+            "agent fenced",
+        ))))
+        .unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Fenced, "agent fenced")
         );
     }
 
@@ -307,6 +451,10 @@ mod tests {
         assert_eq!(
             Reply::decode(&Reply::encode(&Ok(json!({"a": 1})))).unwrap(),
             json!({"a": 1})
+        );
+        assert_eq!(
+            Reply::decode(&Reply::encode(&Ok(Value::Null))).unwrap(),
+            Value::Null
         );
         assert_eq!(
             Reply::decode(b"[]").unwrap_err().message(),

@@ -12,8 +12,8 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::envelope::{Down, Op, Reply, Request, checkpoint_value};
-use super::{ClusterEvent, Inner, NODES_GROUP};
+use super::envelope::{Down, Op, Outgoing, Reply, Request};
+use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
 use crate::signal::Signal;
@@ -42,6 +42,9 @@ pub enum GatewayMsg {
     /// Local: the owner refused a watch; forget it.
     #[doc(hidden)]
     DropWatch(String, String, ractor::ActorId),
+    /// Local: a watcher on this node no longer wants to be told.
+    #[doc(hidden)]
+    Unwatch(Box<UnwatchRequest>),
 }
 
 /// A local watch request (see [`GatewayMsg::Watch`]).
@@ -50,7 +53,31 @@ pub struct WatchRequest {
     pub(crate) agent: String,
     pub(crate) owner: String,
     pub(crate) watcher: AgentRef,
+    /// A remote child's tag: the watcher is its parent and gets
+    /// `jido.agent.child.exit` instead of `jido.agent.down`.
+    pub(crate) tag: Option<String>,
+    /// Start the agent first if it does not run (from this kind, if
+    /// given): a remote child's spawn.
+    pub(crate) start: Option<Option<String>>,
+    /// How long the owner may take to answer.
+    pub(crate) timeout: Duration,
     pub(crate) reply: RpcReplyPort<Result<()>>,
+}
+
+/// A local unwatch request (see [`GatewayMsg::Unwatch`]).
+#[doc(hidden)]
+pub struct UnwatchRequest {
+    pub(crate) agent: String,
+    pub(crate) owner: String,
+    pub(crate) watcher: ractor::ActorId,
+    /// Answered with whether a watch was removed, once it is.
+    pub(crate) reply: RpcReplyPort<bool>,
+}
+
+/// A watcher on this node.
+struct Watcher {
+    agent: AgentRef,
+    tag: Option<String>,
 }
 
 const CAST: &str = "Cast";
@@ -116,6 +143,9 @@ pub(crate) struct Gateway;
 enum Pending {
     Cast(Signal),
     Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
+    /// Only the start (a remote child's spawn): answered `{"node"}`, with
+    /// the watch of node `from` registered in the same turn.
+    Start(RpcReplyPort<Vec<u8>>, Option<String>),
 }
 
 pub(crate) struct GatewayState {
@@ -124,8 +154,11 @@ pub(crate) struct GatewayState {
     pending: HashMap<String, VecDeque<Pending>>,
     /// Agents of this node watched, with the nodes watching them.
     watched: HashMap<String, BTreeSet<String>>,
+    /// Agents of this node started as remote children, with the nodes of
+    /// their parents (the only ones that may stop them).
+    children: HashMap<String, BTreeSet<String>>,
     /// Watches held on this node: (owner node, agent) → watchers.
-    watching: HashMap<(String, String), Vec<AgentRef>>,
+    watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
     members: BTreeSet<String>,
 }
@@ -150,6 +183,7 @@ impl Actor for Gateway {
             inner,
             pending: HashMap::new(),
             watched: HashMap::new(),
+            children: HashMap::new(),
             watching: HashMap::new(),
             members: BTreeSet::new(),
         };
@@ -182,15 +216,20 @@ impl Actor for Gateway {
             GatewayMsg::Exited(id, reason) => state.exited(&id, &reason),
             GatewayMsg::Watch(req) => state.watch_local(&myself, *req),
             GatewayMsg::DropWatch(owner, agent, watcher) => {
-                let key = (owner, agent);
-                if let Some(list) = state.watching.get_mut(&key) {
-                    if let Some(at) = list.iter().position(|w| w.actor_ref().get_id() == watcher) {
-                        list.remove(at);
-                    }
-                    if list.is_empty() {
-                        state.watching.remove(&key);
-                    }
+                state.drop_watch(&owner, &agent, watcher);
+            }
+            GatewayMsg::Unwatch(req) => {
+                let UnwatchRequest {
+                    agent,
+                    owner,
+                    watcher,
+                    reply,
+                } = *req;
+                let (removed, last) = state.drop_watch(&owner, &agent, watcher);
+                if last {
+                    state.unwatch_owner(&owner, &agent);
                 }
+                let _ = reply.send(removed);
             }
         }
         Ok(())
@@ -236,9 +275,11 @@ impl GatewayState {
         // the membership the event announces.
         self.inner.set_members(now);
         for node in joined {
+            telemetry::node_up(&self.inner.node, &node);
             let _ = self.inner.events.send(ClusterEvent::NodeUp { node });
         }
         for node in lost {
+            telemetry::node_down(&self.inner.node, &node);
             let _ = self
                 .inner
                 .events
@@ -254,6 +295,9 @@ impl GatewayState {
             }
             for watchers in self.watched.values_mut() {
                 watchers.remove(&node);
+            }
+            for parents in self.children.values_mut() {
+                parents.remove(&node);
             }
         }
     }
@@ -307,12 +351,49 @@ impl GatewayState {
             (Op::Unwatch, reply) => {
                 if let (Some(from), Some(set)) = (&req.from, self.watched.get_mut(&req.agent)) {
                     set.remove(from);
+                    if set.is_empty() {
+                        self.watched.remove(&req.agent);
+                    }
                 }
                 if let Some(reply) = reply {
                     let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
                 }
             }
-            (Op::Call, None) => {
+            (Op::Start, Some(reply)) => {
+                let item = Pending::Start(reply, req.from.clone());
+                self.deliver(myself, &req, item);
+            }
+            (Op::Stop, reply) => {
+                let reason = req.reason.clone().unwrap_or_else(|| "shutdown".to_owned());
+                // Only the node that started the agent as its child may stop
+                // it: a peer cannot stop any agent by id (signals from the
+                // network may not either: `jido.agent.stop` is refused).
+                let parent_here = req.from.as_ref().is_some_and(|from| {
+                    self.children
+                        .get(&req.agent)
+                        .is_some_and(|parents| parents.contains(from))
+                });
+                let agent = self.inner.jido.whereis(&req.agent);
+                let node = self.inner.node.clone();
+                let id = req.agent.clone();
+                tokio::spawn(async move {
+                    let result = match agent {
+                        Some(agent) if parent_here => {
+                            agent.stop(reason).await.map(|()| serde_json::Value::Null)
+                        }
+                        Some(_) => Err(Error::validation("not a remote child of the sender")
+                            .with_detail("agent_id", id)
+                            .with_detail("node", node)),
+                        None => Err(Error::not_found("agent not running")
+                            .with_detail("agent_id", id)
+                            .with_detail("node", node)),
+                    };
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Reply::encode(&result));
+                    }
+                });
+            }
+            (Op::Call | Op::Start, None) => {
                 tracing::warn!(agent = %req.agent, "jido.cluster: dropped a call sent as a cast");
             }
         }
@@ -326,7 +407,7 @@ impl GatewayState {
             return;
         }
         if let Some(agent) = self.inner.jido.whereis(&req.agent) {
-            send(&agent, item);
+            self.hand(&req.agent, &agent, item);
             return;
         }
         self.pending
@@ -340,16 +421,40 @@ impl GatewayState {
         });
     }
 
+    /// Hands a request to the running agent `id`; a start with a watcher
+    /// node registers its watch first, while the agent is still in the
+    /// registry (so its exit notice is still to come).
+    fn hand(&mut self, id: &str, agent: &AgentRef, item: Pending) {
+        if let Pending::Start(reply, Some(from)) = item {
+            if self.inner.jido.whereis(id).is_none() {
+                let _ = reply.send(Reply::encode(&Err(Error::not_found("agent not running")
+                    .with_detail("agent_id", id.to_owned())
+                    .with_detail("node", self.inner.node.clone()))));
+                return;
+            }
+            self.watched
+                .entry(id.to_owned())
+                .or_default()
+                .insert(from.clone());
+            self.children.entry(id.to_owned()).or_default().insert(from);
+            send(&self.inner.node, agent, Pending::Start(reply, None));
+            return;
+        }
+        send(&self.inner.node, agent, item);
+    }
+
     fn activated(&mut self, id: &str, result: Result<AgentRef>) {
         let Some(queue) = self.pending.remove(id) else {
             return;
         };
         match result {
-            Ok(agent) => queue.into_iter().for_each(|item| send(&agent, item)),
+            Ok(agent) => queue
+                .into_iter()
+                .for_each(|item| self.hand(id, &agent, item)),
             Err(e) => {
                 tracing::warn!(error = %e, agent = %id, "jido.cluster: activation failed");
                 for item in queue {
-                    if let Pending::Call(_, _, reply) = item {
+                    if let Pending::Call(_, _, reply) | Pending::Start(reply, _) = item {
                         let _ = reply.send(Reply::encode(&Err(e.clone())));
                     }
                 }
@@ -359,6 +464,7 @@ impl GatewayState {
 
     /// An agent of this node ended: tell its watchers.
     fn exited(&mut self, id: &str, reason: &str) {
+        self.children.remove(id);
         let Some(watchers) = self.watched.remove(id) else {
             return;
         };
@@ -385,11 +491,60 @@ impl GatewayState {
             return;
         };
         for watcher in watchers {
-            let signal = Signal::new(
-                super::AGENT_DOWN,
-                serde_json::json!({"id": agent, "node": node, "reason": reason}),
-            );
-            let _ = watcher.cast(signal);
+            let signal = match watcher.tag {
+                Some(tag) => {
+                    self.inner.children.ended(watcher.agent.id(), &tag, agent);
+                    Signal::new(
+                        crate::server::signal_types::CHILD_EXIT,
+                        serde_json::json!({"tag": tag, "id": agent, "node": node, "reason": reason}),
+                    )
+                }
+                None => Signal::new(
+                    super::AGENT_DOWN,
+                    serde_json::json!({"id": agent, "node": node, "reason": reason}),
+                ),
+            };
+            let _ = watcher.agent.cast(signal);
+        }
+    }
+
+    /// Removes `watcher`'s watch of `agent` on `owner`: whether one was
+    /// removed, and whether it was the last watch of this node on it.
+    fn drop_watch(&mut self, owner: &str, agent: &str, watcher: ractor::ActorId) -> (bool, bool) {
+        let key = (owner.to_owned(), agent.to_owned());
+        let Some(list) = self.watching.get_mut(&key) else {
+            return (false, false);
+        };
+        let Some(at) = list
+            .iter()
+            .position(|w| w.agent.actor_ref().get_id() == watcher)
+        else {
+            return (false, false);
+        };
+        list.remove(at);
+        if list.is_empty() {
+            self.watching.remove(&key);
+            return (true, true);
+        }
+        (true, false)
+    }
+
+    /// This node watches `agent` on `owner` no more: tell the owner.
+    fn unwatch_owner(&mut self, owner: &str, agent: &str) {
+        if owner == self.inner.node {
+            if let Some(set) = self.watched.get_mut(agent) {
+                set.remove(owner);
+                if set.is_empty() {
+                    self.watched.remove(agent);
+                }
+            }
+            return;
+        }
+        if let Some(gateway) = self.inner.gateway_of(owner) {
+            let request = Outgoing::new(Op::Unwatch, agent, None)
+                .sender(&self.inner.node)
+                .encode();
+            let _ = gateway.send_message(GatewayMsg::Cast(request));
         }
     }
 
@@ -398,10 +553,17 @@ impl GatewayState {
             agent,
             owner,
             watcher,
+            tag,
+            start,
+            timeout,
             reply,
         } = req;
+        let entry = Watcher {
+            agent: watcher.clone(),
+            tag,
+        };
         let key = (owner.clone(), agent.clone());
-        if owner == self.inner.node {
+        if owner == self.inner.node && start.is_none() {
             if self.inner.jido.whereis(&agent).is_none() {
                 let _ = reply.send(Err(Error::not_found("agent not running")
                     .with_detail("agent_id", agent)
@@ -409,23 +571,33 @@ impl GatewayState {
                 return;
             }
             self.watched.entry(agent).or_default().insert(owner);
-            self.watching.entry(key).or_default().push(watcher);
+            self.watching.entry(key).or_default().push(entry);
             let _ = reply.send(Ok(()));
             return;
         }
-        let Some(gateway) = self.inner.gateway_of(&owner) else {
+        let gateway = if owner == self.inner.node {
+            Some(myself.clone())
+        } else {
+            self.inner.gateway_of(&owner)
+        };
+        let Some(gateway) = gateway else {
             let _ = reply.send(Err(noconnection(&owner)));
             return;
         };
         // Registered before the owner is asked, so a Down that overtakes
         // the answer still finds it; a refusal takes it back.
-        self.watching.entry(key).or_default().push(watcher.clone());
-        let request = Request::new(Op::Watch, &agent, None)
-            .sender(&self.inner.node)
-            .encode();
+        self.watching.entry(key).or_default().push(entry);
+        // A start-and-watch (a remote child's spawn) starts the agent if
+        // it must and registers the watch in the same turn on the owner.
+        let request = match &start {
+            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref()),
+            None => Outgoing::new(Op::Watch, &agent, None),
+        }
+        .sender(&self.inner.node)
+        .encode();
         let me = myself.clone();
         tokio::spawn(async move {
-            let answer = call_gateway(&gateway, &owner, request, super::WATCH_TIMEOUT).await;
+            let answer = call_gateway(&gateway, &owner, request, timeout).await;
             if let Err(e) = &answer {
                 tracing::debug!(error = %e, "jido.cluster: watch refused");
                 let id = watcher.actor_ref().get_id();
@@ -439,8 +611,11 @@ impl GatewayState {
 /// Sends a request to the agent (a call's answer is awaited in a task:
 /// the signal is in the agent's mailbox before the gateway moves on, so
 /// requests keep their order).
-fn send(agent: &AgentRef, item: Pending) {
+fn send(node: &str, agent: &AgentRef, item: Pending) {
     match item {
+        Pending::Start(reply, _) => {
+            let _ = reply.send(Reply::encode(&Ok(serde_json::json!({"node": node}))));
+        }
         Pending::Cast(signal) => {
             if let Err(e) = agent.cast(signal) {
                 tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");
@@ -458,8 +633,7 @@ fn send(agent: &AgentRef, item: Pending) {
             match agent.send_call(signal, left) {
                 Ok(answer) => {
                     tokio::spawn(async move {
-                        let result = answer.await.map(|state| checkpoint_value(&state));
-                        let _ = reply.send(Reply::encode(&result));
+                        let _ = reply.send(Reply::encode_checkpoint(&answer.await));
                     });
                 }
                 Err(e) => {

@@ -8,9 +8,10 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::Value;
 
-use super::envelope::{Op, Request, checkpoint_value};
-use super::gateway::{GatewayMsg, WatchRequest, call_gateway, noconnection};
-use super::{Inner, Place, owner};
+use super::envelope::{Op, Outgoing, checkpoint_value};
+use super::gateway::{GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, noconnection};
+use super::{Inner, Place, owner, telemetry};
+use crate::directive::StopReason;
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
 use crate::signal::Signal;
@@ -83,7 +84,8 @@ impl ClusterAgent {
     /// [`NotFound`](crate::ErrorKind::NotFound) "cluster node not a
     /// member" for a [`Place::Node`] that is not a live member.
     pub fn owner(&self) -> Result<String> {
-        let members = self.inner.members();
+        // Borrowed, not cloned: every request asks.
+        let members = self.inner.members.borrow();
         match &self.place {
             Place::Local => Ok(self.inner.node.clone()),
             Place::Node(node) if members.iter().any(|m| m == node) => Ok(node.clone()),
@@ -135,11 +137,15 @@ impl ClusterAgent {
                 .await
                 .map(|state| checkpoint_value(&state)),
             Route::Gateway(gateway, node) => {
-                let request = Request::new(Op::Call, &self.id, self.kind.as_deref())
+                let span =
+                    telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
+                let request = Outgoing::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .deadline(timeout)
                     .encode();
-                call_gateway(&gateway, &node, request, timeout).await
+                let result = call_gateway(&gateway, &node, request, timeout).await;
+                span.finish(&result);
+                result
             }
         }
     }
@@ -156,7 +162,8 @@ impl ClusterAgent {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
             Route::Gateway(gateway, node) => {
-                let request = Request::new(Op::Cast, &self.id, self.kind.as_deref())
+                telemetry::cast(&self.inner.node, &self.id, &node, signal.ty());
+                let request = Outgoing::new(Op::Cast, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .encode();
                 gateway
@@ -178,18 +185,200 @@ impl ClusterAgent {
     /// a timeout when the owner did not answer in 5 s.
     pub async fn watch(&self, watcher: &AgentRef) -> Result<()> {
         let owner = self.owner()?;
+        self.watch_on(owner, watcher, None, None, super::WATCH_TIMEOUT)
+            .await
+    }
+
+    async fn watch_on(
+        &self,
+        owner: String,
+        watcher: &AgentRef,
+        tag: Option<String>,
+        start: Option<Option<String>>,
+        timeout: Duration,
+    ) -> Result<()> {
         let request = |reply| {
             GatewayMsg::Watch(Box::new(WatchRequest {
                 agent: self.id.clone(),
                 owner: owner.clone(),
                 watcher: watcher.clone(),
+                tag: tag.clone(),
+                start: start.clone(),
+                timeout,
                 reply,
             }))
         };
-        match self.gateway.call(request, Some(super::WATCH_TIMEOUT)).await {
+        // The gateway answers within `timeout` (it asks the owner with it).
+        let limit = timeout.saturating_add(super::WATCH_TIMEOUT);
+        match self.gateway.call(request, Some(limit)).await {
             Ok(ractor::rpc::CallResult::Success(result)) => result,
             Ok(ractor::rpc::CallResult::Timeout) => Err(Error::timeout("cluster watch timed out")),
-            _ => Err(Error::cancelled("cluster is shut down")),
+            _ => Err(cluster_down()),
         }
+    }
+
+    /// Removes `watcher`'s watch of this agent (on its current owner): once
+    /// this returns, `watcher` gets no [`AGENT_DOWN`](super::AGENT_DOWN)
+    /// for it. `Ok(false)` when there was no such watch (never made,
+    /// already told, or made while another node owned the agent). The
+    /// owner forgets this node's watch when its last watcher here is
+    /// removed.
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) "cluster node not a
+    /// member" for a [`Place::Node`] that is not a member;
+    /// [`Cancelled`](crate::ErrorKind::Cancelled) "cluster is shut down".
+    pub async fn unwatch(&self, watcher: &AgentRef) -> Result<bool> {
+        let owner = self.owner()?;
+        unwatch(&self.gateway, &self.id, owner, watcher).await
+    }
+
+    /// Starts this agent on its owner (if it does not run) as a **remote
+    /// child** of `parent`, an agent on this node, known to it as `tag`:
+    /// a watch plus a stop. The parent gets one
+    /// [`CHILD_EXIT`](crate::server::signal_types::CHILD_EXIT) signal
+    /// `{tag, id, node, reason}` when the child ends (its exit reason) or
+    /// its node is lost (`noconnection`), like a local child's exit with
+    /// the child's `node` added; [`RemoteChild::stop`] is its StopChild.
+    /// Unlike a local child, the remote child does not stop when the
+    /// parent does (no link crosses nodes): stop it in the parent's
+    /// shutdown if it must.
+    ///
+    /// # Errors
+    ///
+    /// What a [`call`](ClusterAgent::call) returns for the start (no such
+    /// kind, timeout, node connection lost); what [`watch`](ClusterAgent::watch)
+    /// returns (the child ended at once: "agent not running").
+    pub async fn spawn_as_child(
+        &self,
+        parent: &AgentRef,
+        tag: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<RemoteChild> {
+        let tag = tag.into();
+        let node = self.owner()?;
+        self.watch_on(
+            node.clone(),
+            parent,
+            Some(tag.clone()),
+            Some(self.kind.clone()),
+            timeout,
+        )
+        .await?;
+        Ok(RemoteChild {
+            inner: Arc::clone(&self.inner),
+            gateway: self.gateway.clone(),
+            id: self.id.clone(),
+            node,
+            tag,
+            parent: parent.clone(),
+        })
+    }
+}
+
+fn cluster_down() -> Error {
+    Error::cancelled("cluster is shut down")
+}
+
+async fn unwatch(
+    gateway: &ActorRef<GatewayMsg>,
+    agent: &str,
+    owner: String,
+    watcher: &AgentRef,
+) -> Result<bool> {
+    let request = |reply| {
+        GatewayMsg::Unwatch(Box::new(UnwatchRequest {
+            agent: agent.to_owned(),
+            owner: owner.clone(),
+            watcher: watcher.actor_ref().get_id(),
+            reply,
+        }))
+    };
+    match gateway.call(request, Some(super::WATCH_TIMEOUT)).await {
+        Ok(ractor::rpc::CallResult::Success(removed)) => Ok(removed),
+        Ok(ractor::rpc::CallResult::Timeout) => Err(Error::timeout("cluster unwatch timed out")),
+        _ => Err(cluster_down()),
+    }
+}
+
+/// A child agent of a local parent that runs on another node (or on this
+/// one): see [`ClusterAgent::spawn_as_child`].
+#[derive(Clone)]
+pub struct RemoteChild {
+    inner: Arc<Inner>,
+    gateway: ActorRef<GatewayMsg>,
+    id: String,
+    node: String,
+    tag: String,
+    parent: AgentRef,
+}
+
+impl fmt::Debug for RemoteChild {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteChild")
+            .field("id", &self.id)
+            .field("node", &self.node)
+            .field("tag", &self.tag)
+            .finish()
+    }
+}
+
+impl RemoteChild {
+    /// The child's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The node it was started on.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The parent's tag for it.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// StopChild: stops the child on its node with a shutdown reason
+    /// (`"shutdown"` for [`StopReason::Normal`] and `Shutdown`, else
+    /// `"shutdown: REASON"`, as a local StopChild), and waits until it
+    /// ended. The parent then gets its
+    /// [`CHILD_EXIT`](crate::server::signal_types::CHILD_EXIT) with that
+    /// reason.
+    ///
+    /// # Errors
+    ///
+    /// [`NotFound`](crate::ErrorKind::NotFound) "agent not running" when it
+    /// already ended; [`Cancelled`](crate::ErrorKind::Cancelled) "node
+    /// connection lost" when its node is not reachable;
+    /// [`Timeout`](crate::ErrorKind::Timeout) after `timeout`.
+    pub async fn stop(&self, reason: impl Into<StopReason>, timeout: Duration) -> Result<()> {
+        let reason = crate::server::stop_child_reason(&reason.into());
+        let gateway = if self.node == self.inner.node {
+            self.gateway.clone()
+        } else {
+            self.inner
+                .gateway_of(&self.node)
+                .ok_or_else(|| noconnection(&self.node))?
+        };
+        let request = Outgoing::new(Op::Stop, &self.id, None)
+            .reason(&reason)
+            .sender(&self.inner.node)
+            .encode();
+        call_gateway(&gateway, &self.node, request, timeout)
+            .await
+            .map(|_| ())
+    }
+
+    /// Stops watching the child (the parent gets no exit signal for it
+    /// any more) without stopping it: `Ok(false)` when its exit was
+    /// already delivered.
+    ///
+    /// # Errors
+    ///
+    /// [`Cancelled`](crate::ErrorKind::Cancelled) "cluster is shut down".
+    pub async fn forget(&self) -> Result<bool> {
+        unwatch(&self.gateway, &self.id, self.node.clone(), &self.parent).await
     }
 }

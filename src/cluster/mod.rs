@@ -26,7 +26,15 @@
 //!   ([`ClusterEvent::Fenced`]).
 //! * **Watches**: [`ClusterAgent::watch`] sends the watcher a
 //!   [`AGENT_DOWN`] signal `{id, node, reason}` when the agent ends, or
-//!   with reason `noconnection` when its node is lost.
+//!   with reason `noconnection` when its node is lost;
+//!   [`ClusterAgent::unwatch`] removes the watch. **Remote children**
+//!   ([`ClusterAgent::spawn_as_child`]) are a watch whose notice is
+//!   `jido.agent.child.exit` `{tag, id, node, reason}`, plus
+//!   [`RemoteChild::stop`] (their StopChild).
+//! * **Telemetry**: `tracing` events `jido.cluster.*` (target
+//!   `jido::cluster`): node up / down, remote call start / stop /
+//!   exception with `duration_us`, casts, activations, fencing (see
+//!   `docs/cluster.md`).
 //! * **Delivery** is at most once: ractor_cluster has no retransmission,
 //!   a session lost with messages in flight loses them (a call then fails
 //!   with a timeout or "node connection lost"). Casts from one handle
@@ -71,12 +79,14 @@
 //! # Ok(()) }
 //! ```
 
+mod children;
 mod config;
 mod connector;
 mod envelope;
 mod gateway;
 mod handle;
 mod placement;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -88,14 +98,15 @@ use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeServerMessage;
 use tokio::sync::{broadcast, watch};
 
+pub use children::{RemoteChildDirective, RemoteChildExec};
 pub use config::{ClusterConfig, ClusterTls};
 pub use gateway::GatewayMsg;
-pub use handle::ClusterAgent;
+pub use handle::{ClusterAgent, RemoteChild};
 pub use placement::{Place, owner};
 
 use crate::agent::AgentState;
 use crate::error::{Error, Result};
-use crate::server::{AgentEvent, AgentRef, ExitReason, Jido, ServerOptions};
+use crate::server::{AgentRef, ExitReason, Jido, ServerOptions};
 
 /// The signal a watcher gets when a watched agent ends: data `{id, node,
 /// reason}`; `reason` is the agent's exit reason (`normal`, `shutdown`,
@@ -172,8 +183,10 @@ pub(crate) struct Inner {
     prefix: String,
     kinds: RwLock<HashMap<String, Arc<KindFactory>>>,
     pub(crate) events: broadcast::Sender<ClusterEvent>,
-    members: watch::Sender<Vec<String>>,
+    pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    /// The remote children started by directives.
+    pub(crate) children: children::Children,
 }
 
 impl Inner {
@@ -219,6 +232,13 @@ impl Inner {
         if let Some(agent) = self.jido.whereis(id) {
             return Ok(agent);
         }
+        let span = telemetry::ActivationSpan::start(&self.node, id);
+        let result = self.start_agent(kind, id).await;
+        span.finish(&result);
+        result
+    }
+
+    async fn start_agent(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
         let kind = kind.or_else(|| kind_of(id)).ok_or_else(|| {
             Error::not_found("agent not running and its id names no kind")
                 .with_detail("agent_id", id.to_owned())
@@ -360,6 +380,7 @@ impl Cluster {
             events: broadcast::channel(EVENTS_CAPACITY).0,
             members,
             gateways: RwLock::new(HashMap::new()),
+            children: children::Children::default(),
         });
         let name = format!("{}{}", inner.prefix, inner.node);
         let (gateway, _) = Actor::spawn(Some(name), gateway::Gateway, Arc::clone(&inner))
@@ -369,7 +390,7 @@ impl Cluster {
                 Error::internal("cluster gateway did not start").with_source(e)
             })?;
         tokio::spawn(forward_exits(
-            jido.events(),
+            jido.final_exits(),
             gateway.clone(),
             Arc::clone(&inner),
         ));
@@ -440,6 +461,15 @@ impl Cluster {
             .insert(kind.into(), Arc::new(factory));
     }
 
+    /// The executor of [`RemoteChildDirective`]s (remote children started
+    /// and stopped from an agent's `cmd`): register it on the parents,
+    /// `ServerOptions::new().directive_exec(cluster.child_directives())`.
+    pub fn child_directives(&self) -> RemoteChildExec {
+        RemoteChildExec {
+            cluster: self.clone(),
+        }
+    }
+
     /// A handle to agent `id`, placed by rendezvous hashing.
     pub fn agent(&self, id: impl Into<String>) -> ClusterAgent {
         self.agent_on(id, Place::Hash)
@@ -488,36 +518,34 @@ impl Cluster {
 }
 
 /// Tells the gateway about every agent of this node that ends for good,
-/// and announces fenced ones.
+/// and announces fenced ones. Reads the instance's lossless exit stream,
+/// not [`Jido::events`]: a watch notice must not depend on how fast some
+/// event receiver reads.
 async fn forward_exits(
-    mut events: crate::server::AgentEvents,
+    mut exits: tokio::sync::mpsc::UnboundedReceiver<crate::server::FinalExit>,
     gateway: ActorRef<GatewayMsg>,
     inner: Arc<Inner>,
 ) {
-    while let Ok(event) = events.recv().await {
-        if let AgentEvent::Exited {
-            id,
-            reason,
-            restarting: false,
-            ..
-        } = event
+    while let Some(exit) = exits.recv().await {
+        // A hibernated agent is thawed by the next request: its watches
+        // stay (they are by id).
+        if exit.reason == ExitReason::Hibernated {
+            continue;
+        }
+        if exit.reason == ExitReason::Fenced {
+            telemetry::fenced(&inner.node, &exit.id);
+            let _ = inner.events.send(ClusterEvent::Fenced {
+                agent: exit.id.to_string(),
+            });
+        }
+        if gateway
+            .send_message(GatewayMsg::Exited(
+                exit.id.to_string(),
+                exit.reason.to_string(),
+            ))
+            .is_err()
         {
-            // A hibernated agent is thawed by the next request: its
-            // watches stay (they are by id).
-            if reason == ExitReason::Hibernated {
-                continue;
-            }
-            if reason == ExitReason::Fenced {
-                let _ = inner
-                    .events
-                    .send(ClusterEvent::Fenced { agent: id.clone() });
-            }
-            if gateway
-                .send_message(GatewayMsg::Exited(id, reason.to_string()))
-                .is_err()
-            {
-                return;
-            }
+            return;
         }
     }
 }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use ractor::ActorId;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::error::{Error, Result};
 
@@ -202,6 +202,16 @@ pub(crate) struct ExitBook {
     waiters: HashMap<ActorId, Vec<oneshot::Sender<ExitReason>>>,
     recent: HashMap<ActorId, ExitReason>,
     order: VecDeque<ActorId>,
+    /// Lossless subscribers of final exits (see [`ExitBook::final_exits`]).
+    final_exits: Vec<mpsc::UnboundedSender<FinalExit>>,
+}
+
+/// An agent that ended for good (no restart follows): its id and reason.
+/// What [`ExitBook::final_exits`] delivers.
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub(crate) struct FinalExit {
+    pub(crate) id: Arc<str>,
+    pub(crate) reason: ExitReason,
 }
 
 impl Default for ExitBook {
@@ -212,6 +222,7 @@ impl Default for ExitBook {
             waiters: HashMap::new(),
             recent: HashMap::new(),
             order: VecDeque::new(),
+            final_exits: Vec::new(),
         }
     }
 }
@@ -236,10 +247,36 @@ impl ExitBook {
         }
     }
 
+    /// A lossless stream of the agents that end for good, for the
+    /// crate's own bookkeeping (the cluster's watches): unlike
+    /// [`AgentEvents`], a slow reader misses nothing. Each item is small
+    /// and the reader must keep up on average; it ends with the instance.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn final_exits(&mut self) -> mpsc::UnboundedReceiver<FinalExit> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if self.events.is_some() {
+            self.final_exits.push(tx);
+        }
+        rx
+    }
+
+    /// Tells the [`final_exits`](ExitBook::final_exits) readers that agent
+    /// `id` ended for good.
+    pub(crate) fn notify_final(&mut self, id: &Arc<str>, reason: &ExitReason) {
+        self.final_exits.retain(|tx| {
+            tx.send(FinalExit {
+                id: Arc::clone(id),
+                reason: reason.clone(),
+            })
+            .is_ok()
+        });
+    }
+
     /// The instance is shut down: receivers end once they read what was
     /// published, waiters learn nothing more.
     pub(crate) fn close(&mut self) {
         self.events = None;
+        self.final_exits.clear();
         self.waiters.clear();
         self.ids.clear();
     }
@@ -312,5 +349,44 @@ mod tests {
         assert!(!parent.is_clean());
         let failed = ExitReason::from_ractor(Err("boom".into()));
         assert_eq!(failed.to_string(), "failed: boom");
+    }
+
+    #[test]
+    fn final_exits_are_not_lost_when_event_receivers_lag() {
+        let mut book = ExitBook::default();
+        let mut lagging = book.subscribe();
+        let mut notices = book.final_exits();
+        let n = EVENTS_CAPACITY * 3;
+        for i in 0..n {
+            let actor = ActorId::Local(i as u64);
+            book.started(actor, &format!("a{i}"), None);
+            let reason = ExitReason::Stopped(format!("r{i}"));
+            let id = book.record(actor, &reason).expect("an agent of the book");
+            book.notify_final(&id, &reason);
+            book.publish(|| AgentEvent::Exited {
+                id: id.to_string(),
+                actor,
+                reason,
+                restarting: false,
+            });
+        }
+        let err = lagging.try_recv().unwrap_err();
+        assert_eq!(err.message(), "agent events lagged");
+        for i in 0..n {
+            let exit = notices.try_recv().expect("every exit, in order");
+            assert_eq!(
+                (&*exit.id, exit.reason),
+                (
+                    format!("a{i}").as_str(),
+                    ExitReason::Stopped(format!("r{i}"))
+                )
+            );
+        }
+        assert!(notices.try_recv().is_err());
+        book.close();
+        assert!(
+            book.final_exits().try_recv().is_err(),
+            "closed: ends at once"
+        );
     }
 }

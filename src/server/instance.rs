@@ -620,6 +620,14 @@ impl Jido {
         self.inner.shared.exits().subscribe()
     }
 
+    /// The agents of this instance that end for good (no restart), without
+    /// loss (see `ExitBook::final_exits`): the cluster's watches and fencing
+    /// events rest on it.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn final_exits(&self) -> tokio::sync::mpsc::UnboundedReceiver<super::FinalExit> {
+        self.inner.shared.exits().final_exits()
+    }
+
     /// Every running agent, sorted by id.
     pub fn agents(&self) -> Vec<AgentRef> {
         let reg = self.inner.shared.registry();
@@ -1014,8 +1022,11 @@ impl RootState {
         let id = self.shared.exits().record(actor, &reason);
         let next = self.after_exit(actor, &exit);
         if let Some(id) = id {
-            let exits = self.shared.exits();
+            let mut exits = self.shared.exits();
             let restarting = matches!(next, AfterExit::Restart(_));
+            if !restarting {
+                exits.notify_final(&id, &reason);
+            }
             exits.publish(|| AgentEvent::Exited {
                 id: id.to_string(),
                 actor,

@@ -95,7 +95,11 @@ pub use agent_ref::{
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
 pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS, RECENT_IDS};
+#[cfg(feature = "cluster")]
+pub(crate) use exit::FinalExit;
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
+#[cfg(feature = "cluster")]
+pub(crate) use hierarchy::stop_child_reason;
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};
 pub use options::{
