@@ -94,7 +94,7 @@ pub use agent_ref::{
 };
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
-pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS};
+pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_CHECKPOINT_DELTAS, MAX_REPLAYS};
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};

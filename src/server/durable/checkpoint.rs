@@ -6,28 +6,14 @@ use ractor::ActorRef;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+use super::delta::{Written, checkpoint_of, delta_of, json_len};
 use super::writes::Writing;
 use super::{Durability, DurableMsg, JOURNAL_CHECKPOINT_EVERY, Outcome, is_fencing};
-use crate::agent::{AgentState, ORPHANED_FROM_KEY, PARENT_KEY};
 use crate::directive::Directive;
-use crate::persist::{Checkpoint, Expect};
+use crate::persist::Expect;
 use crate::server::actor::{AgentServerState, InFlight, Running};
 use crate::server::msg::{AgentMsg, Internal};
 use crate::signal::Signal;
-
-/// The checkpoint of `agent` at journal position `applied`.
-fn checkpoint_of(agent: &AgentState, applied: u64) -> Checkpoint {
-    let meta = agent.metadata();
-    let mut cp = Checkpoint::new(meta.name, meta.version, agent.id());
-    cp.state = agent
-        .state()
-        .iter()
-        .filter(|(k, _)| *k != PARENT_KEY && *k != ORPHANED_FROM_KEY)
-        .map(|(k, v)| (k.to_string(), v.to_json()))
-        .collect();
-    cp.applied_seq = applied;
-    cp
-}
 
 impl AgentServerState {
     /// A batch ended: writes its checkpoint if the mode asks for one (the
@@ -72,7 +58,9 @@ impl AgentServerState {
     }
 
     /// The write of the current agent's checkpoint, answering the held
-    /// callers once it is durable (with the storage error if it failed).
+    /// callers once it is durable (with the storage error if it failed):
+    /// a delta over the last durable checkpoint when the bookkeeping
+    /// allows one and it is smaller, else the full checkpoint.
     pub(super) fn checkpoint_task(
         &mut self,
         generation: u64,
@@ -87,16 +75,43 @@ impl AgentServerState {
         let applied = d.applied;
         let expect = d.rev.map_or(Expect::Absent, Expect::Rev);
         let epoch = d.epoch;
+        let base = d.deltas.next_is_delta().then(|| {
+            (
+                d.durable_agent.state().clone(),
+                d.deltas.bytes,
+                d.deltas.full_bytes,
+            )
+        });
         Some(async move {
             let started = tokio::time::Instant::now();
-            let cp = checkpoint_of(&agent, applied);
-            let result = storage.put_checkpoint(&key, &cp, expect, epoch).await;
+            let delta = base.and_then(|(base, bytes, full)| {
+                let delta = delta_of(&base, &agent, applied);
+                let len = json_len(&delta);
+                (bytes.saturating_add(len) <= full).then_some((delta, len))
+            });
+            let (result, written) = match delta {
+                Some((delta, len)) => (
+                    storage
+                        .put_checkpoint_delta(&key, &delta, expect, epoch)
+                        .await,
+                    Written::Delta(len),
+                ),
+                None => {
+                    let cp = checkpoint_of(&agent, applied);
+                    let len = json_len(&cp);
+                    (
+                        storage.put_checkpoint(&key, &cp, expect, epoch).await,
+                        Written::Full(len),
+                    )
+                }
+            };
             drop(writing);
             tracing::debug!(
                 name: "jido.persist.checkpoint",
                 target: "jido::persist",
                 key = %key,
                 applied,
+                delta = matches!(written, Written::Delta(_)),
                 duration_us = started.elapsed().as_micros() as u64,
                 ok = result.is_ok(),
                 "jido.persist.checkpoint"
@@ -118,6 +133,7 @@ impl AgentServerState {
                 result,
                 agent,
                 applied,
+                written,
             };
             // The actor takes the outcome from its mailbox; a stopping
             // agent from the task's handle instead.
@@ -126,6 +142,7 @@ impl AgentServerState {
                 result: outcome.result.clone(),
                 agent: outcome.agent.clone(),
                 applied,
+                written,
             };
             let _ = myself.send_message(AgentMsg::internal(Internal::Durable(Box::new(
                 DurableMsg::Persisted(Box::new(copy)),
@@ -143,6 +160,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
+                d.deltas.written(outcome.written);
                 d.unjournaled = false;
                 if std::mem::take(&mut d.hibernating) && self.may_hibernate() {
                     self.hibernate(myself);
@@ -216,6 +234,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
+                d.deltas.written(outcome.written);
             }
             Err(error) => {
                 if is_fencing(&error) {

@@ -197,6 +197,7 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
             held: Vec::new(),
             unjournaled: false,
             durable_agent: args.agent.clone(),
+            deltas: Default::default(),
             incoming: Vec::new(),
             appending: None,
             detached: None,
