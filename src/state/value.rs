@@ -812,16 +812,39 @@ impl StateValue {
     }
 }
 
+impl StateValue {
+    /// Whether `self` and `other` serialise to the same JSON: equal, with
+    /// object keys in the same order. Shared containers cost one pointer
+    /// comparison.
+    pub(crate) fn identical(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StateValue::Array(a), StateValue::Array(b)) => {
+                a.ptr_eq(b)
+                    || (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.identical(y)))
+            }
+            (StateValue::Object(a), StateValue::Object(b)) => {
+                a.ptr_eq(b)
+                    || (a.len() == b.len()
+                        && a.iter()
+                            .zip(b.iter())
+                            .all(|((ka, va), (kb, vb))| ka == kb && va.identical(vb)))
+            }
+            _ => self.same(other),
+        }
+    }
+}
+
 impl StateArray {
     /// When `self` is `old` with elements appended (every element of `old`
-    /// is [`same`](StateValue::same) as the one at its index here), the
-    /// appended elements; `None` otherwise. Costs O(`old.len()`) pointer
-    /// comparisons, nothing is serialised or compared deeply.
+    /// is [`identical`](StateValue::identical) to the one at its index
+    /// here), the appended elements; `None` otherwise. Elements still
+    /// shared cost a pointer comparison each; only elements that are not
+    /// (an array rebuilt from JSON) are compared by value.
     pub(crate) fn appended_since(&self, old: &StateArray) -> Option<Vec<&StateValue>> {
         if self.len() < old.len() {
             return None;
         }
-        if !self.iter().zip(old.iter()).all(|(a, b)| a.same(b)) {
+        if !self.iter().zip(old.iter()).all(|(a, b)| a.identical(b)) {
             return None;
         }
         Some(
