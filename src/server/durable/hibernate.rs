@@ -103,10 +103,13 @@ impl crate::server::Jido {
     /// would an agent that ran and hibernated.
     ///
     /// This is the bulk path to millions of addressable agents: the writes
-    /// of one call go to the storage at once (the redb adapter groups them
-    /// into commits of up to [`MAX_BATCH`](crate::persist::redb::MAX_BATCH)),
-    /// where spawning each agent to hibernate it costs an actor start, a
-    /// claim and a stop each. Pass batches of a few thousand agents.
+    /// of one call (a claim of each agent by this process, then its
+    /// checkpoint) go to the storage at once, and the redb adapter groups
+    /// them into commits of up to
+    /// [`MAX_BATCH`](crate::persist::redb::MAX_BATCH), where spawning each
+    /// agent to hibernate it costs an actor start, a claim, a checkpoint and
+    /// a stop each, one after the other. Pass batches of a few thousand
+    /// agents.
     ///
     /// # Examples
     ///
@@ -168,11 +171,15 @@ impl crate::server::Jido {
             let key = StorageKey::new(self.namespace(), agent.name(), agent.id())?;
             writes.push((key, super::delta::checkpoint_of(&agent, 0)));
         }
-        let results = futures::future::join_all(
-            writes
-                .iter()
-                .map(|(key, cp)| storage.put_checkpoint(key, cp, Expect::Absent, 0)),
-        )
+        // Claimed by this process first, as an agent that ran here and
+        // hibernated is: its thaw then needs no write before it reads.
+        let results = futures::future::join_all(writes.iter().map(|(key, cp)| {
+            let storage = &storage;
+            async move {
+                let epoch = storage.claim(key, &super::restore::PROCESS_OWNER).await?;
+                storage.put_checkpoint(key, cp, Expect::Absent, epoch).await
+            }
+        }))
         .await;
         let created = results.iter().filter(|r| r.is_ok()).count();
         for ((key, _), result) in writes.iter().zip(results) {
