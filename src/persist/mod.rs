@@ -7,7 +7,10 @@
 //!   runtime must not forget (its outbox, timers, recently seen signal ids,
 //!   the last journal entry folded in). Every write is conditional: on the
 //!   checkpoint's **revision** ([`Expect`], compare-and-set) and on the
-//!   **owner epoch** (fencing);
+//!   **owner epoch** (fencing). A checkpoint may be written as a
+//!   [`CheckpointDelta`] over the stored one (what changed: the runtime
+//!   writes those after an agent's first checkpoint), which every read
+//!   folds in;
 //! * an append-only **journal** of incoming signals (their CloudEvents JSON
 //!   bytes), numbered `1, 2, 3, …` without gaps: an append names the last
 //!   sequence number it saw, so two writers cannot interleave;
