@@ -16,12 +16,15 @@
 //!   `N` concurrent `INSERT … ON CONFLICT DO UPDATE` of the same bytes
 //!   through a pool of the same size (16), PostgreSQL grouping the commits.
 //!
-//! * `durable_call/N`: `N` agents with `Durability::Checkpoint` on one
-//!   `RedbStorage` each answer one call at once (every call waits for its
-//!   checkpoint); beside `volatile_call` (no storage) and `raw_redb_commit`.
+//! * `durable_call/N`: `N` agents with `Durability::Checkpoint` each answer
+//!   one call at once (every call waits for its checkpoint), on redb
+//!   (`durable_call_redb`) and with `JIDO_TEST_PG` on PostgreSQL
+//!   (`durable_call_postgres`); beside `volatile_call` (no storage),
+//!   `raw_redb_commit` and `raw_pg_upsert` (the same bytes written raw).
 //! * `durable_state/H`: one signal beside a 10 000-message history:
-//!   `checkpoint_call` (a full checkpoint per call), `journal_cast_durable`
-//!   (an append per signal, a checkpoint every 64), `volatile_call`.
+//!   `checkpoint_call` (a checkpoint per call, a delta of what changed
+//!   after the first), `journal_cast_durable` (an append per signal, a
+//!   checkpoint every 64), `volatile_call`.
 //!
 //! `cargo bench --bench persist --features persist-redb,persist-postgres`, then
 //! `python3 scripts/bench_report.py`.
@@ -159,13 +162,92 @@ fn redb(c: &mut Criterion) {
     group.finish();
 }
 
-fn postgres(c: &mut Criterion) {
+/// `N` concurrent `INSERT … ON CONFLICT DO UPDATE` of the same bytes
+/// through a pool of [`POOL`] connections: the floor of a PostgreSQL
+/// checkpoint.
+#[derive(Clone)]
+struct RawPg {
+    pool: Pool,
+    upsert: String,
+}
+
+impl RawPg {
+    /// A pool on `conn` and a `raw` table in `schema`.
+    fn open(rt: &Runtime, conn: &str, schema: &str) -> Self {
+        let config: tokio_postgres::Config = conn.parse().expect("connection string");
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager).max_size(POOL).build().expect("pool");
+        let upsert = format!(
+            "INSERT INTO \"{schema}\".raw (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data"
+        );
+        rt.block_on(async {
+            let client = pool.get().await.expect("client");
+            client
+                .batch_execute(&format!("CREATE TABLE IF NOT EXISTS \"{schema}\".raw (key text PRIMARY KEY, data bytea NOT NULL)"))
+                .await
+                .expect("raw table");
+        });
+        Self { pool, upsert }
+    }
+
+    /// One round: every key upserted once, each from its own task.
+    fn round(
+        &self,
+        rt: &Runtime,
+        keys: &Arc<Vec<StorageKey>>,
+        bytes: &Arc<Vec<u8>>,
+        iters: u64,
+    ) -> Duration {
+        let (raw, keys, bytes) = (self.clone(), keys.clone(), bytes.clone());
+        rt.block_on(async move {
+            tokio::spawn(async move {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let tasks: Vec<_> = keys
+                        .iter()
+                        .map(|key| {
+                            let (raw, bytes, id) =
+                                (raw.clone(), bytes.clone(), key.id().to_owned());
+                            tokio::spawn(async move {
+                                let client = raw.pool.get().await.expect("client");
+                                let stmt =
+                                    client.prepare_cached(&raw.upsert).await.expect("prepare");
+                                client
+                                    .execute(&stmt, &[&id, &*bytes])
+                                    .await
+                                    .expect("upsert");
+                            })
+                        })
+                        .collect();
+                    for task in tasks {
+                        task.await.expect("task");
+                    }
+                }
+                started.elapsed()
+            })
+            .await
+            .expect("bench task")
+        })
+    }
+}
+
+/// A [`PostgresStorage`] in a fresh schema (migrated), with the raw
+/// baseline's table beside it; `None` (and a message) without
+/// `JIDO_TEST_PG`.
+fn pg_backend(rt: &Runtime, what: &str) -> Option<(PostgresStorage, RawPg)> {
     let Ok(conn) = std::env::var("JIDO_TEST_PG") else {
-        eprintln!("persist_postgres skipped: JIDO_TEST_PG is not set (scripts/pg_server.sh start)");
-        return;
+        eprintln!(
+            "{what}: PostgreSQL skipped: JIDO_TEST_PG is not set (JIDO_TEST_PG=$(scripts/pg_server.sh start))"
+        );
+        return None;
     };
-    let rt = runtime();
-    let schema = format!("bench_{}", std::process::id());
+    let schema = format!("bench_{what}_{}", std::process::id());
     let storage = rt.block_on(async {
         let s = PostgresStorage::connect(
             &conn,
@@ -176,25 +258,15 @@ fn postgres(c: &mut Criterion) {
         s.migrate().await.expect("migrate");
         s
     });
-    let config: tokio_postgres::Config = conn.parse().expect("connection string");
-    let manager = Manager::from_config(
-        config,
-        tokio_postgres::NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager).max_size(POOL).build().expect("pool");
-    let upsert = format!(
-        "INSERT INTO \"{schema}\".raw (key, data) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data"
-    );
-    rt.block_on(async {
-        let client = pool.get().await.expect("client");
-        client
-            .batch_execute(&format!("CREATE TABLE IF NOT EXISTS \"{schema}\".raw (key text PRIMARY KEY, data bytea NOT NULL)"))
-            .await
-            .expect("raw table");
-    });
+    let raw = RawPg::open(rt, &conn, &schema);
+    Some((storage, raw))
+}
+
+fn postgres(c: &mut Criterion) {
+    let rt = runtime();
+    let Some((storage, raw)) = pg_backend(&rt, "persist_postgres") else {
+        return;
+    };
     let mut group = c.benchmark_group("persist_postgres");
     group
         .sample_size(10)
@@ -204,43 +276,7 @@ fn postgres(c: &mut Criterion) {
         let keys = keys(n);
         let bytes = Arc::new(checkpoint("a-0").to_json_vec());
         group.bench_with_input(BenchmarkId::new("raw_pg_upsert", n), &n, |b, _| {
-            b.iter_custom(|iters| {
-                let (pool, keys, bytes, upsert) =
-                    (pool.clone(), keys.clone(), bytes.clone(), upsert.clone());
-                rt.block_on(async move {
-                    tokio::spawn(async move {
-                        let started = Instant::now();
-                        for _ in 0..iters {
-                            let tasks: Vec<_> = keys
-                                .iter()
-                                .map(|key| {
-                                    let (pool, bytes, upsert, id) = (
-                                        pool.clone(),
-                                        bytes.clone(),
-                                        upsert.clone(),
-                                        key.id().to_owned(),
-                                    );
-                                    tokio::spawn(async move {
-                                        let client = pool.get().await.expect("client");
-                                        let stmt =
-                                            client.prepare_cached(&upsert).await.expect("prepare");
-                                        client
-                                            .execute(&stmt, &[&id, &*bytes])
-                                            .await
-                                            .expect("upsert");
-                                    })
-                                })
-                                .collect();
-                            for task in tasks {
-                                task.await.expect("task");
-                            }
-                        }
-                        started.elapsed()
-                    })
-                    .await
-                    .expect("bench task")
-                })
-            })
+            b.iter_custom(|iters| raw.round(&rt, &keys, &bytes, iters))
         });
         group.bench_with_input(BenchmarkId::new("postgres_storage", n), &n, |b, _| {
             b.iter_custom(|iters| round(&rt, &storage, &keys, iters))
@@ -258,6 +294,7 @@ impl Agent for Durable {
         vec![
             SignalRoute::action("add", DynAction::new(Add)),
             SignalRoute::action("note", DynAction::new(Note)),
+            SignalRoute::action("say", DynAction::new(Say)),
         ]
     }
 }
@@ -286,6 +323,19 @@ impl Action for Note {
     }
 }
 
+/// Appends the params to `history` (a state op: the history stays shared).
+#[derive(Clone)]
+struct Say;
+impl Action for Say {
+    type Params = Value;
+    type Output = Value;
+    const NAME: &'static str = "say";
+    async fn run(&self, p: Value, ctx: &Context) -> jido::Result<Value> {
+        ctx.push_effect(jido::state::StateOp::append(["history"], p));
+        Ok(json!({}))
+    }
+}
+
 /// Inline actions (no task per action): the cost measured is the
 /// runtime's and the storage's.
 fn config() -> JidoConfig {
@@ -296,52 +346,42 @@ fn inline() -> ServerOptions {
     ServerOptions::new()
 }
 
-/// `durable_call/N`: `N` agents with `Durability::Checkpoint` on one
-/// `RedbStorage` each answer one `call` at once (each call waits for its
-/// checkpoint, the writer groups them); beside `volatile_call` (the same
-/// agents without storage) and `raw_redb_commit` (the `N` upserts in one
-/// raw commit, as in `persist_redb`).
+/// `durable_call/N`: `N` agents with `Durability::Checkpoint` each answer
+/// one `call` at once (each call waits for its checkpoint): on one
+/// `RedbStorage` (`durable_call_redb`, the writer groups them) beside
+/// `raw_redb_commit` (the `N` upserts in one raw commit, as in
+/// `persist_redb`), and with `JIDO_TEST_PG` on one `PostgresStorage`
+/// (`durable_call_postgres`, a pool of 16) beside `raw_pg_upsert` (the `N`
+/// upserts of the same bytes, concurrently through a pool of 16); and
+/// `volatile_call`, the same agents without storage.
 fn durable_calls(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().expect("temp dir");
-    let storage: Arc<dyn Storage> =
+    let redb: Arc<dyn Storage> =
         Arc::new(RedbStorage::open(dir.path().join("calls.redb")).expect("open"));
     let raw = Database::create(dir.path().join("raw-calls.redb")).expect("raw db");
+    let pg = pg_backend(&rt, "durable_call");
     let mut group = c.benchmark_group("durable_call");
     group
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
     for n in agents() {
-        let (durable, volatile, jidos) = rt.block_on(async {
-            let jido = Jido::start(config().name("bench").storage(Arc::clone(&storage)))
-                .await
-                .expect("instance");
-            let plain = Jido::start(config()).await.expect("instance");
-            let mut durable = Vec::with_capacity(n);
-            let mut volatile = Vec::with_capacity(n);
-            for i in 0..n {
-                let id = format!("a-{i}");
-                durable.push(
-                    jido.start_agent(
-                        AgentState::new(Durable, AgentOptions::new().id(id.clone())),
-                        inline().durability(Durability::Checkpoint),
-                    )
-                    .await
-                    .expect("start"),
-                );
-                volatile.push(
-                    plain
-                        .start_agent(
-                            AgentState::new(Durable, AgentOptions::new().id(id)),
-                            inline(),
-                        )
-                        .await
-                        .expect("start"),
-                );
-            }
-            (Arc::new(durable), Arc::new(volatile), (jido, plain))
-        });
+        let mut backends: Vec<(&str, Option<Arc<dyn Storage>>)> = vec![
+            ("volatile_call", None),
+            ("durable_call_redb", Some(Arc::clone(&redb))),
+        ];
+        if let Some((storage, _)) = &pg {
+            let storage: Arc<dyn Storage> = Arc::new(storage.clone());
+            backends.push(("durable_call_postgres", Some(storage)));
+        }
+        let started: Vec<(&str, Arc<Vec<AgentRef>>, Jido)> = backends
+            .into_iter()
+            .map(|(name, storage)| {
+                let (agents, jido) = rt.block_on(start_agents(name, storage, n));
+                (name, agents, jido)
+            })
+            .collect();
         let bytes = checkpoint("a-0").to_json_vec();
         group.bench_with_input(BenchmarkId::new("raw_redb_commit", n), &n, |b, _| {
             b.iter_custom(|iters| {
@@ -361,20 +401,57 @@ fn durable_calls(c: &mut Criterion) {
                 started.elapsed()
             })
         });
-        for (name, agents) in [
-            ("volatile_call", &volatile),
-            ("durable_call_redb", &durable),
-        ] {
-            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+        if let Some((_, raw_pg)) = &pg {
+            let (keys, bytes) = (keys(n), Arc::new(bytes.clone()));
+            group.bench_with_input(BenchmarkId::new("raw_pg_upsert", n), &n, |b, _| {
+                b.iter_custom(|iters| raw_pg.round(&rt, &keys, &bytes, iters))
+            });
+        }
+        for (name, agents, _) in &started {
+            group.bench_with_input(BenchmarkId::new(*name, n), &n, |b, _| {
                 b.iter_custom(|iters| calls(&rt, agents, "add", iters))
             });
         }
         rt.block_on(async {
-            jidos.0.shutdown().await;
-            jidos.1.shutdown().await;
+            for (_, _, jido) in started {
+                jido.shutdown().await;
+            }
         });
     }
     group.finish();
+}
+
+/// `n` counter agents (`Durability::Checkpoint` with a storage), started
+/// 256 at a time.
+async fn start_agents(
+    name: &str,
+    storage: Option<Arc<dyn Storage>>,
+    n: usize,
+) -> (Arc<Vec<AgentRef>>, Jido) {
+    let durable = storage.is_some();
+    let mut cfg = config().name(format!("bench-{name}"));
+    if let Some(storage) = storage {
+        cfg = cfg.storage(storage);
+    }
+    let jido = Jido::start(cfg).await.expect("instance");
+    let mut agents = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(256) {
+        let starts = chunk.iter().map(|i| {
+            let opts = if durable {
+                inline().durability(Durability::Checkpoint)
+            } else {
+                inline()
+            };
+            jido.start_agent(
+                AgentState::new(Durable, AgentOptions::new().id(format!("a-{i}"))),
+                opts,
+            )
+        });
+        for agent in futures::future::join_all(starts).await {
+            agents.push(agent.expect("start"));
+        }
+    }
+    (Arc::new(agents), jido)
 }
 
 /// One round: every agent answers one call, each from its own task.
@@ -408,10 +485,12 @@ fn calls(rt: &Runtime, agents: &Arc<Vec<AgentRef>>, ty: &'static str, iters: u64
 
 /// `durable_state/H`: one signal beside a state holding a `history` of
 /// `H` entries (0 and 10 000 short messages, about 600 KB of JSON): a
-/// `call` to a `Checkpoint` agent (a full checkpoint per call: O(state)),
-/// a `cast_durable` to a `Journal` agent followed every 64th time by the
-/// checkpoint the journal mode writes (amortised), and a `call` without
-/// storage.
+/// `call` to a `Checkpoint` agent that sets one key (`checkpoint_call`)
+/// or appends one message to `history` (`checkpoint_call_append`), each
+/// checkpointed as a delta of what changed (a full checkpoint when the
+/// deltas outgrow the state); a `cast_durable` to a `Journal` agent
+/// followed every 64th time by the checkpoint the journal mode writes
+/// (amortised); and a `call` without storage.
 fn durable_state(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -451,12 +530,13 @@ fn durable_state(c: &mut Criterion) {
             let volatile = plain.start_agent(make("v"), inline()).await.expect("start");
             (jido, plain, checkpointed, journaled, volatile)
         });
-        for (name, agent) in [
-            ("volatile_call", &volatile),
-            ("checkpoint_call", &checkpointed),
+        for (name, agent, ty) in [
+            ("volatile_call", &volatile, "note"),
+            ("checkpoint_call", &checkpointed, "note"),
+            ("checkpoint_call_append", &checkpointed, "say"),
         ] {
             group.bench_with_input(BenchmarkId::new(name, h), &h, |b, _| {
-                b.iter_custom(|iters| calls(&rt, &Arc::new(vec![agent.clone()]), "note", iters))
+                b.iter_custom(|iters| calls(&rt, &Arc::new(vec![agent.clone()]), ty, iters))
             });
         }
         group.bench_with_input(BenchmarkId::new("journal_cast_durable", h), &h, |b, _| {

@@ -20,6 +20,21 @@
 //! cargo run --release --example scale --features persist-redb -- --hibernate --agents 1000000
 //! ```
 //!
+//! `--bulk` (with `--hibernate`) measures the 10 000 000-agent target: all
+//! but `--live L` (default 100 000) of the N agents are created hibernated
+//! in batches of 10 000 (`Jido::create_hibernated`, each with its own state
+//! `{"ticks": i}`), the L others are started and sent one signal each and
+//! stay live; then a sample of the hibernated ones (`--sample S`, default
+//! 10 000, spread over all ids) is thawed by id and checked, and a sample
+//! of the live ones too. It prints the time to create, the resident set
+//! with L live, the store's bytes per agent and the thaw latency. The
+//! store goes to `--dir D` (default the temp directory) and is deleted at
+//! the end:
+//!
+//! ```text
+//! cargo run --release --example scale --features persist-redb -- --hibernate --bulk --agents 10000000 --dir target/scale
+//! ```
+//!
 //! Phase 1 (a child process, so its memory is returned before phase 2):
 //! N raw ractor actors holding the same state map as the agents. Phase 2
 //! (this process): N agents. Each phase measures the resident set growth
@@ -344,6 +359,10 @@ struct Args {
     agents: usize,
     raw_only: bool,
     hibernate: bool,
+    bulk: bool,
+    live: usize,
+    sample: usize,
+    dir: Option<std::path::PathBuf>,
 }
 
 fn args() -> Args {
@@ -354,6 +373,19 @@ fn args() -> Args {
     };
     let mut raw_only = false;
     let mut hibernate = false;
+    let mut bulk = false;
+    let mut live = 100_000;
+    let mut sample = 10_000;
+    let mut dir = None;
+    let number = |v: Option<String>, what: &str| -> usize {
+        match v.and_then(|v| v.replace('_', "").parse().ok()) {
+            Some(v) => v,
+            None => {
+                eprintln!("{what} needs a number");
+                std::process::exit(2);
+            }
+        }
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -366,8 +398,14 @@ fn args() -> Args {
             },
             "--raw-only" => raw_only = true,
             "--hibernate" => hibernate = true,
+            "--bulk" => bulk = true,
+            "--live" => live = number(it.next(), "--live"),
+            "--sample" => sample = number(it.next(), "--sample"),
+            "--dir" => dir = it.next().map(std::path::PathBuf::from),
             other => {
-                eprintln!("unknown argument {other}; usage: scale [--agents N]");
+                eprintln!(
+                    "unknown argument {other}; usage: scale [--agents N] [--hibernate [--bulk] [--live L] [--sample S] [--dir D]]"
+                );
                 std::process::exit(2);
             }
         }
@@ -376,6 +414,10 @@ fn args() -> Args {
         agents,
         raw_only,
         hibernate,
+        bulk,
+        live,
+        sample,
+        dir,
     }
 }
 
@@ -470,6 +512,166 @@ async fn hibernate_phase(n: usize) -> jido::Result<()> {
     Ok(())
 }
 
+/// `--hibernate --bulk`: N addressable agents, all but L created
+/// hibernated in batches, L live.
+#[cfg(feature = "persist-redb")]
+async fn bulk_phase(args: &Args) -> jido::Result<()> {
+    use std::sync::Arc;
+
+    use jido::persist::redb::RedbStorage;
+
+    const BATCH: usize = 10_000;
+    let n = args.agents;
+    let live = args.live.min(n);
+    let cold = n - live;
+    let err = |e: std::io::Error| jido::Error::internal(e.to_string());
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("jido-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(err)?;
+    let path = dir.join("agents.redb");
+    let storage = Arc::new(RedbStorage::open(&path)?);
+    let jido = Jido::start(
+        JidoConfig::new()
+            .name("scale")
+            .storage(storage.clone())
+            .exec_options(ExecOptions::new().timeout(Duration::ZERO).max_retries(0)),
+    )
+    .await?;
+    let state_of = |i: usize| {
+        let mut m = Map::new();
+        m.insert("ticks".into(), json!(i as u64));
+        m
+    };
+    let base = rss_bytes();
+    eprintln!("bulk: {n} agents, {cold} created hibernated, {live} live");
+
+    // 1. The hibernated ones, in batches.
+    let started = Instant::now();
+    let mut next_report = Instant::now();
+    for first in (0..cold).step_by(BATCH) {
+        let batch = (first..(first + BATCH).min(cold)).map(|i| {
+            AgentState::new(
+                Counter,
+                AgentOptions::new().id(format!("a{i}")).state(state_of(i)),
+            )
+        });
+        jido.create_hibernated(batch).await?;
+        if next_report.elapsed() >= Duration::from_secs(10) {
+            progress("created hibernated", first + BATCH, cold, started);
+            next_report = Instant::now();
+        }
+    }
+    let create = started.elapsed();
+    let disk_cold = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let rss_cold = rss_bytes().saturating_sub(base);
+
+    // 2. The live ones: started (1 000 at a time, so that their claims
+    // share commits), one signal each, no idle timeout.
+    let started = Instant::now();
+    let mut live_refs = Vec::with_capacity(live);
+    for first in (cold..n).step_by(1_000) {
+        let starts = (first..(first + 1_000).min(n)).map(|i| {
+            let jido = jido.clone();
+            async move {
+                let agent = jido
+                    .get_or_start(&format!("a{i}"), || {
+                        (
+                            AgentState::new(Counter, AgentOptions::new().state(initial_state())),
+                            ServerOptions::new(),
+                        )
+                    })
+                    .await?;
+                agent.cast(Signal::new("tick", json!({"n": i as u64})))?;
+                Ok::<_, jido::Error>(agent)
+            }
+        });
+        for agent in futures::future::join_all(starts).await {
+            live_refs.push(agent?);
+        }
+    }
+    let (_, complete) = wait_outcomes(live as u64, 0).await;
+    let start_live = started.elapsed();
+    let rss_live = rss_bytes().saturating_sub(base);
+
+    // 3. Thaw a sample of the hibernated ones by id (they hibernate again
+    // after an idle second), spread over every id.
+    let sample = args.sample.min(cold);
+    let step = (cold / sample.max(1)).max(1);
+    let mut hist =
+        hdrhistogram::Histogram::<u64>::new(3).map_err(|e| jido::Error::internal(e.to_string()))?;
+    let mut intact = 0;
+    for k in 0..sample {
+        let i = k * step + (k * 7919) % step;
+        let t = Instant::now();
+        let agent = jido
+            .get_or_start(&format!("a{i}"), || {
+                (
+                    AgentState::new(Counter, AgentOptions::new()),
+                    ServerOptions::new().idle_timeout(Duration::from_secs(1)),
+                )
+            })
+            .await?;
+        let state = agent.state().await?;
+        hist.record(t.elapsed().as_micros() as u64).ok();
+        if state.state().get("ticks").and_then(|v| v.as_u64()) == Some(i as u64) {
+            intact += 1;
+        }
+    }
+    // 4. And the live ones: their signal processed.
+    let live_sample = live.min(1_000);
+    let mut live_ok = 0;
+    for k in 0..live_sample {
+        let i = cold + k * (live / live_sample.max(1)).max(1);
+        if let Some(agent) = live_refs.get(i - cold) {
+            let state = agent.state().await?;
+            if state.state().get("ticks").and_then(|v| v.as_u64()) == Some(i as u64) {
+                live_ok += 1;
+            }
+        }
+    }
+    let disk = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "bulk: {n} addressable agents; {cold} created hibernated in {create:.2?} ({:.0}/s), \
+         store {disk_cold} B after that ({:.0} B per hibernated agent), rss +{:.0} MiB; \
+         {live} live started and signalled in {start_live:.2?} ({}), rss +{:.0} MiB with them live ({:.0} B per live agent); \
+         store {disk} B at the end ({:.0} B per agent); \
+         thaw p50 {} us, p90 {} us, p99 {} us, max {} us; {intact}/{sample} thawed agents intact, {live_ok}/{live_sample} live agents intact",
+        cold as f64 / create.as_secs_f64().max(1e-9),
+        disk_cold as f64 / cold.max(1) as f64,
+        rss_cold as f64 / 1048576.0,
+        if complete {
+            "all processed"
+        } else {
+            "NOT ALL PROCESSED"
+        },
+        rss_live as f64 / 1048576.0,
+        rss_live.saturating_sub(rss_cold) as f64 / live.max(1) as f64,
+        disk as f64 / n as f64,
+        hist.value_at_quantile(0.5),
+        hist.value_at_quantile(0.9),
+        hist.value_at_quantile(0.99),
+        hist.max(),
+    );
+    drop(live_refs);
+    jido.shutdown().await;
+    drop(storage);
+    let _ = std::fs::remove_dir_all(&dir);
+    if !complete || intact != sample || live_ok != live_sample {
+        eprintln!("state lost or signals not processed");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "persist-redb"))]
+async fn bulk_phase(_: &Args) -> jido::Result<()> {
+    eprintln!("--hibernate --bulk needs --features persist-redb");
+    std::process::exit(2);
+}
+
 #[cfg(not(feature = "persist-redb"))]
 async fn hibernate_phase(_: usize) -> jido::Result<()> {
     eprintln!("--hibernate needs --features persist-redb");
@@ -483,6 +685,9 @@ fn main() -> jido::Result<()> {
         .build()
         .map_err(|e| jido::Error::internal(format!("runtime: {e}")))?;
     let n = args.agents;
+    if args.hibernate && args.bulk {
+        return rt.block_on(bulk_phase(&args));
+    }
     if args.hibernate {
         return rt.block_on(hibernate_phase(n));
     }

@@ -206,3 +206,88 @@ async fn idle_timeout_needs_a_storage() {
     );
     jido.shutdown().await;
 }
+
+fn counter_with_total(id: &str, total: i64) -> AgentState {
+    let mut state = serde_json::Map::new();
+    state.insert("total".into(), json!(total));
+    AgentState::new(
+        TestAgent::new().route("counter.add", add()),
+        AgentOptions::new().id(id).state(state),
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn agents_created_hibernated_thaw_by_id_with_their_state() {
+    let storage = Arc::new(MemoryStorage::new());
+    let jido = Jido::start(
+        JidoConfig::new()
+            .name("bulk-hibernated")
+            .storage(storage.clone()),
+    )
+    .await
+    .unwrap();
+    let created = jido
+        .create_hibernated((0..100).map(|i| counter_with_total(&format!("c-{i}"), i)))
+        .await
+        .unwrap();
+    assert_eq!(created, 100);
+    assert_eq!(jido.registered_count(), 0);
+    let key = StorageKey::new("bulk-hibernated", "test_agent", "c-42").unwrap();
+    let stored = storage.get_checkpoint(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.rev, stored.value.state["total"].clone()),
+        (1, json!(42))
+    );
+
+    // Thawed by id: its state, and it works and hibernates as any other.
+    let agent = jido.get_or_start("c-42", counter).await.unwrap();
+    assert_eq!(total(&agent.state().await.unwrap()), 42);
+    let after = agent
+        .call(sig("counter.add", json!({"n": 1})))
+        .await
+        .unwrap();
+    assert_eq!(total(&after), 43);
+    agent.wait_exit().await;
+    let agent = jido.get_or_start("c-42", counter).await.unwrap();
+    assert_eq!(total(&agent.state().await.unwrap()), 43);
+
+    // A running agent is refused before anything is written.
+    let err = jido
+        .create_hibernated([
+            counter_with_total("c-new", 1),
+            counter_with_total("c-42", 0),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (jido::ErrorKind::Conflict, "agent is running")
+    );
+    assert_eq!(err.detail("id"), Some(&json!("c-42")));
+    let new_key = StorageKey::new("bulk-hibernated", "test_agent", "c-new").unwrap();
+    assert!(storage.get_checkpoint(&new_key).await.unwrap().is_none());
+
+    // One that exists already: its conflict, the others written.
+    let err = jido
+        .create_hibernated([counter_with_total("c-new", 1), counter_with_total("c-7", 0)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), jido::ErrorKind::Conflict);
+    assert_eq!(err.detail("id"), Some(&json!("c-7")));
+    assert_eq!(err.detail("created"), Some(&json!(1)));
+    let agent = jido.get_or_start("c-7", counter).await.unwrap();
+    assert_eq!(total(&agent.state().await.unwrap()), 7);
+
+    // Without a storage there is nowhere to hibernate to.
+    let plain = Jido::start(JidoConfig::new()).await.unwrap();
+    let err = plain
+        .create_hibernated([counter_with_total("x", 1)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message()),
+        (jido::ErrorKind::Validation, "no storage configured")
+    );
+    plain.shutdown().await;
+    jido.shutdown().await;
+}

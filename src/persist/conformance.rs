@@ -16,7 +16,11 @@
 //! truncation (by a checkpoint, in the same transaction, and on its own),
 //! replay attempts and dead letters, and concurrency: of 16 writers racing
 //! on one key exactly one wins, 16 claims get 16 distinct epochs, writes
-//! to 64 keys at once all land.
+//! to 64 keys at once all land; checkpoint deltas fold into the
+//! checkpoint exactly (set, kept, removed, reordered and appended keys,
+//! every other field replaced), count revisions, truncate the journal,
+//! obey the same conditions and fencing, and are dropped by a full write
+//! and by a delete.
 //!
 //! # Examples
 //!
@@ -42,7 +46,7 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 use serde_json::{Map, Value, json};
 
-use super::{Checkpoint, Expect, Storage, StorageKey};
+use super::{Checkpoint, CheckpointDelta, Expect, Storage, StorageKey};
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
 
@@ -101,6 +105,8 @@ cases![
     concurrent_claims_get_distinct_epochs,
     many_keys_commit_together,
     large_checkpoint_round_trips,
+    deltas_fold_into_the_checkpoint,
+    delta_conditions_hold,
 ];
 
 /// Every case of the suite, in the order [`run`] runs them.
@@ -922,4 +928,148 @@ async fn large_checkpoint_round_trips(s: Arc<dyn Storage>) -> Result<()> {
         .await?
         .ok_or_else(|| fail("checkpoint missing"))?;
     check_eq("a 1 MiB checkpoint", stored.value == cp, true)
+}
+
+/// A delta over `base` giving `next`: `appended` names keys whose arrays
+/// grew (their tail is taken from `next`), every other key of `next` that
+/// differs from `base` is set.
+fn delta_between(base: &Checkpoint, next: &Checkpoint, appended: &[&str]) -> CheckpointDelta {
+    let mut cp = next.clone();
+    cp.state = Map::new();
+    let mut tails = std::collections::BTreeMap::new();
+    for (k, v) in &next.state {
+        if appended.contains(&k.as_str()) {
+            let old = base
+                .state
+                .get(k)
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let tail = v
+                .as_array()
+                .map(|a| a[old.min(a.len())..].to_vec())
+                .unwrap_or_default();
+            tails.insert(k.clone(), tail);
+        } else if base.state.get(k) != Some(v) {
+            cp.state.insert(k.clone(), v.clone());
+        }
+    }
+    let mut delta = CheckpointDelta::new(cp, next.state.keys().cloned());
+    delta.appended = tails;
+    delta
+}
+
+async fn deltas_fold_into_the_checkpoint(s: Arc<dyn Storage>) -> Result<()> {
+    let k = key();
+    s.append_journal(&k, 0, 0, &signals(1..=6)).await?;
+    let base = rich_checkpoint(k.id());
+    s.put_checkpoint(&k, &base, Expect::Absent, 0).await?;
+    // Set one key, append to an array, remove one, reorder, add one; and
+    // every other field changes.
+    let mut next = rich_checkpoint(k.id());
+    next.state.insert("zeta".into(), json!(2));
+    next.state.insert("mid".into(), json!([1, {"x": "y"}]));
+    next.state.shift_remove("nul");
+    let alpha = next.state.shift_remove("alpha").unwrap_or(Value::Null);
+    next.state.insert("alpha".into(), alpha);
+    next.state.insert("fresh".into(), json!({"a": [1]}));
+    next.strategy_ext = None;
+    next.applied_seq = 4;
+    next.outbox = Vec::new();
+    next.recent_ids = vec!["sig-3".into()];
+    let rev = s
+        .put_checkpoint_delta(
+            &k,
+            &delta_between(&base, &next, &["mid"]),
+            Expect::Rev(1),
+            0,
+        )
+        .await?;
+    check_eq("delta revision", rev, 2)?;
+    let stored = s
+        .get_checkpoint(&k)
+        .await?
+        .ok_or_else(|| fail("checkpoint missing"))?;
+    check_eq("folded checkpoint", &stored.value, &next)?;
+    check_eq(
+        "folded key order",
+        stored.value.state.keys().collect::<Vec<_>>(),
+        next.state.keys().collect::<Vec<_>>(),
+    )?;
+    check_eq("revision after a delta", stored.rev, 2)?;
+    check_eq(
+        "a delta truncates the journal",
+        journal_seqs(&*s, &k).await?,
+        vec![5, 6],
+    )?;
+    // A second delta on top of the first.
+    let mut third = next.clone();
+    third
+        .state
+        .insert("mid".into(), json!([1, {"x": "y"}, 3, 4]));
+    third.applied_seq = 6;
+    s.put_checkpoint_delta(
+        &k,
+        &delta_between(&next, &third, &["mid"]),
+        Expect::Rev(2),
+        0,
+    )
+    .await?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("two deltas folded", stored, Some((3, third.clone())))?;
+    check_eq("journal emptied", journal_seqs(&*s, &k).await?, vec![])?;
+    // A full write replaces checkpoint and deltas.
+    let full = small_checkpoint(k.id(), 7);
+    s.put_checkpoint(&k, &full, Expect::Rev(3), 0).await?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("full write after deltas", stored, Some((4, full.clone())))?;
+    let mut after = full.clone();
+    after.state.insert("n".into(), json!(8));
+    s.put_checkpoint_delta(&k, &delta_between(&full, &after, &[]), Expect::Rev(4), 0)
+        .await?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("delta after a full write", stored, Some((5, after)))?;
+    // A delete drops the deltas too.
+    s.delete(&k, 0).await?;
+    check_eq("deleted", s.get_checkpoint(&k).await?.map(|c| c.rev), None)?;
+    s.put_checkpoint(&k, &full, Expect::Absent, 0).await?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("no delta survives a delete", stored, Some((6, full)))
+}
+
+async fn delta_conditions_hold(s: Arc<dyn Storage>) -> Result<()> {
+    let k = key();
+    let base = small_checkpoint(k.id(), 1);
+    let next = small_checkpoint(k.id(), 2);
+    let delta = delta_between(&base, &next, &[]);
+    check_err(
+        "delta without a checkpoint",
+        s.put_checkpoint_delta(&k, &delta, Expect::Any, 0).await,
+        ErrorKind::Conflict,
+        json!({"expected": "any", "actual": null}),
+    )?;
+    s.put_checkpoint(&k, &base, Expect::Absent, 0).await?;
+    check_err(
+        "delta with a stale revision",
+        s.put_checkpoint_delta(&k, &delta, Expect::Rev(7), 0).await,
+        ErrorKind::Conflict,
+        json!({"expected": 7, "actual": 1}),
+    )?;
+    check_err(
+        "delta expecting no checkpoint",
+        s.put_checkpoint_delta(&k, &delta, Expect::Absent, 0).await,
+        ErrorKind::Conflict,
+        json!({"expected": null, "actual": 1}),
+    )?;
+    s.claim(&k, "node-b").await?;
+    check_err(
+        "delta with a stale epoch",
+        s.put_checkpoint_delta(&k, &delta, Expect::Rev(1), 0).await,
+        ErrorKind::Fenced,
+        json!({"epoch": 0, "current_epoch": 1}),
+    )?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("lost deltas change nothing", stored, Some((1, base)))?;
+    s.put_checkpoint_delta(&k, &delta, Expect::Any, 1).await?;
+    let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
+    check_eq("delta under the new epoch", stored, Some((2, next)))
 }

@@ -6,7 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::future::{BoxFuture, FutureExt, ready};
 
 use super::errors::{check_epoch, expect_holds, journal_conflict, no_entry, stale_rev};
-use super::{Checkpoint, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey, Stored};
+use super::{
+    Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey,
+    Stored,
+};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
 
@@ -113,6 +116,31 @@ impl Storage for MemoryStorage {
             slot.rev += 1;
             slot.checkpoint = Some((slot.rev, cp.clone()));
             slot.journal.retain(|seq, _| *seq > cp.applied_seq);
+            Ok(slot.rev)
+        }))
+    }
+
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        done(self.write(key, epoch, |slot| {
+            let current = slot.checkpoint.as_ref().map(|(rev, _)| *rev);
+            let Some((rev, cp)) = slot.checkpoint.as_mut() else {
+                return Err(stale_rev(key, expect, None));
+            };
+            if !expect_holds(expect, current) {
+                return Err(stale_rev(key, expect, current));
+            }
+            // Folded in place: O(keys + delta), as a stored delta would be.
+            delta.clone().apply_to(cp)?;
+            slot.rev += 1;
+            *rev = slot.rev;
+            let applied = cp.applied_seq;
+            slot.journal.retain(|seq, _| *seq > applied);
             Ok(slot.rev)
         }))
     }

@@ -7,7 +7,10 @@
 //!   runtime must not forget (its outbox, timers, recently seen signal ids,
 //!   the last journal entry folded in). Every write is conditional: on the
 //!   checkpoint's **revision** ([`Expect`], compare-and-set) and on the
-//!   **owner epoch** (fencing);
+//!   **owner epoch** (fencing). A checkpoint may be written as a
+//!   [`CheckpointDelta`] over the stored one (what changed: the runtime
+//!   writes those after an agent's first checkpoint), which every read
+//!   folds in;
 //! * an append-only **journal** of incoming signals (their CloudEvents JSON
 //!   bytes), numbered `1, 2, 3, …` without gaps: an append names the last
 //!   sequence number it saw, so two writers cannot interleave;
@@ -92,12 +95,14 @@ use crate::error::{Error, Result};
 use crate::signal::Signal;
 
 pub mod conformance;
+mod delta;
 mod memory;
 #[cfg(feature = "persist-postgres")]
 pub mod postgres;
 #[cfg(feature = "persist-redb")]
 pub mod redb;
 
+pub use delta::CheckpointDelta;
 pub use memory::MemoryStorage;
 
 /// The layout version of [`Checkpoint`] that this crate writes. A stored
@@ -490,6 +495,46 @@ pub trait Storage: Send + Sync + 'static {
         epoch: u64,
     ) -> BoxFuture<'a, Result<u64>>;
 
+    /// Writes a checkpoint as a [`CheckpointDelta`] over the stored one,
+    /// under the same conditions as [`put_checkpoint`](Storage::put_checkpoint)
+    /// (and removing the journal entries up to
+    /// `delta.checkpoint.applied_seq` in the same transaction). Returns the
+    /// new revision; [`get_checkpoint`](Storage::get_checkpoint) returns
+    /// the stored checkpoint with every delta since folded in.
+    ///
+    /// The default implementation reads the checkpoint, folds the delta in
+    /// and writes it whole with `Expect::Rev` of what it read: correct for
+    /// any adapter, but O(state). Adapters override it to store the delta
+    /// beside the checkpoint (as [`MemoryStorage`] and the redb adapter
+    /// do), so that its cost is O(delta).
+    ///
+    /// # Errors
+    ///
+    /// As [`put_checkpoint`](Storage::put_checkpoint); a delta when no
+    /// checkpoint is stored fails with [`ErrorKind::Conflict`] (the
+    /// `actual` detail null), one that does not fit the stored checkpoint
+    /// with the `"corrupt checkpoint delta"` storage error.
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let Some(stored) = self.get_checkpoint(key).await? else {
+                return Err(errors::stale_rev(key, expect, None));
+            };
+            if !errors::expect_holds(expect, Some(stored.rev)) {
+                return Err(errors::stale_rev(key, expect, Some(stored.rev)));
+            }
+            let mut cp = stored.value;
+            delta.clone().apply_to(&mut cp)?;
+            self.put_checkpoint(key, &cp, Expect::Rev(stored.rev), epoch)
+                .await
+        })
+    }
+
     /// Removes the checkpoint and the journal of `key` (the journal starts
     /// again at 1). The owner, the revision counter and the dead letters
     /// stay. Removing what is not there is not an error.
@@ -621,6 +666,15 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
         epoch: u64,
     ) -> BoxFuture<'a, Result<u64>> {
         (**self).put_checkpoint(key, cp, expect, epoch)
+    }
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        (**self).put_checkpoint_delta(key, delta, expect, epoch)
     }
     fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, Result<()>> {
         (**self).delete(key, epoch)

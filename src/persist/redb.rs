@@ -54,7 +54,10 @@ use tokio::sync::oneshot;
 use super::errors::{
     check_epoch, envelope_bytes, envelope_from, expect_holds, journal_conflict, no_entry, stale_rev,
 };
-use super::{Checkpoint, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey, Stored};
+use super::{
+    Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey,
+    Stored,
+};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
 
@@ -62,7 +65,10 @@ use crate::signal::Signal;
 pub const MAX_BATCH: usize = 4096;
 
 /// The layout of the tables below; stored under `format` in `jido_meta`.
-const FORMAT: u64 = 1;
+/// Format 2 added `jido_checkpoint_deltas`; a format 1 file is the same
+/// without it and is upgraded on open (older code then refuses the file,
+/// which it could not read right).
+const FORMAT: u64 = 2;
 
 type K3<'a> = (&'a str, &'a str, &'a str);
 type K4<'a> = (&'a str, &'a str, &'a str, u64);
@@ -76,6 +82,9 @@ type DeadValue<'a> = (u64, u32, &'a [u8], &'a [u8]);
 const KEYS: TableDefinition<K3, KeyValue> = TableDefinition::new("jido_keys");
 /// Per key: the checkpoint's JSON.
 const CHECKPOINTS: TableDefinition<K3, &[u8]> = TableDefinition::new("jido_checkpoints");
+/// Per key and revision: a checkpoint delta's JSON, folded into the
+/// checkpoint on read; removed by the next full checkpoint.
+const DELTAS: TableDefinition<K4, &[u8]> = TableDefinition::new("jido_checkpoint_deltas");
 /// Per key and sequence number: `(attempts, signal JSON)`.
 const JOURNAL: TableDefinition<K4, (u32, &[u8])> = TableDefinition::new("jido_journal");
 /// Per key and dead-letter number: `(seq, attempts, signal JSON, error envelope JSON)`.
@@ -139,6 +148,13 @@ impl Drop for Inner {
 
 enum Op {
     Put {
+        key: StorageKey,
+        data: Vec<u8>,
+        applied_seq: u64,
+        expect: Expect,
+        epoch: u64,
+    },
+    PutDelta {
         key: StorageKey,
         data: Vec<u8>,
         applied_seq: u64,
@@ -220,11 +236,12 @@ impl RedbStorage {
             txn.open_table(KEYS).map_err(backend)?;
             txn.open_table(CHECKPOINTS).map_err(backend)?;
             txn.open_table(JOURNAL).map_err(backend)?;
+            txn.open_table(DELTAS).map_err(backend)?;
             txn.open_table(DEAD).map_err(backend)?;
             let mut meta = txn.open_table(META).map_err(backend)?;
             let format = meta.get("format").map_err(backend)?.map(|g| g.value());
             match format {
-                None => {
+                None | Some(1) => {
                     meta.insert("format", FORMAT).map_err(backend)?;
                 }
                 Some(f) if f == FORMAT => {}
@@ -337,6 +354,7 @@ struct Tables<'t> {
     keys: Table<'t, K3<'static>, KeyValue<'static>>,
     checkpoints: Table<'t, K3<'static>, &'static [u8]>,
     journal: Table<'t, K4<'static>, (u32, &'static [u8])>,
+    deltas: Table<'t, K4<'static>, &'static [u8]>,
     dead: Table<'t, K4<'static>, DeadValue<'static>>,
     meta: Table<'t, &'static str, u64>,
 }
@@ -351,6 +369,7 @@ fn commit(db: &Database, ops: &[Op]) -> Result<Vec<Result<u64>>> {
             keys: txn.open_table(KEYS).map_err(backend)?,
             checkpoints: txn.open_table(CHECKPOINTS).map_err(backend)?,
             journal: txn.open_table(JOURNAL).map_err(backend)?,
+            deltas: txn.open_table(DELTAS).map_err(backend)?,
             dead: txn.open_table(DEAD).map_err(backend)?,
             meta: txn.open_table(META).map_err(backend)?,
         };
@@ -407,6 +426,11 @@ fn remove_journal(
         .retain_in(k4(key, 0)..=k4(key, up_to), |_, _| false)
 }
 
+fn remove_deltas(t: &mut Tables<'_>, key: &StorageKey) -> Result<(), redb::StorageError> {
+    t.deltas
+        .retain_in(k4(key, 0)..=k4(key, u64::MAX), |_, _| false)
+}
+
 /// One write. `Err`: the backend failed (aborts the batch); `Ok(Err)`:
 /// the write lost and changed nothing.
 fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError> {
@@ -430,6 +454,28 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             r.live = true;
             put_row(t, key, &r)?;
             t.checkpoints.insert(k3(key), data.as_slice())?;
+            remove_deltas(t, key)?;
+            remove_journal(t, key, *applied_seq)?;
+            Ok(Ok(r.rev))
+        }
+        Op::PutDelta {
+            key,
+            data,
+            applied_seq,
+            expect,
+            epoch,
+        } => {
+            let mut r = row(t, key)?;
+            if let Err(e) = check_epoch(key, *epoch, r.epoch) {
+                return Ok(Err(e));
+            }
+            let current = r.live.then_some(r.rev);
+            if current.is_none() || !expect_holds(*expect, current) {
+                return Ok(Err(stale_rev(key, *expect, current)));
+            }
+            r.rev += 1;
+            put_row(t, key, &r)?;
+            t.deltas.insert(k4(key, r.rev), data.as_slice())?;
             remove_journal(t, key, *applied_seq)?;
             Ok(Ok(r.rev))
         }
@@ -442,6 +488,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             r.last_seq = 0;
             put_row(t, key, &r)?;
             t.checkpoints.remove(k3(key))?;
+            remove_deltas(t, key)?;
             remove_journal(t, key, u64::MAX)?;
             Ok(Ok(0))
         }
@@ -545,7 +592,15 @@ impl Storage for RedbStorage {
             let guard = table.get(k3(&key)).map_err(backend)?.ok_or_else(|| {
                 Error::storage("corrupt storage: checkpoint row missing").with_retry(false)
             })?;
-            let value = Checkpoint::from_json_slice(guard.value())?;
+            let mut value = Checkpoint::from_json_slice(guard.value())?;
+            let deltas = txn.open_table(DELTAS).map_err(backend)?;
+            for item in deltas
+                .range(k4(&key, 0)..=k4(&key, u64::MAX))
+                .map_err(backend)?
+            {
+                let (_, bytes) = item.map_err(backend)?;
+                CheckpointDelta::from_json_slice(bytes.value())?.apply_to(&mut value)?;
+            }
             Ok(Some(Stored { value, rev, epoch }))
         })
     }
@@ -561,6 +616,22 @@ impl Storage for RedbStorage {
             key: key.clone(),
             data: cp.to_json_vec(),
             applied_seq: cp.applied_seq,
+            expect,
+            epoch,
+        })
+    }
+
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        self.submit(Op::PutDelta {
+            key: key.clone(),
+            data: delta.to_json_vec(),
+            applied_seq: delta.checkpoint.applied_seq,
             expect,
             epoch,
         })

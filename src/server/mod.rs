@@ -94,7 +94,9 @@ pub use agent_ref::{
 };
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
-pub use durable::{Durability, JOURNAL_CHECKPOINT_EVERY, MAX_REPLAYS, RECENT_IDS};
+pub use durable::{
+    Durability, JOURNAL_CHECKPOINT_EVERY, MAX_CHECKPOINT_DELTAS, MAX_REPLAYS, RECENT_IDS,
+};
 #[cfg(feature = "cluster")]
 pub(crate) use exit::FinalExit;
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};

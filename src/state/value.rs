@@ -794,6 +794,67 @@ impl<T: Into<StateValue>> From<Option<T>> for StateValue {
 
 // --------------------------------------------------------------- equality
 
+impl StateValue {
+    /// Whether `self` and `other` are the same value without looking into
+    /// containers: scalars by value, strings by pointer or contents,
+    /// objects and arrays only when they are the same shared container.
+    /// `true` implies `self == other`; a `false` may still be equal.
+    pub(crate) fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StateValue::Null, StateValue::Null) => true,
+            (StateValue::Bool(a), StateValue::Bool(b)) => a == b,
+            (StateValue::Number(a), StateValue::Number(b)) => a == b,
+            (StateValue::String(a), StateValue::String(b)) => Arc::ptr_eq(a, b) || a == b,
+            (StateValue::Array(a), StateValue::Array(b)) => a.ptr_eq(b),
+            (StateValue::Object(a), StateValue::Object(b)) => a.ptr_eq(b),
+            _ => false,
+        }
+    }
+}
+
+impl StateValue {
+    /// Whether `self` and `other` serialise to the same JSON: equal, with
+    /// object keys in the same order. Shared containers cost one pointer
+    /// comparison.
+    pub(crate) fn identical(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StateValue::Array(a), StateValue::Array(b)) => {
+                a.ptr_eq(b)
+                    || (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.identical(y)))
+            }
+            (StateValue::Object(a), StateValue::Object(b)) => {
+                a.ptr_eq(b)
+                    || (a.len() == b.len()
+                        && a.iter()
+                            .zip(b.iter())
+                            .all(|((ka, va), (kb, vb))| ka == kb && va.identical(vb)))
+            }
+            _ => self.same(other),
+        }
+    }
+}
+
+impl StateArray {
+    /// When `self` is `old` with elements appended (every element of `old`
+    /// is [`identical`](StateValue::identical) to the one at its index
+    /// here), the appended elements; `None` otherwise. Elements still
+    /// shared cost a pointer comparison each; only elements that are not
+    /// (an array rebuilt from JSON) are compared by value.
+    pub(crate) fn appended_since(&self, old: &StateArray) -> Option<Vec<&StateValue>> {
+        if self.len() < old.len() {
+            return None;
+        }
+        if !self.iter().zip(old.iter()).all(|(a, b)| a.identical(b)) {
+            return None;
+        }
+        Some(
+            (old.len()..self.len())
+                .filter_map(|i| self.get(i))
+                .collect(),
+        )
+    }
+}
+
 impl PartialEq for StateValue {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {

@@ -6,42 +6,16 @@ use ractor::ActorRef;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+use super::delta::{Record, Written, checkpoint_head, delta_of, json_len, with_state};
 use super::writes::Writing;
 use super::{
     Durability, DurableMsg, JOURNAL_CHECKPOINT_EVERY, Outcome, is_fencing, outbox, wall_now_ms,
 };
-use crate::agent::{AgentState, ORPHANED_FROM_KEY, PARENT_KEY};
 use crate::directive::Directive;
-use crate::persist::{Checkpoint, Expect};
+use crate::persist::Expect;
 use crate::server::actor::{AgentServerState, InFlight, Running};
 use crate::server::msg::{AgentMsg, Internal};
 use crate::signal::Signal;
-
-/// What a checkpoint keeps besides the state, taken in the actor.
-struct Record {
-    outbox: Vec<Value>,
-    timers: Vec<Value>,
-    recent_ids: Vec<String>,
-    parent: Option<Value>,
-}
-
-/// The checkpoint of `agent` at journal position `applied`.
-fn checkpoint_of(agent: &AgentState, applied: u64, record: Record) -> Checkpoint {
-    let meta = agent.metadata();
-    let mut cp = Checkpoint::new(meta.name, meta.version, agent.id());
-    cp.state = agent
-        .state()
-        .iter()
-        .filter(|(k, _)| *k != PARENT_KEY && *k != ORPHANED_FROM_KEY)
-        .map(|(k, v)| (k.to_string(), v.to_json()))
-        .collect();
-    cp.applied_seq = applied;
-    cp.outbox = record.outbox;
-    cp.timers = record.timers;
-    cp.recent_ids = record.recent_ids;
-    cp.parent = record.parent;
-    cp
-}
 
 impl AgentServerState {
     /// A batch ended: writes its checkpoint if the mode asks for one (the
@@ -91,7 +65,9 @@ impl AgentServerState {
     }
 
     /// The write of the current agent's checkpoint, answering the held
-    /// callers once it is durable (with the storage error if it failed).
+    /// callers once it is durable (with the storage error if it failed):
+    /// a delta over the last durable checkpoint when the bookkeeping
+    /// allows one and it is smaller, else the full checkpoint.
     pub(super) fn checkpoint_task(
         &mut self,
         generation: u64,
@@ -122,16 +98,53 @@ impl AgentServerState {
         let applied = d.applied;
         let expect = d.rev.map_or(Expect::Absent, Expect::Rev);
         let epoch = d.epoch;
+        let base = d.deltas.next_is_delta().then(|| {
+            (
+                d.durable_agent.state().clone(),
+                d.deltas.bytes,
+                d.deltas.full_bytes,
+            )
+        });
         Some(async move {
             let started = tokio::time::Instant::now();
-            let cp = checkpoint_of(&agent, applied, record);
-            let result = storage.put_checkpoint(&key, &cp, expect, epoch).await;
+            let head = checkpoint_head(&agent, applied, record);
+            // A delta when the bookkeeping allows one and it keeps the
+            // deltas smaller than the full checkpoint; else the full one.
+            let delta = match base {
+                Some((base, bytes, full)) => {
+                    let delta = delta_of(&base, &agent, head);
+                    let len = json_len(&delta);
+                    if bytes.saturating_add(len) <= full {
+                        Ok((delta, len))
+                    } else {
+                        Err(delta.checkpoint)
+                    }
+                }
+                None => Err(head),
+            };
+            let (result, written) = match delta {
+                Ok((delta, len)) => (
+                    storage
+                        .put_checkpoint_delta(&key, &delta, expect, epoch)
+                        .await,
+                    Written::Delta(len),
+                ),
+                Err(head) => {
+                    let cp = with_state(head, &agent);
+                    let len = json_len(&cp);
+                    (
+                        storage.put_checkpoint(&key, &cp, expect, epoch).await,
+                        Written::Full(len),
+                    )
+                }
+            };
             drop(writing);
             tracing::debug!(
                 name: "jido.persist.checkpoint",
                 target: "jido::persist",
                 key = %key,
                 applied,
+                delta = matches!(written, Written::Delta(_)),
                 duration_us = started.elapsed().as_micros() as u64,
                 ok = result.is_ok(),
                 "jido.persist.checkpoint"
@@ -153,6 +166,7 @@ impl AgentServerState {
                 result,
                 agent,
                 applied,
+                written,
             };
             // The actor takes the outcome from its mailbox; a stopping
             // agent from the task's handle instead.
@@ -161,6 +175,7 @@ impl AgentServerState {
                 result: outcome.result.clone(),
                 agent: outcome.agent.clone(),
                 applied,
+                written,
             };
             let _ = myself.send_message(AgentMsg::internal(Internal::Durable(Box::new(
                 DurableMsg::Persisted(Box::new(copy)),
@@ -178,6 +193,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
+                d.deltas.written(outcome.written);
                 d.unjournaled = false;
                 if std::mem::take(&mut d.hibernating) && self.may_hibernate() {
                     self.hibernate(myself);
@@ -252,6 +268,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
+                d.deltas.written(outcome.written);
             }
             Err(error) => {
                 if is_fencing(&error) {

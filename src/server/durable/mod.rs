@@ -37,6 +37,7 @@
 //! [`writes`] (a restart waits for the writes still in flight).
 
 mod checkpoint;
+mod delta;
 mod hibernate;
 mod journal;
 mod outbox;
@@ -60,6 +61,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::persist::{Storage, StorageKey};
 use crate::signal::Signal;
 
+pub use delta::MAX_CHECKPOINT_DELTAS;
 pub(crate) use restore::load;
 use timers::Scheduled;
 pub(crate) use timers::wall_now_ms;
@@ -147,6 +149,8 @@ pub(crate) struct Outcome {
     agent: AgentState,
     /// The journal position written.
     applied: u64,
+    /// A full checkpoint or a delta, and its bytes.
+    written: delta::Written,
 }
 
 /// The persistence state of one durable agent.
@@ -177,6 +181,8 @@ pub(crate) struct Durable {
     unjournaled: bool,
     /// The agent as last made durable.
     durable_agent: AgentState,
+    /// Whether the next checkpoint may be a delta over the last one.
+    deltas: delta::Deltas,
     /// Signals waiting for the next append.
     incoming: Vec<(Signal, Ack)>,
     /// Who waits for the append in flight (`None`: no append in flight).

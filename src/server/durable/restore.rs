@@ -18,7 +18,7 @@ use crate::signal::Signal;
 use crate::state::StateMap;
 
 /// The owner name this process claims durable agents under.
-static PROCESS_OWNER: LazyLock<String> =
+pub(super) static PROCESS_OWNER: LazyLock<String> =
     LazyLock::new(|| format!("process-{}", uuid::Uuid::now_v7()));
 
 /// How many journal entries a restore reads at a time.
@@ -226,6 +226,7 @@ pub(crate) async fn load(args: &AgentServerArgs) -> Result<Option<Loaded>> {
             held: Vec::new(),
             unjournaled: false,
             durable_agent: args.agent.clone(),
+            deltas: Default::default(),
             incoming: Vec::new(),
             appending: None,
             detached: None,

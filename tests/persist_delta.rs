@@ -1,0 +1,281 @@
+//! Checkpoint deltas in the runtime (feature `persist`): a signal beside a
+//! large state writes what it changed, not the state; a restore rebuilds
+//! the state exactly.
+#![cfg(feature = "persist")]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use futures::future::BoxFuture;
+use jido::persist::{
+    Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage,
+    StorageKey, Stored,
+};
+use jido::prelude::*;
+use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
+use jido::signal::Signal;
+use serde_json::{Map, Value, json};
+
+/// What one checkpoint write was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Full(usize),
+    Delta(usize),
+}
+
+/// A `MemoryStorage` that records the kind and the JSON bytes of every
+/// checkpoint write.
+#[derive(Clone, Default)]
+struct Counting {
+    inner: MemoryStorage,
+    writes: Arc<Mutex<Vec<Write>>>,
+}
+
+impl Counting {
+    fn take(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.writes.lock().unwrap())
+    }
+}
+
+impl Storage for Counting {
+    fn get_checkpoint<'a>(
+        &'a self,
+        key: &'a StorageKey,
+    ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
+        self.inner.get_checkpoint(key)
+    }
+    fn put_checkpoint<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        cp: &'a Checkpoint,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, jido::Result<u64>> {
+        self.writes
+            .lock()
+            .unwrap()
+            .push(Write::Full(cp.to_json_vec().len()));
+        self.inner.put_checkpoint(key, cp, expect, epoch)
+    }
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, jido::Result<u64>> {
+        self.writes
+            .lock()
+            .unwrap()
+            .push(Write::Delta(delta.to_json_vec().len()));
+        self.inner.put_checkpoint_delta(key, delta, expect, epoch)
+    }
+    fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, jido::Result<()>> {
+        self.inner.delete(key, epoch)
+    }
+    fn append_journal<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        epoch: u64,
+        after: u64,
+        signals: &'a [Signal],
+    ) -> BoxFuture<'a, jido::Result<u64>> {
+        self.inner.append_journal(key, epoch, after, signals)
+    }
+    fn load_journal<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        after: u64,
+        limit: usize,
+    ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
+        self.inner.load_journal(key, after, limit)
+    }
+    fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
+        self.inner.journal_head(key)
+    }
+    fn truncate_journal<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        epoch: u64,
+        up_to: u64,
+    ) -> BoxFuture<'a, jido::Result<()>> {
+        self.inner.truncate_journal(key, epoch, up_to)
+    }
+    fn bump_attempts<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        epoch: u64,
+        seq: u64,
+    ) -> BoxFuture<'a, jido::Result<u32>> {
+        self.inner.bump_attempts(key, epoch, seq)
+    }
+    fn claim<'a>(&'a self, key: &'a StorageKey, node: &'a str) -> BoxFuture<'a, jido::Result<u64>> {
+        self.inner.claim(key, node)
+    }
+    fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
+        self.inner.owner(key)
+    }
+    fn dead_letter<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        epoch: u64,
+        seq: u64,
+        error: &'a jido::Error,
+    ) -> BoxFuture<'a, jido::Result<()>> {
+        self.inner.dead_letter(key, epoch, seq, error)
+    }
+    fn load_dead_letters<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        limit: usize,
+    ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
+        self.inner.load_dead_letters(key, limit)
+    }
+}
+
+/// `note` sets `last`; `say` appends to `history` with a state op (the
+/// array stays shared); `echo` returns the whole `history` plus one entry
+/// as output (rebuilt from JSON, no longer shared).
+fn chat(id: &str, history: usize) -> AgentState {
+    let agent = TestAgent::new()
+        .route("note", act(|p, _| async move { Ok(json!({"last": p})) }))
+        .route(
+            "say",
+            act(|p, ctx| async move {
+                ctx.push_effect(StateOp::append(["history"], p));
+                Ok(json!({}))
+            }),
+        )
+        .route(
+            "echo",
+            act(|p, ctx| async move {
+                let mut history: Value = ctx
+                    .state()
+                    .and_then(|s| s.get("history").map(|h| h.to_json()))
+                    .unwrap_or_else(|| json!([]));
+                if let Some(items) = history.as_array_mut() {
+                    items.push(p);
+                }
+                Ok(json!({"history": history}))
+            }),
+        );
+    let mut state = Map::new();
+    state.insert(
+        "history".into(),
+        (0..history)
+            .map(|i| json!({"role": "user", "content": format!("message number {i}")}))
+            .collect(),
+    );
+    AgentState::new(agent, AgentOptions::new().id(id).state(state))
+}
+
+async fn instance(name: &str, storage: Arc<dyn Storage>) -> Jido {
+    Jido::start(JidoConfig::new().name(name).storage(storage))
+        .await
+        .unwrap()
+}
+
+/// The writes of three calls of each kind to an agent with `history`
+/// messages, after its first (full) checkpoint.
+async fn writes_per_signal(history: usize, mode: Durability) -> Vec<Write> {
+    let storage = Counting::default();
+    let jido = instance(
+        &format!("delta-bytes-{history}-{mode:?}"),
+        Arc::new(storage.clone()),
+    )
+    .await;
+    let agent = jido
+        .start_agent(chat("c-1", history), ServerOptions::new().durability(mode))
+        .await
+        .unwrap();
+    within(agent.call(sig("note", json!({"n": 0}))))
+        .await
+        .unwrap();
+    let first = storage.take();
+    assert!(
+        matches!(first.as_slice(), [Write::Full(n)] if *n > history * 40),
+        "{first:?}"
+    );
+    for ty in ["note", "say", "echo"] {
+        within(agent.call(sig(ty, json!({"n": 1})))).await.unwrap();
+    }
+    jido.shutdown().await;
+    storage.take()
+}
+
+#[tokio::test]
+async fn a_signal_beside_a_long_history_writes_the_same_bytes_as_beside_a_short_one() {
+    for mode in [Durability::Checkpoint, Durability::Journal] {
+        let short = writes_per_signal(100, mode).await;
+        let long = writes_per_signal(10_000, mode).await;
+        // Every call wrote a delta: `last` set, then one message appended
+        // (by a state op, then by an output rebuilding the whole history).
+        assert_eq!(short.len(), 3, "{mode:?}: {short:?}");
+        assert!(
+            short
+                .iter()
+                .all(|w| matches!(w, Write::Delta(n) if *n < 400)),
+            "{mode:?}: {short:?}"
+        );
+        assert_eq!(
+            long, short,
+            "{mode:?}: bytes per signal grew with the history"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_restore_after_deltas_rebuilds_the_state_exactly() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let jido = instance("delta-restore-a", Arc::clone(&storage)).await;
+    let agent = jido
+        .start_agent(
+            chat("c-2", 50),
+            ServerOptions::new().durability(Durability::Checkpoint),
+        )
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let ty = ["note", "say", "echo"][i % 3];
+        within(agent.call(sig(ty, json!({"i": i})))).await.unwrap();
+    }
+    let live = agent.state().await.unwrap();
+    // Every call's change was durable before its reply: the store holds
+    // the live state (the stop adds nothing).
+    jido.shutdown().await;
+    let key = StorageKey::new("delta-restore-a", "test_agent", "c-2").unwrap();
+    let stored = storage.get_checkpoint(&key).await.unwrap().unwrap();
+    let live_json: Map<String, Value> = live.state().to_json();
+    assert_eq!(
+        serde_json::to_string(&stored.value.state).unwrap(),
+        serde_json::to_string(&live_json).unwrap()
+    );
+    // 7 `say` and 6 `echo` calls appended a message each.
+    assert_eq!(
+        stored.value.state["history"].as_array().unwrap().len(),
+        50 + 13
+    );
+    // A new instance restores it, and keeps writing deltas on top.
+    let jido = instance("delta-restore-a", Arc::clone(&storage)).await;
+    let agent = jido
+        .start_agent(
+            chat("c-2", 0),
+            ServerOptions::new().durability(Durability::Checkpoint),
+        )
+        .await
+        .unwrap();
+    assert_eq!(agent.state().await.unwrap().state().to_json(), live_json);
+    within(agent.call(sig("say", json!({"after": true}))))
+        .await
+        .unwrap();
+    within(agent.call(sig("say", json!({"after": 2}))))
+        .await
+        .unwrap();
+    let live = agent.state().await.unwrap().state().to_json();
+    jido.shutdown().await;
+    let stored = storage.get_checkpoint(&key).await.unwrap().unwrap();
+    assert_eq!(stored.value.state, live);
+    assert_eq!(stored.value.state["history"][64], json!({"after": 2}));
+}
