@@ -327,7 +327,9 @@ typed!(RequestErrorData, REQUEST_ERROR, "/ai/strategy");
 
 /// A payload turned into JSON by moving its parts (what serde would write,
 /// without copying strings and values), and read back the same way.
-pub(crate) trait Payload: TypedSignal<Data = Self> + Serialize + Sized {
+pub(crate) trait Payload:
+    TypedSignal<Data = Self> + Serialize + Sized + Send + Sync + 'static
+{
     /// The payload as JSON.
     fn into_value(self) -> Value {
         serde_json::to_value(&self).unwrap_or(Value::Null)
@@ -363,22 +365,93 @@ impl Payload for ToolResultData {
     }
 }
 
-/// A signal of `T`'s type and source carrying `data` (as
-/// [`TypedSignal::new`], without serde for the hot payloads). The
-/// constant type and source make building infallible; should it fail
-/// anyway, a bare signal of the same type leaves, so that a terminal
-/// signal is still sent.
+/// A signal of `T`'s type and source carrying `data` as its [typed
+/// payload](crate::signal::Signal#typed-payloads) (its JSON is built only
+/// if someone reads it). The constant type and source make building
+/// infallible; should it fail anyway, a bare signal of the same type
+/// leaves, so that a terminal signal is still sent.
 pub(crate) fn signal_of<T: Payload>(data: T) -> crate::signal::Signal {
-    let value = data.into_value();
     crate::signal::Signal::builder(T::TYPE)
         .source(T::SOURCE)
-        .data(value)
+        .payload(data)
         .build()
         .unwrap_or_else(|err| {
             tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its data");
             crate::signal::Signal::new(T::TYPE, Value::Null)
         })
 }
+
+/// The typed payload of the signal being handled when the strategy
+/// command came through a
+/// [`RouteTarget::StrategyPayload`](crate::agent::RouteTarget::StrategyPayload)
+/// route: params `null`, and the signal of `T`'s type carries a `T`.
+pub(crate) fn typed_payload<'a, T: Payload + 'static>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: &Value,
+) -> Option<&'a T> {
+    if !params.is_null() {
+        return None;
+    }
+    let signal = ctx.signal()?;
+    if signal.ty() != T::TYPE {
+        return None;
+    }
+    signal.payload::<T>()
+}
+
+/// The `metadata.request_id` of an `ai.usage` or `ai.tool.started`
+/// command: from the typed payload, else from the params' JSON.
+pub(crate) fn correlated_request<'a>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: &'a Value,
+) -> Option<&'a str> {
+    let metadata = match (
+        typed_payload::<UsageData>(ctx, params),
+        typed_payload::<ToolStartedData>(ctx, params),
+    ) {
+        (Some(u), _) => &u.metadata,
+        (_, Some(t)) => &t.metadata,
+        _ => return params.get("metadata")?.get("request_id")?.as_str(),
+    };
+    metadata.get("request_id")?.as_str()
+}
+
+/// The payload of the AI signal a strategy command reports: the typed
+/// value (see [`typed_payload`]), else `params` decoded with `decode` (a
+/// signal from outside, a command built by hand).
+pub(crate) fn command_payload<'a, T: Payload + Clone + 'static>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: Value,
+    decode: fn(Value) -> Result<T, serde_json::Error>,
+) -> Result<std::borrow::Cow<'a, T>, serde_json::Error> {
+    match typed_payload::<T>(ctx, &params) {
+        Some(data) => Ok(std::borrow::Cow::Borrowed(data)),
+        None => decode(params).map(std::borrow::Cow::Owned),
+    }
+}
+
+macro_rules! into_signal {
+    ($($ty:ident),*) => {$(
+        impl $ty {
+            /// The signal the AI runtime sends with this payload: its
+            /// type and source, the payload typed (see
+            /// [typed payloads](crate::signal::Signal#typed-payloads));
+            /// its JSON is what serde writes.
+            pub fn into_signal(self) -> crate::signal::Signal {
+                signal_of(self)
+            }
+        }
+    )*};
+}
+into_signal!(
+    LlmDeltaData,
+    UsageData,
+    LlmResponseData,
+    EmbedResultData,
+    ToolStartedData,
+    ToolResultData,
+    RequestErrorData
+);
 
 impl LlmResponseData {
     /// Reads an `ai.llm.response` payload by value: the parts are moved,
