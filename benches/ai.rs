@@ -10,9 +10,10 @@
 //!   the messages, call the model again;
 //! * `exec_tool_only`: the bare Exec run of the tool alone;
 //! * `react_cmd`: the ReAct strategy driving the same calls through
-//!   `AgentState::cmd`: the query, the model's `ai.llm.response` payloads
-//!   and the tool's `ai.tool.result` payload fed back as the runtime would
-//!   (payloads built as JSON, decoded by the strategy), the directives it
+//!   `AgentState::cmd`: the query, the model's `ai.llm.response` and the
+//!   tool's `ai.tool.result` fed back as the runtime sends them (signals
+//!   with typed payloads, `LlmResultData` and `ToolResultData`, in the
+//!   command's options, the command's params `null`), the directives it
 //!   returns executed by the harness (the model through `LlmClient`, the
 //!   tool through Exec). The agent is a clone of a fresh one each round
 //!   (O(1): its state is shared), so the conversation does not grow.
@@ -59,7 +60,7 @@ use jido::ai::react::{ReAct, commands};
 use jido::ai::reasoning::machine::{Event, Machine, Step};
 use jido::ai::reasoning::parse::{parse_scores, parse_thoughts, steps_and_conclusion};
 use jido::ai::reasoning::{ChainOfThought, Reasoning, TreeOfThoughts};
-use jido::ai::signals::ToolResultData;
+use jido::ai::signals::{LlmResultData, ToolResultData};
 use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet, ToolSpecs};
 use jido::exec::Exec;
 use jido::prelude::*;
@@ -156,16 +157,14 @@ async fn react_request(
             let mut req = LlmRequest::new("scripted", d.context.clone());
             req.tools = d.tools.clone();
             let resp = model.generate(req).await.expect("model");
-            let turn = Turn {
-                text: resp.text,
-                tool_calls: resp.tool_calls,
-                finish_reason: Some(resp.finish_reason),
-                usage: resp.usage,
+            let data = LlmResultData {
+                call_id: d.id.clone(),
+                result: Ok(resp),
+                model: String::new(),
+                duration_ms: 0,
+                metadata: Map::new(),
             };
-            (
-                commands::LLM_RESULT,
-                ReAct::llm_response_data(&d.id, Ok(turn)).into_signal(),
-            )
+            (commands::LLM_RESULT, data.into_signal())
         } else if let Some(d) = custom.downcast_ref::<ToolExec>() {
             let action = d.action.clone().expect("tool action");
             let ins = Instruction::new(action)

@@ -10,8 +10,8 @@ use jido::ai::envelope::ResultEnvelope;
 use jido::ai::react::machine::{Status, Turn};
 use jido::ai::react::{ReAct, commands};
 use jido::ai::signals::{
-    ChunkType, Correlation, LlmDeltaData, RequestErrorData, ToolResultData, ToolStartedData,
-    UsageData,
+    ChunkType, Correlation, LlmDeltaData, LlmResponseData, LlmResultData, RequestErrorData,
+    ToolResultData, ToolStartedData, UsageData,
 };
 use jido::ai::{ToolCall, ToolSet};
 use jido::prelude::*;
@@ -158,6 +158,66 @@ fn a_typed_signal_is_its_json_form_to_every_json_reader() {
     check(rejected.clone(), rejected.into_signal());
 }
 
+/// A model answer as the client returns it.
+fn response(text: &str, calls: Vec<ToolCall>) -> jido::ai::LlmResponse {
+    serde_json::from_value(json!({
+        "model": "m",
+        "text": text,
+        "tool_calls": calls,
+        "finish_reason": if calls.is_empty() { "stop" } else { "tool_calls" },
+        "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+    }))
+    .unwrap()
+}
+
+fn llm_result(call_id: &str, resp: jido::ai::LlmResponse) -> LlmResultData {
+    LlmResultData {
+        call_id: call_id.into(),
+        result: Ok(resp),
+        model: "m".into(),
+        duration_ms: 4,
+        metadata: meta(),
+    }
+}
+
+#[test]
+fn the_runtimes_typed_llm_answer_is_the_llm_response_json() {
+    let data = llm_result("call_r1_1", response("", vec![call()]));
+    let signal = data.clone().into_signal();
+    assert_eq!(signal.ty(), "ai.llm.response");
+    assert_eq!(signal.source(), "/ai/llm");
+    assert_eq!(signal.payload::<LlmResultData>(), Some(&data));
+    let expected = json!({
+        "call_id": "call_r1_1",
+        "result": {"status": "ok", "result": {
+            "type": "tool_calls", "text": "", "thinking_content": null,
+            "tool_calls": [{"id": "t1", "name": "multiply", "arguments": {"a": 6, "b": 7}}],
+            "finish_reason": "tool_calls", "model": "m",
+            "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}
+        }, "effects": []},
+        "model": "m",
+        "duration_ms": 4,
+        "metadata": meta(),
+    });
+    assert_eq!(signal.data(), Some(&expected));
+    assert_eq!(
+        serde_json::to_value(data.clone().into_data()).unwrap(),
+        expected
+    );
+    let back = Signal::from_json_str(&signal.to_json_string()).unwrap();
+    assert_eq!(back, signal);
+    assert_eq!(LlmResponseData::decode(&back).unwrap(), data.into_data());
+
+    let error = jido::ai::envelope::ErrorEnvelope::from_error(&jido::Error::timeout("late"));
+    let failed = LlmResultData {
+        result: Err(error.clone()),
+        ..llm_result("call_r1_2", response("x", vec![]))
+    };
+    let json = failed.clone().into_signal().into_data().unwrap();
+    assert_eq!(json["result"]["status"], "error");
+    assert_eq!(json["result"]["reason"], error.to_value());
+}
+
 #[test]
 fn any_serialisable_value_can_be_a_typed_payload() {
     #[derive(Serialize, Debug, PartialEq)]
@@ -230,10 +290,19 @@ async fn drive(typed: bool) -> AgentState {
     agent
         .cmd(ReAct::query_command("6*7?", Some("r1")), ExecOptions::new())
         .await;
-    let turn1 = ReAct::llm_response_data("call_r1_1", Ok(Turn::tool_calls(vec![call()])));
-    let turn2 = ReAct::llm_response_data("call_r1_2", Ok(Turn::answer("42")));
+    // The runtime's typed answers (LlmResultData) and a user-built typed
+    // LlmResponseData both read as their JSON does.
+    let turn1 = llm_result("call_r1_1", response("", vec![call()])).into_signal();
+    let turn2 = ReAct::llm_response_data(
+        "call_r1_2",
+        Ok(Turn::answer("42").with_usage(jido::ai::Usage {
+            input_tokens: 9,
+            output_tokens: 1,
+            total_tokens: 10,
+        })),
+    );
     for (command, data) in [
-        (commands::LLM_RESULT, turn1.into_signal()),
+        (commands::LLM_RESULT, turn1),
         (commands::TOOL_RESULT, tool_result("t1").into_signal()),
         (commands::LLM_RESULT, turn2.into_signal()),
     ] {
@@ -257,6 +326,11 @@ async fn react_reads_typed_payloads_and_json_alike() {
     assert_eq!(typed.state()["status"], "completed");
     assert_eq!(typed.state()["last_answer"], "42");
     assert_eq!(typed.state(), json.state());
+    // Usage summed over both typed turns.
+    assert_eq!(
+        typed.state()["__strategy__"]["requests"]["r1"]["usage"],
+        json!({"input_tokens": 14, "output_tokens": 3, "total_tokens": 17})
+    );
     let conversation = &typed.state()["__strategy__"]["conversation"];
     assert_eq!(conversation.as_array().unwrap().len(), 4);
     assert_eq!(

@@ -39,7 +39,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::envelope::ResultEnvelope;
+use super::client::LlmResponse;
+use super::envelope::{ErrorEnvelope, ResultEnvelope};
+use super::react::machine::Turn;
 use crate::signal::TypedSignal;
 
 /// `ai.llm.delta`.
@@ -255,6 +257,150 @@ pub struct LlmResponseData {
     pub metadata: Map<String, Value>,
 }
 typed!(LlmResponseData, LLM_RESPONSE, "/ai/llm");
+
+/// `ai.llm.response` as the AI runtime sends a model's answer in the
+/// process: the answer typed. Its JSON (what [`Signal::data`] and the
+/// wire see) is exactly [`LlmResponseData`]'s, built only when read
+/// ([`into_data`](LlmResultData::into_data) gives that payload); a strategy
+/// reads the answer from [`Signal::payload`] without JSON.
+///
+/// ```
+/// use jido::ai::signals::{LlmResponseData, LlmResultData};
+/// use jido::ai::LlmResponse;
+/// use jido::signal::TypedSignal;
+/// use serde_json::json;
+///
+/// let resp: LlmResponse = serde_json::from_value(json!({
+///     "model": "m", "text": "42", "finish_reason": "stop"
+/// }))?;
+/// let data = LlmResultData {
+///     call_id: "call_1".into(),
+///     result: Ok(resp),
+///     model: "m".into(),
+///     duration_ms: 3,
+///     metadata: Default::default(),
+/// };
+/// let signal = data.clone().into_signal();
+/// assert_eq!(signal.ty(), "ai.llm.response");
+/// assert_eq!(signal.payload::<LlmResultData>(), Some(&data));
+/// let json = LlmResponseData::decode(&signal)?;
+/// assert_eq!(json, data.into_data());
+/// assert_eq!(signal.data().unwrap()["result"]["result"]["text"], "42");
+/// # Ok::<(), jido::Error>(())
+/// ```
+///
+/// [`Signal::data`]: crate::signal::Signal::data
+/// [`Signal::payload`]: crate::signal::Signal::payload
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmResultData {
+    /// The LLM call id.
+    pub call_id: String,
+    /// The model's answer, or the error envelope.
+    pub result: Result<LlmResponse, ErrorEnvelope>,
+    /// The model asked for (after alias resolution).
+    pub model: String,
+    /// Time from the start of the task to this signal, in ms.
+    pub duration_ms: u64,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+
+impl LlmResultData {
+    /// The JSON-shaped payload (the answer as the turn object of
+    /// [`LlmResponseData`]), its parts moved.
+    pub fn into_data(self) -> LlmResponseData {
+        LlmResponseData {
+            call_id: self.call_id,
+            result: match self.result {
+                Ok(resp) => ResultEnvelope::ok(turn_payload(resp)),
+                Err(reason) => ResultEnvelope::Error {
+                    reason,
+                    effects: Vec::new(),
+                },
+            },
+            model: self.model,
+            duration_ms: self.duration_ms,
+            metadata: self.metadata,
+        }
+    }
+
+    /// The `ai.llm.response` signal (source `/ai/llm`) carrying this
+    /// payload typed.
+    pub fn into_signal(self) -> crate::signal::Signal {
+        crate::signal::Signal::builder(LLM_RESPONSE)
+            .source(<LlmResponseData as TypedSignal>::SOURCE)
+            .payload(self)
+            .build()
+            .unwrap_or_else(|err| {
+                tracing::warn!(target: "jido::ai", signal_type = LLM_RESPONSE, error = %err, "ai signal built without its data");
+                crate::signal::Signal::new(LLM_RESPONSE, Value::Null)
+            })
+    }
+}
+
+/// Written as [`LlmResponseData`].
+impl Serialize for LlmResultData {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.clone().into_data().serialize(s)
+    }
+}
+
+/// The payload of a successful `ai.llm.response` (its parts moved).
+pub(crate) fn turn_payload(resp: super::client::LlmResponse) -> Value {
+    let tool_calls = resp.finish_reason == super::client::FinishReason::ToolCalls;
+    turn_value(
+        resp.text,
+        resp.thinking,
+        resp.tool_calls,
+        Some(&resp.finish_reason),
+        resp.model,
+        resp.usage,
+        tool_calls,
+    )
+}
+
+/// The call id and the turn (or the error) of an `ai.llm.response`
+/// strategy command: from the typed payload ([`LlmResultData`] or
+/// [`LlmResponseData`]) of the signal being handled, else decoded from
+/// `params`.
+pub(crate) fn read_llm_response(
+    ctx: &crate::strategy::StrategyContext,
+    params: Value,
+) -> Result<(String, Result<Turn, ErrorEnvelope>), serde_json::Error> {
+    let turn_of =
+        |result: &Value| Turn::from_payload(result).map_err(|e| ErrorEnvelope::from_error(&e));
+    if params.is_null()
+        && let Some(signal) = ctx.signal()
+        && signal.ty() == LLM_RESPONSE
+        && let Some(data) = signal.payload::<LlmResultData>()
+    {
+        let result = match &data.result {
+            Ok(resp) => Ok(Turn::from_response(resp)),
+            Err(reason) => Err(reason.clone()),
+        };
+        return Ok((data.call_id.clone(), result));
+    }
+    Ok(
+        match command_payload(ctx, params, LlmResponseData::from_value)? {
+            std::borrow::Cow::Borrowed(data) => (
+                data.call_id.clone(),
+                match &data.result {
+                    ResultEnvelope::Ok { result, .. } => turn_of(result),
+                    ResultEnvelope::Error { reason, .. } => Err(reason.clone()),
+                },
+            ),
+            std::borrow::Cow::Owned(data) => (
+                data.call_id,
+                match data.result {
+                    ResultEnvelope::Ok { result, .. } => {
+                        Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
+                    }
+                    ResultEnvelope::Error { reason, .. } => Err(reason),
+                },
+            ),
+        },
+    )
+}
 
 /// `ai.embed.result` (source `/ai/embed`): the terminal signal of an
 /// embedding call. On success `result` is `{"status": "ok", "result":

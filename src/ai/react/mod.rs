@@ -76,7 +76,6 @@ mod output;
 
 pub use output::OutputSchema;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,7 +88,7 @@ use super::directive::{
     CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
     ModelRef, ToolExec,
 };
-use super::envelope::{ErrorEnvelope, ResultEnvelope};
+use super::envelope::ResultEnvelope;
 pub use super::request::{
     DEFAULT_REQUEST_HISTORY, REQUEST_COMPLETED, REQUEST_FAILED, REQUEST_STARTED,
 };
@@ -466,28 +465,10 @@ impl ReAct {
                 self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => {
-                match signals::command_payload(ctx, params, LlmResponseData::from_value) {
-                    Ok(Cow::Borrowed(data)) => Event::LlmResult {
-                        call_id: data.call_id.clone(),
-                        result: match &data.result {
-                            ResultEnvelope::Ok { result, .. } => Turn::from_payload(result)
-                                .map_err(|e| ErrorEnvelope::from_error(&e)),
-                            ResultEnvelope::Error { reason, .. } => Err(reason.clone()),
-                        },
-                    },
-                    Ok(Cow::Owned(data)) => Event::LlmResult {
-                        call_id: data.call_id,
-                        result: match data.result {
-                            ResultEnvelope::Ok { result, .. } => {
-                                Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
-                            }
-                            ResultEnvelope::Error { reason, .. } => Err(reason),
-                        },
-                    },
-                    Err(e) => return vec![bad_payload(name, &e)],
-                }
-            }
+            commands::LLM_RESULT => match signals::read_llm_response(ctx, params) {
+                Ok((call_id, result)) => Event::LlmResult { call_id, result },
+                Err(e) => return vec![bad_payload(name, &e)],
+            },
             commands::TOOL_RESULT => {
                 match signals::command_payload(ctx, params, ToolResultData::from_value) {
                     Ok(data) => {

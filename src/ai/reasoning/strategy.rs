@@ -19,11 +19,11 @@ use crate::ai::directive::{
     CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
     ModelRef, ToolExec,
 };
-use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::ai::envelope::ResultEnvelope;
 use crate::ai::react::ReAct;
 use crate::ai::react::machine::Turn;
 use crate::ai::request::{RequestCore, RequestState, set_json};
-use crate::ai::signals::{self, LlmDeltaData, LlmResponseData, ToolResultData};
+use crate::ai::signals::{self, LlmDeltaData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
@@ -442,19 +442,10 @@ impl<M: Machine> Reasoning<M> {
                 self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => {
-                match signals::command_payload(ctx, params, LlmResponseData::from_value) {
-                    Ok(data) => Event::LlmResult {
-                        call_id: data.call_id.clone(),
-                        result: match &data.result {
-                            ResultEnvelope::Ok { result, .. } => Turn::from_payload(result)
-                                .map_err(|e| ErrorEnvelope::from_error(&e)),
-                            ResultEnvelope::Error { reason, .. } => Err(reason.clone()),
-                        },
-                    },
-                    Err(e) => return vec![bad_payload(name, &e)],
-                }
-            }
+            commands::LLM_RESULT => match signals::read_llm_response(ctx, params) {
+                Ok((call_id, result)) => Event::LlmResult { call_id, result },
+                Err(e) => return vec![bad_payload(name, &e)],
+            },
             commands::TOOL_RESULT => {
                 match signals::command_payload(ctx, params, ToolResultData::from_value)
                     .map(Cow::into_owned)
