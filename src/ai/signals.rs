@@ -367,8 +367,6 @@ pub(crate) fn read_llm_response(
     ctx: &crate::strategy::StrategyContext,
     params: Value,
 ) -> Result<(String, Result<Turn, ErrorEnvelope>), serde_json::Error> {
-    let turn_of =
-        |result: &Value| Turn::from_payload(result).map_err(|e| ErrorEnvelope::from_error(&e));
     if params.is_null()
         && let Some(signal) = ctx.signal()
         && signal.ty() == LLM_RESPONSE
@@ -385,7 +383,9 @@ pub(crate) fn read_llm_response(
             std::borrow::Cow::Borrowed(data) => (
                 data.call_id.clone(),
                 match &data.result {
-                    ResultEnvelope::Ok { result, .. } => turn_of(result),
+                    ResultEnvelope::Ok { result, .. } => {
+                        Turn::from_payload(result).map_err(|e| ErrorEnvelope::from_error(&e))
+                    }
                     ResultEnvelope::Error { reason, .. } => Err(reason.clone()),
                 },
             ),
