@@ -272,7 +272,8 @@ typed!(LlmResponseData, LLM_RESPONSE, "/ai/llm");
 ///
 /// let resp: LlmResponse = serde_json::from_value(json!({
 ///     "model": "m", "text": "42", "finish_reason": "stop"
-/// }))?;
+/// }))
+/// .expect("a response");
 /// let data = LlmResultData {
 ///     call_id: "call_1".into(),
 ///     result: Ok(resp),
