@@ -10,9 +10,10 @@
 //!   the messages, call the model again;
 //! * `exec_tool_only`: the bare Exec run of the tool alone;
 //! * `react_cmd`: the ReAct strategy driving the same calls through
-//!   `AgentState::cmd`: the query, the model's `ai.llm.response` payloads
-//!   and the tool's `ai.tool.result` payload fed back as the runtime would
-//!   (payloads built as JSON, decoded by the strategy), the directives it
+//!   `AgentState::cmd`: the query, the model's `ai.llm.response` and the
+//!   tool's `ai.tool.result` fed back as the runtime sends them (signals
+//!   with typed payloads, `LlmResultData` and `ToolResultData`, in the
+//!   command's options, the command's params `null`), the directives it
 //!   returns executed by the harness (the model through `LlmClient`, the
 //!   tool through Exec). The agent is a clone of a fresh one each round
 //!   (O(1): its state is shared), so the conversation does not grow.
@@ -51,7 +52,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use jido::ai::client::{LlmClient, Script, ScriptedModel};
 use jido::ai::envelope::ResultEnvelope;
 use jido::ai::react::machine::Turn;
@@ -59,8 +60,8 @@ use jido::ai::react::{ReAct, commands};
 use jido::ai::reasoning::machine::{Event, Machine, Step};
 use jido::ai::reasoning::parse::{parse_scores, parse_thoughts, steps_and_conclusion};
 use jido::ai::reasoning::{ChainOfThought, Reasoning, TreeOfThoughts};
-use jido::ai::signals::ToolResultData;
-use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet};
+use jido::ai::signals::{LlmResultData, ToolResultData};
+use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet, ToolSpecs};
 use jido::exec::Exec;
 use jido::prelude::*;
 use jido::server::{Jido, JidoConfig};
@@ -104,7 +105,7 @@ fn inline() -> ExecOptions {
 
 /// The hand-written loop.
 async fn hand_loop(model: &Arc<dyn LlmClient>, exec: &Exec, tools: &ToolSet) -> LlmResponse {
-    let specs = tools.specs();
+    let specs: ToolSpecs = tools.specs().into();
     let mut messages = vec![Message::user(QUESTION)];
     loop {
         let mut req = LlmRequest::new("scripted", messages.clone());
@@ -150,20 +151,20 @@ async fn react_request(
         let Directive::Custom(custom) = &directive else {
             continue;
         };
-        let feedback = if let Some(d) = custom.downcast_ref::<LlmGenerate>() {
+        // What the runtime sends back: a signal with a typed payload,
+        // routed to the strategy command with `null` params.
+        let (name, signal) = if let Some(d) = custom.downcast_ref::<LlmGenerate>() {
             let mut req = LlmRequest::new("scripted", d.context.clone());
             req.tools = d.tools.clone();
             let resp = model.generate(req).await.expect("model");
-            let turn = Turn {
-                text: resp.text,
-                tool_calls: resp.tool_calls,
-                finish_reason: Some(resp.finish_reason),
-                usage: resp.usage,
+            let data = LlmResultData {
+                call_id: d.id.clone(),
+                result: Ok(resp),
+                model: String::new(),
+                duration_ms: 0,
+                metadata: Map::new(),
             };
-            Command::strategy(
-                commands::LLM_RESULT,
-                ReAct::llm_response_payload(&d.id, Ok(turn)),
-            )
+            (commands::LLM_RESULT, data.into_signal())
         } else if let Some(d) = custom.downcast_ref::<ToolExec>() {
             let action = d.action.clone().expect("tool action");
             let ins = Instruction::new(action)
@@ -180,14 +181,12 @@ async fn react_request(
                 result,
                 metadata: Map::new(),
             };
-            Command::strategy(
-                commands::TOOL_RESULT,
-                serde_json::to_value(data).expect("json"),
-            )
+            (commands::TOOL_RESULT, data.into_signal())
         } else {
             continue;
         };
-        pending.extend(agent.cmd(feedback, opts.clone()).await);
+        let feedback = Command::strategy(name, Value::Null);
+        pending.extend(agent.cmd(feedback, opts.clone().signal(signal)).await);
     }
     pending
 }
@@ -511,7 +510,7 @@ struct RawState {
 impl RawReact {
     fn call_model(&self, myself: &ActorRef<RawMsg>, messages: &[Message]) {
         let mut req = LlmRequest::new("scripted", messages.to_vec());
-        req.tools = self.tools.specs();
+        req.tools = self.tools.specs().into();
         let model = self.model.clone();
         let me = myself.clone();
         tokio::spawn(async move {
@@ -714,4 +713,113 @@ fn runtime_benches(c: &mut Criterion) {
 }
 
 criterion_group!(ai, benches, runtime_benches);
-criterion_main!(ai);
+
+/// `JIDO_AI_PROBE=CASE:ROUNDS` runs one case ROUNDS times in a spawned
+/// task and exits (for counting instructions with callgrind: the
+/// difference of two round counts over the difference in rounds). Cases:
+/// `hand` and `cmd` (current-thread runtime), `raw_actor` and `agent`
+/// (2-worker runtime).
+fn probe(spec: &str) {
+    let (case, rounds) = spec.split_once(':').expect("CASE:ROUNDS");
+    let rounds: u64 = rounds.parse().expect("rounds");
+    let exec = Exec::new();
+    let tools = ToolSet::new().with(Multiply).expect("tools");
+    let model = model();
+    match case {
+        "hand" | "cmd" => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let template = AgentState::new(
+                Bot(ReAct::new()
+                    .model("scripted")
+                    .streaming(false)
+                    .tools(tools.clone())),
+                AgentOptions::new().id("bench"),
+            );
+            let hand = case == "hand";
+            in_task(&rt, rounds, move || {
+                let (model, exec, tools) = (model.clone(), exec.clone(), tools.clone());
+                let mut agent = template.clone();
+                async move {
+                    if hand {
+                        hand_loop(&model, &exec, &tools).await;
+                    } else {
+                        react_request(&mut agent, &model, &exec).await;
+                    }
+                    agent
+                }
+            });
+        }
+        "raw_actor" | "agent" => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let (raw, jido, agent) = rt.block_on(async {
+                let (raw, _) = Actor::spawn(
+                    None,
+                    RawReact {
+                        model: model.clone(),
+                        exec: exec.clone(),
+                        tools: tools.clone(),
+                    },
+                    (),
+                )
+                .await
+                .expect("raw");
+                let ai = jido::ai::AiRuntime::new().client_arc(model.clone());
+                let jido = Jido::start(ai.register_instance(JidoConfig::new()))
+                    .await
+                    .expect("jido");
+                let react = ReAct::new()
+                    .model("scripted")
+                    .streaming(false)
+                    .keep_conversation(false)
+                    .tools(tools.clone());
+                let agent = jido
+                    .start_agent(
+                        AgentState::new(Bot(react), AgentOptions::new().id("probe_agent")),
+                        ServerOptions::new(),
+                    )
+                    .await
+                    .expect("agent");
+                (raw, jido, agent)
+            });
+            let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let actor = case == "raw_actor";
+            in_task(&rt, rounds, move || {
+                let (raw, agent) = (raw.clone(), agent.clone());
+                let n = seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async move {
+                    if actor {
+                        raw.call(|r| RawMsg::Ask(QUESTION.into(), r), None)
+                            .await
+                            .expect("raw call")
+                            .expect("raw answer");
+                    } else {
+                        let id = format!("q{n}");
+                        agent.cast(ReAct::query(QUESTION, Some(&id))).expect("cast");
+                        agent
+                            .await_completion(ReAct::await_options(&id))
+                            .await
+                            .expect("completion");
+                    }
+                }
+            });
+            rt.block_on(jido.shutdown());
+        }
+        other => panic!("unknown probe case {other}"),
+    }
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("JIDO_AI_PROBE") {
+        probe(&spec);
+        return;
+    }
+    ai();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -91,7 +91,8 @@ async fn main() -> Result<(), LlmError> {
                 "required": ["a", "b"]
             }),
             strict: false,
-        }];
+        }]
+        .into();
         req.temperature = Some(0.0);
         req.max_tokens = Some(40);
         if round > 1 {

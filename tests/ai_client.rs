@@ -232,7 +232,8 @@ fn tool_request() -> LlmRequest {
             "required": ["a", "b"]
         }),
         strict: false,
-    }];
+    }]
+    .into();
     req.tool_choice = ToolChoice::Any;
     req.max_tokens = Some(40);
     req.temperature = Some(0.2);

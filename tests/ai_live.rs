@@ -98,7 +98,7 @@ fn tool_request(question: &str) -> LlmRequest {
     }
     messages.push(Message::user(question));
     let mut req = LlmRequest::new("", messages);
-    req.tools = vec![multiply_tool()];
+    req.tools = vec![multiply_tool()].into();
     req.temperature = Some(0.0);
     req.max_tokens = Some(40);
     req

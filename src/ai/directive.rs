@@ -38,7 +38,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::client::{JsonSchemaFormat, Message, ToolChoice, ToolSpec};
+use super::client::{JsonSchemaFormat, Message, ToolChoice, ToolSpecs};
 use super::envelope::ErrorEnvelope;
 use super::signals::Correlation;
 use super::tool::Tool;
@@ -155,7 +155,7 @@ struct LlmCallWire {
     #[serde(serialize_with = "ser_context")]
     context: ContextWire,
     #[serde(default)]
-    tools: Vec<ToolSpec>,
+    tools: ToolSpecs,
     #[serde(default)]
     tool_choice: ToolChoice,
     #[serde(default = "default_max_tokens")]
@@ -182,7 +182,7 @@ pub(crate) struct LlmCall {
     pub(crate) model: ModelRef,
     pub(crate) system_prompt: Option<String>,
     pub(crate) context: Vec<Message>,
-    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) tools: ToolSpecs,
     pub(crate) tool_choice: ToolChoice,
     pub(crate) max_tokens: u32,
     pub(crate) temperature: f64,
@@ -206,8 +206,10 @@ macro_rules! llm_directive {
             pub system_prompt: Option<String>,
             /// The conversation.
             pub context: Vec<Message>,
-            /// Tools offered to the model (descriptions only; empty: none).
-            pub tools: Vec<ToolSpec>,
+            /// Tools offered to the model (descriptions only; empty: none),
+            /// shared: a strategy passing the same tools on every call
+            /// copies no spec.
+            pub tools: ToolSpecs,
             /// Whether and which tool the model may call (default auto).
             pub tool_choice: ToolChoice,
             /// Upper bound on generated tokens (default 1024).
@@ -234,7 +236,7 @@ macro_rules! llm_directive {
                     model: model.into(),
                     system_prompt: None,
                     context,
-                    tools: Vec::new(),
+                    tools: ToolSpecs::new(),
                     tool_choice: ToolChoice::Auto,
                     max_tokens: DEFAULT_MAX_TOKENS,
                     temperature: DEFAULT_TEMPERATURE,
@@ -258,10 +260,10 @@ macro_rules! llm_directive {
                 self
             }
 
-            /// Sets the tools.
+            /// Sets the tools (a `Vec<ToolSpec>` or shared [`ToolSpecs`]).
             #[must_use]
-            pub fn tools(mut self, tools: Vec<ToolSpec>) -> Self {
-                self.tools = tools;
+            pub fn tools(mut self, tools: impl Into<ToolSpecs>) -> Self {
+                self.tools = tools.into();
                 self
             }
 

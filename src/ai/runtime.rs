@@ -55,9 +55,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::client::{
-    EmbedRequest, FinishReason, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message,
-};
+use super::client::{EmbedRequest, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message};
 use super::directive::{
     CancelRequest, EmitRequestError, EmitToolError, LlmCall, LlmEmbed, LlmGenerate, LlmStream,
     ModelRef, ToolExec, unknown_tool_error,
@@ -65,8 +63,8 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, RequestErrorData,
-    ToolResultData, ToolStartedData, UsageData, sanitize_delta,
+    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
+    RequestErrorData, ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
 use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
 use super::tool::{Tool, ToolSet};
@@ -738,13 +736,15 @@ impl AiRuntime {
                     }),
                 );
             }
-            build(LlmResponseData {
+            // Typed: the strategy reads the answer without JSON.
+            LlmResultData {
                 call_id: call.id.clone(),
-                result: ResultEnvelope::ok(turn_payload(resp)),
+                result: Ok(resp),
                 model,
                 duration_ms: ms(started.elapsed()),
                 metadata,
-            })
+            }
+            .into_signal()
         };
         self.launch(
             ctx,
@@ -1037,18 +1037,4 @@ async fn stream_answer(
             }),
         );
     }
-}
-
-/// The payload of a successful `ai.llm.response` (its parts moved).
-fn turn_payload(resp: LlmResponse) -> Value {
-    let tool_calls = resp.finish_reason == FinishReason::ToolCalls;
-    signals::turn_value(
-        resp.text,
-        resp.thinking,
-        resp.tool_calls,
-        Some(&resp.finish_reason),
-        resp.model,
-        resp.usage,
-        tool_calls,
-    )
 }

@@ -39,7 +39,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::envelope::ResultEnvelope;
+use super::client::LlmResponse;
+use super::envelope::{ErrorEnvelope, ResultEnvelope};
+use super::react::machine::Turn;
 use crate::signal::TypedSignal;
 
 /// `ai.llm.delta`.
@@ -256,6 +258,151 @@ pub struct LlmResponseData {
 }
 typed!(LlmResponseData, LLM_RESPONSE, "/ai/llm");
 
+/// `ai.llm.response` as the AI runtime sends a model's answer in the
+/// process: the answer typed. Its JSON (what [`Signal::data`] and the
+/// wire see) is exactly [`LlmResponseData`]'s, built only when read
+/// ([`into_data`](LlmResultData::into_data) gives that payload); a strategy
+/// reads the answer from [`Signal::payload`] without JSON.
+///
+/// ```
+/// use jido::ai::signals::{LlmResponseData, LlmResultData};
+/// use jido::ai::LlmResponse;
+/// use jido::signal::TypedSignal;
+/// use serde_json::json;
+///
+/// let resp: LlmResponse = serde_json::from_value(json!({
+///     "model": "m", "text": "42", "finish_reason": "stop"
+/// }))
+/// .expect("a response");
+/// let data = LlmResultData {
+///     call_id: "call_1".into(),
+///     result: Ok(resp),
+///     model: "m".into(),
+///     duration_ms: 3,
+///     metadata: Default::default(),
+/// };
+/// let signal = data.clone().into_signal();
+/// assert_eq!(signal.ty(), "ai.llm.response");
+/// assert_eq!(signal.payload::<LlmResultData>(), Some(&data));
+/// let json = LlmResponseData::decode(&signal)?;
+/// assert_eq!(json, data.into_data());
+/// assert_eq!(signal.data().unwrap()["result"]["result"]["text"], "42");
+/// # Ok::<(), jido::Error>(())
+/// ```
+///
+/// [`Signal::data`]: crate::signal::Signal::data
+/// [`Signal::payload`]: crate::signal::Signal::payload
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmResultData {
+    /// The LLM call id.
+    pub call_id: String,
+    /// The model's answer, or the error envelope.
+    pub result: Result<LlmResponse, ErrorEnvelope>,
+    /// The model asked for (after alias resolution).
+    pub model: String,
+    /// Time from the start of the task to this signal, in ms.
+    pub duration_ms: u64,
+    /// Correlation.
+    pub metadata: Map<String, Value>,
+}
+
+impl LlmResultData {
+    /// The JSON-shaped payload (the answer as the turn object of
+    /// [`LlmResponseData`]), its parts moved.
+    pub fn into_data(self) -> LlmResponseData {
+        LlmResponseData {
+            call_id: self.call_id,
+            result: match self.result {
+                Ok(resp) => ResultEnvelope::ok(turn_payload(resp)),
+                Err(reason) => ResultEnvelope::Error {
+                    reason,
+                    effects: Vec::new(),
+                },
+            },
+            model: self.model,
+            duration_ms: self.duration_ms,
+            metadata: self.metadata,
+        }
+    }
+
+    /// The `ai.llm.response` signal (source `/ai/llm`) carrying this
+    /// payload typed.
+    pub fn into_signal(self) -> crate::signal::Signal {
+        crate::signal::Signal::builder(LLM_RESPONSE)
+            .source(<LlmResponseData as TypedSignal>::SOURCE)
+            .payload(self)
+            .build()
+            .unwrap_or_else(|err| {
+                tracing::warn!(target: "jido::ai", signal_type = LLM_RESPONSE, error = %err, "ai signal built without its data");
+                crate::signal::Signal::new(LLM_RESPONSE, Value::Null)
+            })
+    }
+}
+
+/// Written as [`LlmResponseData`].
+impl Serialize for LlmResultData {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.clone().into_data().serialize(s)
+    }
+}
+
+/// The payload of a successful `ai.llm.response` (its parts moved).
+pub(crate) fn turn_payload(resp: super::client::LlmResponse) -> Value {
+    let tool_calls = resp.finish_reason == super::client::FinishReason::ToolCalls;
+    turn_value(
+        resp.text,
+        resp.thinking,
+        resp.tool_calls,
+        Some(&resp.finish_reason),
+        resp.model,
+        resp.usage,
+        tool_calls,
+    )
+}
+
+/// The call id and the turn (or the error) of an `ai.llm.response`
+/// strategy command: from the typed payload ([`LlmResultData`] or
+/// [`LlmResponseData`]) of the signal being handled, else decoded from
+/// `params`.
+pub(crate) fn read_llm_response(
+    ctx: &crate::strategy::StrategyContext,
+    params: Value,
+) -> Result<(String, Result<Turn, ErrorEnvelope>), serde_json::Error> {
+    if params.is_null()
+        && let Some(signal) = ctx.signal()
+        && signal.ty() == LLM_RESPONSE
+        && let Some(data) = signal.payload::<LlmResultData>()
+    {
+        let result = match &data.result {
+            Ok(resp) => Ok(Turn::from_response(resp)),
+            Err(reason) => Err(reason.clone()),
+        };
+        return Ok((data.call_id.clone(), result));
+    }
+    Ok(
+        match command_payload(ctx, params, LlmResponseData::from_value)? {
+            std::borrow::Cow::Borrowed(data) => (
+                data.call_id.clone(),
+                match &data.result {
+                    ResultEnvelope::Ok { result, .. } => {
+                        Turn::from_payload(result).map_err(|e| ErrorEnvelope::from_error(&e))
+                    }
+                    ResultEnvelope::Error { reason, .. } => Err(reason.clone()),
+                },
+            ),
+            std::borrow::Cow::Owned(data) => (
+                data.call_id,
+                match data.result {
+                    ResultEnvelope::Ok { result, .. } => {
+                        Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
+                    }
+                    ResultEnvelope::Error { reason, .. } => Err(reason),
+                },
+            ),
+        },
+    )
+}
+
 /// `ai.embed.result` (source `/ai/embed`): the terminal signal of an
 /// embedding call. On success `result` is `{"status": "ok", "result":
 /// {"embeddings": [[…], …], "count": n, "usage": {…} | null}, "effects":
@@ -327,7 +474,9 @@ typed!(RequestErrorData, REQUEST_ERROR, "/ai/strategy");
 
 /// A payload turned into JSON by moving its parts (what serde would write,
 /// without copying strings and values), and read back the same way.
-pub(crate) trait Payload: TypedSignal<Data = Self> + Serialize + Sized {
+pub(crate) trait Payload:
+    TypedSignal<Data = Self> + Serialize + Sized + Send + Sync + 'static
+{
     /// The payload as JSON.
     fn into_value(self) -> Value {
         serde_json::to_value(&self).unwrap_or(Value::Null)
@@ -363,22 +512,93 @@ impl Payload for ToolResultData {
     }
 }
 
-/// A signal of `T`'s type and source carrying `data` (as
-/// [`TypedSignal::new`], without serde for the hot payloads). The
-/// constant type and source make building infallible; should it fail
-/// anyway, a bare signal of the same type leaves, so that a terminal
-/// signal is still sent.
+/// A signal of `T`'s type and source carrying `data` as its [typed
+/// payload](crate::signal::Signal#typed-payloads) (its JSON is built only
+/// if someone reads it). The constant type and source make building
+/// infallible; should it fail anyway, a bare signal of the same type
+/// leaves, so that a terminal signal is still sent.
 pub(crate) fn signal_of<T: Payload>(data: T) -> crate::signal::Signal {
-    let value = data.into_value();
     crate::signal::Signal::builder(T::TYPE)
         .source(T::SOURCE)
-        .data(value)
+        .payload(data)
         .build()
         .unwrap_or_else(|err| {
             tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its data");
             crate::signal::Signal::new(T::TYPE, Value::Null)
         })
 }
+
+/// The typed payload of the signal being handled when the strategy
+/// command came through a
+/// [`RouteTarget::StrategyPayload`](crate::agent::RouteTarget::StrategyPayload)
+/// route: params `null`, and the signal of `T`'s type carries a `T`.
+pub(crate) fn typed_payload<'a, T: Payload + 'static>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: &Value,
+) -> Option<&'a T> {
+    if !params.is_null() {
+        return None;
+    }
+    let signal = ctx.signal()?;
+    if signal.ty() != T::TYPE {
+        return None;
+    }
+    signal.payload::<T>()
+}
+
+/// The `metadata.request_id` of an `ai.usage` or `ai.tool.started`
+/// command: from the typed payload, else from the params' JSON.
+pub(crate) fn correlated_request<'a>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: &'a Value,
+) -> Option<&'a str> {
+    let metadata = match (
+        typed_payload::<UsageData>(ctx, params),
+        typed_payload::<ToolStartedData>(ctx, params),
+    ) {
+        (Some(u), _) => &u.metadata,
+        (_, Some(t)) => &t.metadata,
+        _ => return params.get("metadata")?.get("request_id")?.as_str(),
+    };
+    metadata.get("request_id")?.as_str()
+}
+
+/// The payload of the AI signal a strategy command reports: the typed
+/// value (see [`typed_payload`]), else `params` decoded with `decode` (a
+/// signal from outside, a command built by hand).
+pub(crate) fn command_payload<'a, T: Payload + Clone + 'static>(
+    ctx: &'a crate::strategy::StrategyContext,
+    params: Value,
+    decode: fn(Value) -> Result<T, serde_json::Error>,
+) -> Result<std::borrow::Cow<'a, T>, serde_json::Error> {
+    match typed_payload::<T>(ctx, &params) {
+        Some(data) => Ok(std::borrow::Cow::Borrowed(data)),
+        None => decode(params).map(std::borrow::Cow::Owned),
+    }
+}
+
+macro_rules! into_signal {
+    ($($ty:ident),*) => {$(
+        impl $ty {
+            /// The signal the AI runtime sends with this payload: its
+            /// type and source, the payload typed (see
+            /// [typed payloads](crate::signal::Signal#typed-payloads));
+            /// its JSON is what serde writes.
+            pub fn into_signal(self) -> crate::signal::Signal {
+                signal_of(self)
+            }
+        }
+    )*};
+}
+into_signal!(
+    LlmDeltaData,
+    UsageData,
+    LlmResponseData,
+    EmbedResultData,
+    ToolStartedData,
+    ToolResultData,
+    RequestErrorData
+);
 
 impl LlmResponseData {
     /// Reads an `ai.llm.response` payload by value: the parts are moved,

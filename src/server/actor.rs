@@ -802,6 +802,16 @@ impl AgentServerState {
                 RouteTarget::StrategyCmd(name) => {
                     commands.push(Command::strategy(name.clone(), data()));
                 }
+                RouteTarget::StrategyPayload(name) => {
+                    // A typed payload is read from the signal by the
+                    // strategy: no JSON built.
+                    let params = if signal.has_typed_payload() {
+                        Value::Null
+                    } else {
+                        data()
+                    };
+                    commands.push(Command::strategy(name.clone(), params));
+                }
                 RouteTarget::StrategyTick => tick = true,
             }
         }

@@ -131,7 +131,7 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
         time: time.map(super::Text::from),
         datacontenttype: super::MediaType::from_text(datacontenttype),
         dataschema: dataschema.map(String::into_boxed_str),
-        data,
+        data: data.map(super::payload::Data::Json),
         extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
     })
@@ -295,7 +295,7 @@ impl Signal {
                 map.insert(key.into(), v.into());
             }
         }
-        if let Some(data) = &self.data {
+        if let Some(data) = self.data() {
             map.insert("data".into(), data.clone());
         }
         for (k, v) in self.extensions.iter() {
@@ -310,7 +310,7 @@ impl Signal {
             + usize::from(self.time.is_some())
             + usize::from(self.datacontenttype().is_some())
             + usize::from(self.dataschema.is_some())
-            + usize::from(self.data.is_some())
+            + usize::from(self.data().is_some())
             + self.extensions.len();
         let mut map = serializer.serialize_map(Some(len))?;
         map.serialize_entry("specversion", specversion)?;
@@ -329,7 +329,7 @@ impl Signal {
         if let Some(v) = &self.dataschema {
             map.serialize_entry("dataschema", v)?;
         }
-        if let Some(v) = &self.data {
+        if let Some(v) = self.data() {
             map.serialize_entry("data", v)?;
         }
         for (k, v) in self.extensions.iter() {

@@ -80,6 +80,7 @@ pub mod dispatch;
 #[cfg(feature = "http")]
 mod http;
 mod json;
+mod payload;
 pub mod router;
 mod text;
 mod typed;
@@ -95,6 +96,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use payload::Data;
 use text::Text;
 
 /// The `specversion` of every signal, as Jido writes it.
@@ -137,6 +139,19 @@ pub const RESERVED_ATTRIBUTES: [&str; 10] = [
 /// assert_eq!(s.data(), Some(&json!({"id": 7})));
 /// assert_eq!(Signal::new("tick", serde_json::Value::Null).data(), None);
 /// ```
+///
+/// # Typed payloads
+///
+/// Signals made and consumed in the same process (the AI runtime's
+/// `ai.llm.response`, `ai.tool.result`, …) may carry their data as a typed
+/// Rust value ([`Signal::typed`], [`SignalBuilder::payload`]) instead of
+/// JSON. A reader in the process takes it with [`Signal::payload`] (no
+/// JSON built, none decoded); [`Signal::data`], serialisation and `==`
+/// see the JSON form, built from the value the first time it is asked for
+/// and kept, so on the wire and to every JSON reader such a signal is the
+/// same as one carrying that JSON. A signal read from JSON (a user, the
+/// network, a restore) has JSON data only: a reader falls back to
+/// decoding [`data`](Signal::data).
 ///
 /// # Trust
 ///
@@ -183,7 +198,8 @@ pub struct Signal {
     pub(crate) time: Option<Text<27>>,
     pub(crate) datacontenttype: MediaType,
     pub(crate) dataschema: Option<Box<str>>,
-    pub(crate) data: Option<Value>,
+    /// JSON, or a typed value with its JSON built on first read.
+    pub(crate) data: Option<Data>,
     pub(crate) extensions: Extensions,
     pub(crate) trust: Trust,
 }
@@ -391,7 +407,7 @@ impl Signal {
     /// [`Signal::builder`] for validation and the other attributes.
     pub fn new(ty: impl Into<String>, data: impl Into<Value>) -> Self {
         let data = data.into();
-        let data = (!data.is_null()).then_some(data);
+        let data = (!data.is_null()).then_some(Data::Json(data));
         Self {
             id: new_id(),
             source: None,
@@ -508,14 +524,64 @@ impl Signal {
         self.dataschema.as_deref()
     }
 
-    /// The payload, if any.
+    /// The payload, if any, as JSON. For a [typed
+    /// payload](Signal#typed-payloads) it is built on the first call (what
+    /// serde writes for the value) and kept.
     pub fn data(&self) -> Option<&Value> {
-        self.data.as_ref()
+        self.data.as_ref().and_then(Data::json)
     }
 
-    /// The payload, consuming the signal.
+    /// The payload as JSON, consuming the signal.
     pub fn into_data(self) -> Option<Value> {
-        self.data
+        self.data.and_then(Data::into_json)
+    }
+
+    /// The typed payload, when the signal was built with one of type `T`
+    /// ([`Signal::typed`], [`SignalBuilder::payload`]); `None` for a
+    /// payload of another type and for JSON data (a parsed signal, one
+    /// made with [`Signal::new`]): read [`data`](Signal::data) then.
+    ///
+    /// ```
+    /// use jido::signal::Signal;
+    /// use serde_json::json;
+    ///
+    /// #[derive(serde::Serialize, Debug, PartialEq)]
+    /// struct Placed { total: u32 }
+    ///
+    /// let s = Signal::typed("order.placed", Placed { total: 12 });
+    /// assert_eq!(s.payload::<Placed>(), Some(&Placed { total: 12 }));
+    /// assert_eq!(s.data(), Some(&json!({"total": 12})));
+    ///
+    /// let parsed = Signal::from_json_str(&s.to_json_string())?;
+    /// assert_eq!(parsed.payload::<Placed>(), None);
+    /// assert_eq!(parsed, s);
+    /// # Ok::<(), jido::Error>(())
+    /// ```
+    pub fn payload<T: 'static>(&self) -> Option<&T> {
+        self.data.as_ref()?.payload::<T>()
+    }
+
+    /// Whether the data is a typed payload (see
+    /// [`payload`](Signal::payload)).
+    pub fn has_typed_payload(&self) -> bool {
+        self.data.as_ref().is_some_and(Data::is_typed)
+    }
+
+    /// A new signal of type `ty` carrying the typed payload `value` (as
+    /// [`Signal::new`] otherwise: fresh id, default source, current time,
+    /// `datacontenttype` `"application/json"`). Its JSON form
+    /// ([`data`](Signal::data), serialisation) is what serde writes for
+    /// `value`, built only when first needed; in-process readers take the
+    /// value itself with [`payload`](Signal::payload). The value must not
+    /// serialise to `null`.
+    pub fn typed<T: serde::Serialize + Send + Sync + 'static>(
+        ty: impl Into<String>,
+        value: T,
+    ) -> Self {
+        let mut signal = Signal::new(ty, Value::Null);
+        signal.data = Some(Data::typed(value));
+        signal.datacontenttype = MediaType::Json;
+        signal
     }
 
     /// Decodes the payload into `T` (a missing payload reads as `null`).
@@ -539,7 +605,7 @@ impl Signal {
     /// # Ok::<(), jido::Error>(())
     /// ```
     pub fn data_as<T: DeserializeOwned>(&self) -> Result<T> {
-        decode_data(&self.ty, self.data.as_ref())
+        decode_data(&self.ty, self.data())
     }
 
     /// All extension attributes.
@@ -639,7 +705,7 @@ pub struct SignalBuilder {
     time: Option<TimeAttr>,
     datacontenttype: Option<String>,
     dataschema: Option<String>,
-    data: Option<Value>,
+    data: Option<Data>,
     extensions: Map<String, Value>,
     trust: Trust,
 }
@@ -722,7 +788,16 @@ impl SignalBuilder {
     /// Sets the data (`Value::Null` for none).
     pub fn data(mut self, data: impl Into<Value>) -> Self {
         let data = data.into();
-        self.data = (!data.is_null()).then_some(data);
+        self.data = (!data.is_null()).then_some(Data::Json(data));
+        self
+    }
+
+    /// Sets a typed payload (see [`Signal::typed`]): its JSON form is
+    /// built when first read and is not checked by
+    /// [`build`](SignalBuilder::build) (in-process data). It must not
+    /// serialise to `null`.
+    pub fn payload<T: serde::Serialize + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.data = Some(Data::typed(value));
         self
     }
 
@@ -768,10 +843,27 @@ impl SignalBuilder {
             time: time.map(json::Attr::Str),
             datacontenttype: self.datacontenttype.map(json::Attr::Str),
             dataschema: self.dataschema.map(json::Attr::Str),
-            data: self.data,
+            data: None,
             extensions: self.extensions,
         };
+        // JSON data is checked (empty, depth); a typed payload is the
+        // process's own value.
+        let (json_data, typed) = match self.data {
+            Some(Data::Json(v)) => (Some(v), None),
+            Some(typed) => (None, Some(typed)),
+            None => (None, None),
+        };
+        let raw = json::RawSignal {
+            data: json_data,
+            ..raw
+        };
         let mut signal = json::validate(raw, false)?;
+        if let Some(typed) = typed {
+            signal.data = Some(typed);
+            if signal.datacontenttype == MediaType::Absent {
+                signal.datacontenttype = MediaType::Json;
+            }
+        }
         if now {
             signal.time = Some(now_rfc3339());
         }

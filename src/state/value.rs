@@ -6,7 +6,9 @@ use std::hash::Hash;
 use std::sync::{Arc, LazyLock};
 
 use indexmap::IndexMap;
+use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use serde_json::Number;
+use std::hash::BuildHasher;
 
 /// Arrays up to this length are a plain vector (compact, copied shallowly
 /// on a shared write); longer ones are a persistent vector (`imbl`), where
@@ -130,14 +132,29 @@ impl StateMap {
     /// otherwise) and returns the previous value.
     pub fn insert(&mut self, key: &str, value: impl Into<StateValue>) -> Option<StateValue> {
         let value = value.into();
-        let map = self.inner_mut();
-        match map.get_mut(key) {
-            Some(slot) => Some(std::mem::replace(slot, value)),
-            None => {
-                map.insert(Arc::from(key), value);
+        match Self::raw_entry(self.inner_mut(), key) {
+            (RawEntryMut::Occupied(mut slot), _) => Some(slot.insert(value)),
+            (RawEntryMut::Vacant(vacant), hash) => {
+                vacant.insert_hashed_nocheck(hash, Arc::from(key), value);
                 None
             }
         }
+    }
+
+    /// The slot of `key` and its hash: the key is hashed once whether it
+    /// is there or gets inserted (`Arc<str>` and `str` hash alike).
+    fn raw_entry<'a>(
+        map: &'a mut Entries,
+        key: &str,
+    ) -> (
+        RawEntryMut<'a, Arc<str>, StateValue, foldhash::fast::RandomState>,
+        u64,
+    ) {
+        let hash = map.hasher().hash_one(key);
+        (
+            map.raw_entry_mut_v1().from_key_hashed_nocheck(hash, key),
+            hash,
+        )
     }
 
     /// Removes `key`, keeping the order of the other keys, and returns its
@@ -155,13 +172,13 @@ impl StateMap {
         key: &str,
         default: impl FnOnce() -> StateValue,
     ) -> &mut StateValue {
-        let map = self.inner_mut();
-        if !map.contains_key(key) {
-            map.insert(Arc::from(key), default());
-        }
-        match map.get_mut(key) {
-            Some(v) => v,
-            None => unreachable!("the key was just inserted"),
+        match Self::raw_entry(self.inner_mut(), key) {
+            (RawEntryMut::Occupied(slot), _) => slot.into_mut(),
+            (RawEntryMut::Vacant(vacant), hash) => {
+                vacant
+                    .insert_hashed_nocheck(hash, Arc::from(key), default())
+                    .1
+            }
         }
     }
 

@@ -16,6 +16,18 @@ pub enum RouteTarget {
     ActionWithParams(DynAction, Value),
     /// Send a strategy command (the signal's data as its params).
     StrategyCmd(String),
+    /// Send a strategy command that reads typed payloads: as
+    /// [`StrategyCmd`](RouteTarget::StrategyCmd) for a signal with JSON
+    /// data, but a signal carrying a [typed
+    /// payload](crate::signal::Signal#typed-payloads) is not turned into
+    /// JSON: the params are `Value::Null` and the strategy takes the value
+    /// from the signal being handled ([`StrategyContext::signal`],
+    /// [`Signal::payload`]). For a strategy's own routes of in-process
+    /// signals (the AI runtime's `ai.*` signals).
+    ///
+    /// [`StrategyContext::signal`]: crate::strategy::StrategyContext::signal
+    /// [`Signal::payload`]: crate::signal::Signal::payload
+    StrategyPayload(String),
     /// Run one strategy tick.
     StrategyTick,
 }

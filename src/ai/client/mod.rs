@@ -24,6 +24,7 @@ mod config;
 #[cfg(feature = "ai-genai")]
 mod genai;
 mod scripted;
+mod specs;
 
 #[cfg(feature = "ai-genai")]
 pub use self::genai::GenaiClient;
@@ -31,6 +32,7 @@ pub use aliases::ModelAliases;
 pub use assemble::ToolCallAssembler;
 pub use config::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TIMEOUT, LlmConfig};
 pub use scripted::{Script, ScriptedModel};
+pub use specs::ToolSpecs;
 
 use std::fmt;
 use std::time::Duration;
@@ -182,9 +184,9 @@ pub struct LlmRequest {
     pub model: String,
     /// The conversation, system prompt first when there is one.
     pub messages: Vec<Message>,
-    /// Tools offered to the model (empty: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered to the model (empty: none), shared.
+    #[serde(default, skip_serializing_if = "ToolSpecs::is_empty")]
+    pub tools: ToolSpecs,
     /// Tool choice.
     #[serde(default)]
     pub tool_choice: ToolChoice,
@@ -216,7 +218,7 @@ impl LlmRequest {
         LlmRequest {
             model: model.into(),
             messages,
-            tools: Vec::new(),
+            tools: ToolSpecs::new(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
             temperature: None,

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::output::OutputSchema;
-use crate::ai::client::{FinishReason, Message, Role, ToolCall, Usage};
+use crate::ai::client::{FinishReason, LlmResponse, Message, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, usage_state};
 use crate::error::{Error, Result};
@@ -229,6 +229,34 @@ impl Turn {
     pub fn with_finish_reason(mut self, reason: FinishReason) -> Self {
         self.finish_reason = Some(reason);
         self
+    }
+
+    /// The turn of a model's answer (what [`Turn::from_payload`] reads
+    /// from the JSON of an `ai.llm.response` carrying it, without the
+    /// JSON).
+    ///
+    /// ```
+    /// use jido::ai::react::machine::Turn;
+    /// use jido::ai::{FinishReason, LlmResponse};
+    ///
+    /// let resp: LlmResponse = serde_json::from_value(serde_json::json!({
+    ///     "model": "m", "text": "42", "finish_reason": "stop"
+    /// }))?;
+    /// assert_eq!(Turn::from_response(&resp), Turn::answer("42"));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn from_response(resp: &LlmResponse) -> Self {
+        let finish_reason = match &resp.finish_reason {
+            // A provider's own word reads as JSON does.
+            FinishReason::Other(word) => parse_finish_reason(word),
+            known => known.clone(),
+        };
+        Turn {
+            text: resp.text.clone(),
+            tool_calls: resp.tool_calls.clone(),
+            finish_reason: Some(finish_reason),
+            usage: resp.usage,
+        }
     }
 
     /// As [`Turn::from_payload`], by value: the text and the tool calls are

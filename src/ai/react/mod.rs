@@ -83,17 +83,17 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use self::machine::{Event, Machine, MachineConfig, Status, Step, Termination, Turn};
-use super::client::{Message, ToolSpec};
+use super::client::{Message, ToolSpecs};
 use super::directive::{
     CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
     ModelRef, ToolExec,
 };
-use super::envelope::{ErrorEnvelope, ResultEnvelope};
+use super::envelope::ResultEnvelope;
 pub use super::request::{
     DEFAULT_REQUEST_HISTORY, REQUEST_COMPLETED, REQUEST_FAILED, REQUEST_STARTED,
 };
 use super::request::{RequestCore, RequestState, usage_json};
-use super::signals::{self, LlmResponseData, ToolResultData};
+use super::signals::{self, LlmDeltaData, LlmResponseData, ToolResultData};
 use super::tool::ToolSet;
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::directive::{Directive, error_context};
@@ -161,7 +161,7 @@ pub struct ReAct {
     system_prompt: Option<String>,
     examples: Arc<Vec<Message>>,
     tools: ToolSet,
-    specs: Arc<Vec<ToolSpec>>,
+    specs: ToolSpecs,
     machine: MachineConfig,
     streaming: bool,
     max_tokens: u32,
@@ -187,7 +187,7 @@ impl ReAct {
             system_prompt: None,
             examples: Arc::new(Vec::new()),
             tools: ToolSet::new(),
-            specs: Arc::new(Vec::new()),
+            specs: ToolSpecs::new(),
             machine: MachineConfig::new(),
             streaming: true,
             max_tokens: DEFAULT_MAX_TOKENS,
@@ -228,7 +228,7 @@ impl ReAct {
     /// runtime's tool set).
     #[must_use]
     pub fn tools(mut self, tools: ToolSet) -> Self {
-        self.specs = Arc::new(tools.specs());
+        self.specs = tools.specs().into();
         self.tools = tools;
         self
     }
@@ -355,8 +355,17 @@ impl ReAct {
     }
 
     /// The data of an `ai.llm.response` for call `call_id` (what the
-    /// runtime sends; to drive an agent without it).
+    /// runtime sends; to drive an agent without it), as JSON.
     pub fn llm_response_payload(call_id: &str, result: Result<Turn, &Error>) -> Value {
+        signals::Payload::into_value(Self::llm_response_data(call_id, result))
+    }
+
+    /// The `ai.llm.response` payload for call `call_id`, typed: the
+    /// runtime's signal is [`LlmResponseData::into_signal`] of it (to drive
+    /// an agent without the runtime, pass that signal in
+    /// [`CmdOptions::signal`](crate::agent::CmdOptions::signal) with the
+    /// command's params `null`, as the runtime does).
+    pub fn llm_response_data(call_id: &str, result: Result<Turn, &Error>) -> LlmResponseData {
         let result = match result {
             Ok(turn) => ResultEnvelope::ok(signals::turn_value(
                 turn.text,
@@ -369,13 +378,13 @@ impl ReAct {
             )),
             Err(error) => ResultEnvelope::error(error),
         };
-        let mut m = Map::with_capacity(5);
-        m.insert("call_id".into(), call_id.into());
-        m.insert("result".into(), result.into_value());
-        m.insert("model".into(), "".into());
-        m.insert("duration_ms".into(), 0.into());
-        m.insert("metadata".into(), Value::Object(Map::new()));
-        Value::Object(m)
+        LlmResponseData {
+            call_id: call_id.to_owned(),
+            result,
+            model: String::new(),
+            duration_ms: 0,
+            metadata: Map::new(),
+        }
     }
 
     /// Options for [`AgentRef::await_completion`] waiting for request
@@ -433,7 +442,10 @@ impl ReAct {
                 Event::Cancel { request_id, reason }
             }
             commands::LLM_DELTA => {
-                let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let call_id = match signals::typed_payload::<LlmDeltaData>(ctx, &params) {
+                    Some(d) => d.call_id.as_str(),
+                    None => params.get("call_id").and_then(Value::as_str).unwrap_or(""),
+                };
                 let m = self.core.state::<Machine>(agent);
                 if m.status == Status::AwaitingLlm && m.llm_call_id.as_deref() == Some(call_id) {
                     self.core.forward(ctx, &mut out);
@@ -441,10 +453,7 @@ impl ReAct {
                 return out;
             }
             commands::USAGE | commands::TOOL_STARTED => {
-                let request_id = params
-                    .get("metadata")
-                    .and_then(|m| m.get("request_id"))
-                    .and_then(Value::as_str);
+                let request_id = signals::correlated_request(ctx, &params);
                 let m = self.core.state::<Machine>(agent);
                 if m.status.is_busy() && m.request_id.as_deref() == request_id {
                     self.core.forward(ctx, &mut out);
@@ -456,28 +465,23 @@ impl ReAct {
                 self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => match LlmResponseData::from_value(params) {
-                Ok(data) => Event::LlmResult {
-                    call_id: data.call_id,
-                    result: match data.result {
-                        ResultEnvelope::Ok { result, .. } => {
-                            Turn::from_value(result).map_err(|e| ErrorEnvelope::from_error(&e))
+            commands::LLM_RESULT => match signals::read_llm_response(ctx, params) {
+                Ok((call_id, result)) => Event::LlmResult { call_id, result },
+                Err(e) => return vec![bad_payload(name, &e)],
+            },
+            commands::TOOL_RESULT => {
+                match signals::command_payload(ctx, params, ToolResultData::from_value) {
+                    Ok(data) => {
+                        let data = data.into_owned();
+                        effects = Some(data.result.decode_effects());
+                        Event::ToolResult {
+                            call_id: data.call_id,
+                            result: data.result,
                         }
-                        ResultEnvelope::Error { reason, .. } => Err(reason),
-                    },
-                },
-                Err(e) => return vec![bad_payload(name, &e)],
-            },
-            commands::TOOL_RESULT => match ToolResultData::from_value(params) {
-                Ok(data) => {
-                    effects = Some(data.result.decode_effects());
-                    Event::ToolResult {
-                        call_id: data.call_id,
-                        result: data.result,
                     }
+                    Err(e) => return vec![bad_payload(name, &e)],
                 }
-                Err(e) => return vec![bad_payload(name, &e)],
-            },
+            }
             other => {
                 return vec![crate::strategy::unknown_command(&Command::strategy(
                     other,
@@ -620,7 +624,7 @@ impl ReAct {
         macro_rules! build {
             ($ty:ident) => {{
                 let mut d = $ty::new(call_id, self.model.clone(), context)
-                    .tools(self.specs.as_ref().clone())
+                    .tools(self.specs.clone())
                     .max_tokens(self.max_tokens)
                     .temperature(self.temperature)
                     .metadata(metadata);
@@ -748,14 +752,18 @@ impl Strategy for ReAct {
     fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
         let cmd =
             |path: &str, name: &str| SignalRoute::new(path, RouteTarget::StrategyCmd(name.into()));
+        // The runtime's signals carry typed payloads, read without JSON.
+        let typed = |path: &str, name: &str| {
+            SignalRoute::new(path, RouteTarget::StrategyPayload(name.into()))
+        };
         vec![
             cmd(QUERY_SIGNAL, commands::QUERY),
             cmd(CANCEL_SIGNAL, commands::CANCEL),
-            cmd(signals::LLM_DELTA, commands::LLM_DELTA),
-            cmd(signals::LLM_RESPONSE, commands::LLM_RESULT),
-            cmd(signals::USAGE, commands::USAGE),
-            cmd(signals::TOOL_STARTED, commands::TOOL_STARTED),
-            cmd(signals::TOOL_RESULT, commands::TOOL_RESULT),
+            typed(signals::LLM_DELTA, commands::LLM_DELTA),
+            typed(signals::LLM_RESPONSE, commands::LLM_RESULT),
+            typed(signals::USAGE, commands::USAGE),
+            typed(signals::TOOL_STARTED, commands::TOOL_STARTED),
+            typed(signals::TOOL_RESULT, commands::TOOL_RESULT),
             cmd(signals::REQUEST_ERROR, commands::REQUEST_ERROR),
         ]
     }

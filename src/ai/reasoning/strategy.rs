@@ -5,8 +5,8 @@
 //! completion, events, the typed machine in the strategy ext with its JSON
 //! mirror) is the shared [`RequestCore`].
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,16 +14,16 @@ use serde_json::{Map, Value, json};
 
 use super::machine::{Event, Machine, Phase, Step};
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
-use crate::ai::client::ToolSpec;
+use crate::ai::client::ToolSpecs;
 use crate::ai::directive::{
     CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
     ModelRef, ToolExec,
 };
-use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::ai::envelope::ResultEnvelope;
 use crate::ai::react::ReAct;
 use crate::ai::react::machine::Turn;
 use crate::ai::request::{RequestCore, RequestState, set_json};
-use crate::ai::signals::{self, LlmResponseData, ToolResultData};
+use crate::ai::signals::{self, LlmDeltaData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
@@ -119,7 +119,7 @@ pub struct Reasoning<M: Machine> {
     temperature: f64,
     llm_timeout: Option<Duration>,
     tools: ToolSet,
-    specs: Arc<Vec<ToolSpec>>,
+    specs: ToolSpecs,
     tool_timeout_ms: u64,
     tool_max_retries: u32,
     tool_backoff_ms: u64,
@@ -137,7 +137,7 @@ impl<M: Machine> Clone for Reasoning<M> {
             temperature: self.temperature,
             llm_timeout: self.llm_timeout,
             tools: self.tools.clone(),
-            specs: Arc::clone(&self.specs),
+            specs: self.specs.clone(),
             tool_timeout_ms: self.tool_timeout_ms,
             tool_max_retries: self.tool_max_retries,
             tool_backoff_ms: self.tool_backoff_ms,
@@ -181,7 +181,7 @@ impl<M: Machine> Reasoning<M> {
             temperature: DEFAULT_TEMPERATURE,
             llm_timeout: None,
             tools: ToolSet::new(),
-            specs: Arc::new(Vec::new()),
+            specs: ToolSpecs::new(),
             tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
             tool_max_retries: DEFAULT_TOOL_MAX_RETRIES,
             tool_backoff_ms: DEFAULT_TOOL_BACKOFF_MS,
@@ -253,7 +253,7 @@ impl<M: Machine> Reasoning<M> {
     /// The tools offered on calls that may use them.
     #[must_use]
     pub fn tools(mut self, tools: ToolSet) -> Self {
-        self.specs = Arc::new(tools.specs());
+        self.specs = tools.specs().into();
         self.tools = tools;
         self
     }
@@ -413,7 +413,10 @@ impl<M: Machine> Reasoning<M> {
                 Event::Cancel { request_id, reason }
             }
             commands::LLM_DELTA => {
-                let call_id = params.get("call_id").and_then(Value::as_str).unwrap_or("");
+                let call_id = match signals::typed_payload::<LlmDeltaData>(ctx, &params) {
+                    Some(d) => d.call_id.as_str(),
+                    None => params.get("call_id").and_then(Value::as_str).unwrap_or(""),
+                };
                 let awaited = self
                     .core
                     .peek::<State<M>>(agent)
@@ -424,10 +427,7 @@ impl<M: Machine> Reasoning<M> {
                 return out;
             }
             commands::USAGE | commands::TOOL_STARTED => {
-                let request_id = params
-                    .get("metadata")
-                    .and_then(|m| m.get("request_id"))
-                    .and_then(Value::as_str);
+                let request_id = signals::correlated_request(ctx, &params);
                 let current = self.core.peek::<State<M>>(agent).is_some_and(|s| {
                     let run = s.0.run();
                     run.phase.is_busy() && run.request_id.as_deref() == request_id
@@ -442,43 +442,39 @@ impl<M: Machine> Reasoning<M> {
                 self.core.forward(ctx, &mut out);
                 return out;
             }
-            commands::LLM_RESULT => match LlmResponseData::deserialize(params) {
-                Ok(data) => Event::LlmResult {
-                    call_id: data.call_id,
-                    result: match data.result {
-                        ResultEnvelope::Ok { result, .. } => {
-                            Turn::from_payload(&result).map_err(|e| ErrorEnvelope::from_error(&e))
-                        }
-                        ResultEnvelope::Error { reason, .. } => Err(reason),
-                    },
-                },
+            commands::LLM_RESULT => match signals::read_llm_response(ctx, params) {
+                Ok((call_id, result)) => Event::LlmResult { call_id, result },
                 Err(e) => return vec![bad_payload(name, &e)],
             },
-            commands::TOOL_RESULT => match ToolResultData::deserialize(params) {
-                Ok(data) => {
-                    let effects = data.result.decode_effects();
-                    let m = &mut self.core.state::<State<M>>(agent).0;
-                    let t = m.handle(
-                        &self.config,
-                        Event::ToolResult {
-                            call_id: data.call_id,
-                            result: data.result,
-                        },
-                    );
-                    if !t.accepted {
+            commands::TOOL_RESULT => {
+                match signals::command_payload(ctx, params, ToolResultData::from_value)
+                    .map(Cow::into_owned)
+                {
+                    Ok(data) => {
+                        let effects = data.result.decode_effects();
+                        let m = &mut self.core.state::<State<M>>(agent).0;
+                        let t = m.handle(
+                            &self.config,
+                            Event::ToolResult {
+                                call_id: data.call_id,
+                                result: data.result,
+                            },
+                        );
+                        if !t.accepted {
+                            return out;
+                        }
+                        let facts = Facts::of(m, &self.config);
+                        self.core.forward(ctx, &mut out);
+                        match effects {
+                            Ok(effects) => out.extend(agent.apply_effects(effects)),
+                            Err(err) => out.push(Directive::error(err, "tool_effects")),
+                        }
+                        self.finish(agent, facts, t.steps, false, &mut out);
                         return out;
                     }
-                    let facts = Facts::of(m, &self.config);
-                    self.core.forward(ctx, &mut out);
-                    match effects {
-                        Ok(effects) => out.extend(agent.apply_effects(effects)),
-                        Err(err) => out.push(Directive::error(err, "tool_effects")),
-                    }
-                    self.finish(agent, facts, t.steps, false, &mut out);
-                    return out;
+                    Err(e) => return vec![bad_payload(name, &e)],
                 }
-                Err(e) => return vec![bad_payload(name, &e)],
-            },
+            }
             _ => {
                 return vec![crate::strategy::unknown_command(&Command::strategy(
                     name,
@@ -593,9 +589,9 @@ impl<M: Machine> Reasoning<M> {
         metadata.insert("strategy".into(), self.short_name().into());
         metadata.insert("phase".into(), call.phase.as_str().into());
         let tools = if wants_tools {
-            self.specs.as_ref().clone()
+            self.specs.clone()
         } else {
-            Vec::new()
+            ToolSpecs::new()
         };
         macro_rules! build {
             ($ty:ident) => {{
@@ -730,14 +726,21 @@ impl<M: Machine> Strategy for Reasoning<M> {
         let cmd = |path: &str, suffix: &str| {
             SignalRoute::new(path, RouteTarget::StrategyCmd(self.command_name(suffix)))
         };
+        // The runtime's signals carry typed payloads, read without JSON.
+        let typed = |path: &str, suffix: &str| {
+            SignalRoute::new(
+                path,
+                RouteTarget::StrategyPayload(self.command_name(suffix)),
+            )
+        };
         vec![
             cmd(&self.query_type(), commands::QUERY),
             cmd(&self.cancel_type(), commands::CANCEL),
-            cmd(signals::LLM_DELTA, commands::LLM_DELTA),
-            cmd(signals::LLM_RESPONSE, commands::LLM_RESULT),
-            cmd(signals::USAGE, commands::USAGE),
-            cmd(signals::TOOL_STARTED, commands::TOOL_STARTED),
-            cmd(signals::TOOL_RESULT, commands::TOOL_RESULT),
+            typed(signals::LLM_DELTA, commands::LLM_DELTA),
+            typed(signals::LLM_RESPONSE, commands::LLM_RESULT),
+            typed(signals::USAGE, commands::USAGE),
+            typed(signals::TOOL_STARTED, commands::TOOL_STARTED),
+            typed(signals::TOOL_RESULT, commands::TOOL_RESULT),
             cmd(signals::REQUEST_ERROR, commands::REQUEST_ERROR),
         ]
     }
