@@ -782,19 +782,22 @@ impl AgentServerState {
                 .cloned()
                 .unwrap_or_else(|| Value::Object(Map::new()))
         };
+        // The instructions share the signal's id (no second UUIDv7 per
+        // signal); a signal whose id is not a UUIDv7 gives them a new one.
+        let id = || crate::signal::uuid_v7(&signal).unwrap_or_else(uuid::Uuid::now_v7);
         let mut commands = Vec::with_capacity(targets.len());
         let mut tick = false;
         for target in targets {
             match target {
                 RouteTarget::Action(a) => {
-                    commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(data()),
-                    ));
+                    commands.push(Command::Run(Instruction::with_id(id(), a.clone(), data())));
                 }
                 RouteTarget::ActionWithParams(a, p) => {
-                    commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(p.clone()),
-                    ));
+                    commands.push(Command::Run(Instruction::with_id(
+                        id(),
+                        a.clone(),
+                        p.clone(),
+                    )));
                 }
                 RouteTarget::StrategyCmd(name) => {
                     commands.push(Command::strategy(name.clone(), data()));
@@ -935,13 +938,13 @@ impl AgentServerState {
             batch = 1,
             jido_instance = self.instance_name(),
         );
-        let fut = local_cmd(self.agent.clone(), p, self.exec.clone()).instrument(span);
+        let fut = Box::pin(local_cmd(self.agent.clone(), p, self.exec.clone()));
         self.next_id += 1;
         self.status = ServerStatus::Processing;
         self.in_flight = Some(InFlight {
             generation: self.next_id,
             unsettled: 1,
-            running: Running::Local(Box::pin(fut)),
+            running: Running::Local(LocalCmd { fut, span }),
         });
         self.poll_local(myself);
     }
@@ -950,7 +953,7 @@ impl AgentServerState {
     /// done.
     fn poll_local(&mut self, myself: &ActorRef<AgentMsg>) {
         let Some(InFlight {
-            running: Running::Local(fut),
+            running: Running::Local(cmd),
             ..
         }) = self.in_flight.as_mut()
         else {
@@ -962,7 +965,11 @@ impl AgentServerState {
         waker.polling();
         let waker = futures::task::waker_ref(waker);
         let mut cx = std::task::Context::from_waker(&waker);
-        if let std::task::Poll::Ready(item) = fut.as_mut().poll(&mut cx) {
+        let polled = {
+            let _entered = cmd.span.enter();
+            cmd.fut.as_mut().poll(&mut cx)
+        };
+        if let std::task::Poll::Ready(item) = polled {
             self.in_flight = None;
             self.settle(item);
             self.batch_done();
@@ -1151,8 +1158,8 @@ impl AgentServerState {
                     self.check_waiters();
                     continue;
                 }
-                Some(Running::Local(fut)) => {
-                    let item = fut.as_mut().await;
+                Some(Running::Local(cmd)) => {
+                    let item = cmd.fut.as_mut().instrument(cmd.span.clone()).await;
                     self.in_flight = None;
                     self.settle(item);
                     self.batch_done();
