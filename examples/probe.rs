@@ -152,6 +152,21 @@ fn main() {
         println!("tokio Sleep: {} bytes", std::mem::size_of::<tokio::time::Sleep>());
         println!("tracing Span: {} bytes", std::mem::size_of::<tracing::Span>());
         println!("AgentMsg: {} bytes", std::mem::size_of::<jido::server::AgentMsg>());
+        println!(
+            "AgentServerState: {} bytes",
+            std::mem::size_of::<jido::server::AgentServerState>()
+        );
+        println!("AgentState: {} bytes", std::mem::size_of::<AgentState>());
+        println!(
+            "ServerOptions: {} bytes, AgentServerArgs: {} bytes",
+            std::mem::size_of::<ServerOptions>(),
+            std::mem::size_of::<jido::server::AgentServerArgs>()
+        );
+        println!(
+            "ErrorPolicy: {} bytes, DispatchConfig: {} bytes",
+            std::mem::size_of::<Option<jido::server::ErrorPolicy>>(),
+            std::mem::size_of::<Option<jido::signal::dispatch::DispatchConfig>>()
+        );
         return;
     }
     let rounds: u64 = args

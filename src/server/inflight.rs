@@ -71,8 +71,10 @@ impl DoneItem {
 pub(crate) struct LocalCmd {
     pub(crate) fut: Pin<Box<dyn Future<Output = DoneItem> + Send>>,
     /// The signal's span, entered around each poll (an `Instrumented`
-    /// wrapper would move the future once more before it is boxed).
-    pub(crate) span: tracing::Span,
+    /// wrapper would move the future once more before it is boxed);
+    /// `None` while the span is disabled, boxed otherwise: this sits in
+    /// every agent's state.
+    pub(crate) span: Option<Box<tracing::Span>>,
 }
 
 /// The waker of an actor's [`LocalCmd`]: a wake is a `Poll` message to the
