@@ -291,18 +291,19 @@ pub(crate) fn shared_router(agent: &AgentState) -> Result<Arc<Router<RouteTarget
     >;
     static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
     let routes = agent.signal_routes();
-    let keys: Vec<RouteKey> = routes.iter().map(RouteKey::of).collect();
     let cache = CACHE.get_or_init(Default::default);
     let lock = || cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     {
         let cache = lock();
         if let Some((cached, router)) = cache.get(agent.name())
             && let Some(router) = router.upgrade()
-            && *cached == keys
+            && cached.len() == routes.len()
+            && cached.iter().zip(&routes).all(|(k, r)| k.matches(r))
         {
             return Ok(router);
         }
     }
+    let keys: Vec<RouteKey> = routes.iter().map(RouteKey::of).collect();
     let router = Arc::new(build_router(routes)?);
     lock().insert(agent.name(), (keys, Arc::downgrade(&router)));
     Ok(router)
@@ -310,14 +311,12 @@ pub(crate) fn shared_router(agent: &AgentState) -> Result<Arc<Router<RouteTarget
 
 /// What one route of a shared router was built from (see
 /// [`shared_router`]).
-#[derive(PartialEq)]
 struct RouteKey {
     path: String,
     priority: Option<i32>,
     target: TargetKey,
 }
 
-#[derive(PartialEq)]
 enum TargetKey {
     /// The action's address.
     Action(usize),
@@ -326,9 +325,29 @@ enum TargetKey {
     StrategyTick,
 }
 
+/// The address of an action value (compared only while it is alive).
+fn action_addr(action: &crate::action::DynAction) -> usize {
+    Arc::as_ptr(action.erased()).cast::<()>() as usize
+}
+
 impl RouteKey {
+    /// Whether `route` is the route this was made from.
+    fn matches(&self, route: &SignalRoute) -> bool {
+        self.path == route.path
+            && self.priority == route.priority
+            && match (&self.target, &route.target) {
+                (TargetKey::Action(x), RouteTarget::Action(a)) => *x == action_addr(a),
+                (TargetKey::ActionWithParams(x, p), RouteTarget::ActionWithParams(a, q)) => {
+                    *x == action_addr(a) && p == q
+                }
+                (TargetKey::StrategyCmd(x), RouteTarget::StrategyCmd(y)) => x == y,
+                (TargetKey::StrategyTick, RouteTarget::StrategyTick) => true,
+                _ => false,
+            }
+    }
+
     fn of(route: &SignalRoute) -> Self {
-        let addr = |a: &crate::action::DynAction| Arc::as_ptr(a.erased()).cast::<()>() as usize;
+        let addr = action_addr;
         let target = match &route.target {
             RouteTarget::Action(a) => TargetKey::Action(addr(a)),
             RouteTarget::ActionWithParams(a, p) => TargetKey::ActionWithParams(addr(a), p.clone()),
