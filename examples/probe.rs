@@ -139,19 +139,34 @@ fn main() {
         // The futures built and moved on every signal (release layout).
         let exec = Exec::new();
         let run = exec.execute(Instruction::new(Noop), Context::new());
-        println!("Exec::execute future: {} bytes", std::mem::size_of_val(&run));
+        println!(
+            "Exec::execute future: {} bytes",
+            std::mem::size_of_val(&run)
+        );
         drop(run);
         let mut agent = bench_agent("sizes");
         let cmd = agent.cmd(Noop, ExecOptions::new());
-        println!("AgentState::cmd future: {} bytes", std::mem::size_of_val(&cmd));
+        println!(
+            "AgentState::cmd future: {} bytes",
+            std::mem::size_of_val(&cmd)
+        );
         drop(cmd);
         println!("Signal: {} bytes", std::mem::size_of::<Signal>());
         println!("Context: {} bytes", std::mem::size_of::<Context>());
         println!("ExecOptions: {} bytes", std::mem::size_of::<ExecOptions>());
         println!("Instruction: {} bytes", std::mem::size_of::<Instruction>());
-        println!("tokio Sleep: {} bytes", std::mem::size_of::<tokio::time::Sleep>());
-        println!("tracing Span: {} bytes", std::mem::size_of::<tracing::Span>());
-        println!("AgentMsg: {} bytes", std::mem::size_of::<jido::server::AgentMsg>());
+        println!(
+            "tokio Sleep: {} bytes",
+            std::mem::size_of::<tokio::time::Sleep>()
+        );
+        println!(
+            "tracing Span: {} bytes",
+            std::mem::size_of::<tracing::Span>()
+        );
+        println!(
+            "AgentMsg: {} bytes",
+            std::mem::size_of::<jido::server::AgentMsg>()
+        );
         println!(
             "AgentServerState: {} bytes",
             std::mem::size_of::<jido::server::AgentServerState>()

@@ -292,7 +292,11 @@ pub(crate) fn shared_router(agent: &AgentState) -> Result<Arc<Router<RouteTarget
     static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
     let routes = agent.signal_routes();
     let cache = CACHE.get_or_init(Default::default);
-    let lock = || cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
     {
         let cache = lock();
         if let Some((cached, router)) = cache.get(agent.name())
@@ -1265,7 +1269,11 @@ impl AgentServerState {
                     continue;
                 }
                 Some(Running::Local(cmd)) => {
-                    let span = cmd.span.as_deref().cloned().unwrap_or_else(tracing::Span::none);
+                    let span = cmd
+                        .span
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(tracing::Span::none);
                     let item = cmd.fut.as_mut().instrument(span).await;
                     self.in_flight = None;
                     self.settle(item);
@@ -1774,7 +1782,10 @@ mod router_sharing {
         const NAME: &'static str = "router_sharing_zst";
         type Schema = ();
         fn signal_routes(&self) -> Vec<SignalRoute> {
-            vec![SignalRoute::action("a", Nothing), SignalRoute::action("b.*", Nothing)]
+            vec![
+                SignalRoute::action("a", Nothing),
+                SignalRoute::action("b.*", Nothing),
+            ]
         }
     }
 

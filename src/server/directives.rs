@@ -430,7 +430,8 @@ impl AgentServerState {
         signal: Signal,
         dispatch: Option<DispatchConfig>,
     ) -> Result<DirectiveResult, Error> {
-        let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.as_deref().cloned()) else {
+        let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.as_deref().cloned())
+        else {
             let _ = myself.send_message(AgentMsg::Signal(signal));
             return Ok(DirectiveResult::Async(None));
         };
@@ -538,7 +539,12 @@ impl AgentServerState {
             shown_context,
             message
         );
-        let policy = self.settings.error_policy.as_deref().cloned().unwrap_or_default();
+        let policy = self
+            .settings
+            .error_policy
+            .as_deref()
+            .cloned()
+            .unwrap_or_default();
         match policy {
             ErrorPolicy::LogOnly => DirectiveResult::Ok,
             ErrorPolicy::StopOnError => {
