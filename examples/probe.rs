@@ -15,7 +15,8 @@
 //! `probe [CASE [ROUNDS]]`, CASE one of `call`, `raw_call`, `cast`
 //! (100 casts and a call per round), `raw_cast`, `exec`, `raw_exec`,
 //! `spawn_ct`, `raw_spawn_ct` (current-thread runtime), `spawn_mt`,
-//! `raw_spawn_mt`, `signal`; default `call` and 200 rounds (10 with `CI`
+//! `raw_spawn_mt`, `signal`, or `sizes` (prints the sizes of the futures
+//! and messages moved on every signal); default `call` and 200 rounds (10 with `CI`
 //! set: `.ci/run` runs every example).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -134,6 +135,55 @@ fn main() {
     } else {
         200
     };
+    if case == "sizes" {
+        // The futures built and moved on every signal (release layout).
+        let exec = Exec::new();
+        let run = exec.execute(Instruction::new(Noop), Context::new());
+        println!(
+            "Exec::execute future: {} bytes",
+            std::mem::size_of_val(&run)
+        );
+        drop(run);
+        let mut agent = bench_agent("sizes");
+        let cmd = agent.cmd(Noop, ExecOptions::new());
+        println!(
+            "AgentState::cmd future: {} bytes",
+            std::mem::size_of_val(&cmd)
+        );
+        drop(cmd);
+        println!("Signal: {} bytes", std::mem::size_of::<Signal>());
+        println!("Context: {} bytes", std::mem::size_of::<Context>());
+        println!("ExecOptions: {} bytes", std::mem::size_of::<ExecOptions>());
+        println!("Instruction: {} bytes", std::mem::size_of::<Instruction>());
+        println!(
+            "tokio Sleep: {} bytes",
+            std::mem::size_of::<tokio::time::Sleep>()
+        );
+        println!(
+            "tracing Span: {} bytes",
+            std::mem::size_of::<tracing::Span>()
+        );
+        println!(
+            "AgentMsg: {} bytes",
+            std::mem::size_of::<jido::server::AgentMsg>()
+        );
+        println!(
+            "AgentServerState: {} bytes",
+            std::mem::size_of::<jido::server::AgentServerState>()
+        );
+        println!("AgentState: {} bytes", std::mem::size_of::<AgentState>());
+        println!(
+            "ServerOptions: {} bytes, AgentServerArgs: {} bytes",
+            std::mem::size_of::<ServerOptions>(),
+            std::mem::size_of::<jido::server::AgentServerArgs>()
+        );
+        println!(
+            "ErrorPolicy: {} bytes, DispatchConfig: {} bytes",
+            std::mem::size_of::<Option<jido::server::ErrorPolicy>>(),
+            std::mem::size_of::<Option<jido::signal::dispatch::DispatchConfig>>()
+        );
+        return;
+    }
     let rounds: u64 = args
         .next()
         .and_then(|s| s.parse().ok())

@@ -33,7 +33,9 @@ use crate::state::StateMap;
 /// ```
 #[derive(Clone, Default)]
 pub struct Context {
-    values: Map<String, Value>,
+    /// `None` when empty (most contexts): a context is cloned into every
+    /// attempt and its task, and an empty map cost a clone each time.
+    values: Option<Arc<Map<String, Value>>>,
     /// The running action (set by Exec), seen through its metadata.
     action: Option<Arc<dyn HasMetadata>>,
     deadline: Option<Instant>,
@@ -79,12 +81,12 @@ impl Context {
 
     /// A caller value by key.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.values.get(key)
+        self.values.as_deref()?.get(key)
     }
 
     /// Sets a caller value.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Value>) -> &mut Self {
-        self.values.insert(key.into(), value.into());
+        self.values_mut().insert(key.into(), value.into());
         self
     }
 
@@ -97,12 +99,23 @@ impl Context {
 
     /// All caller values.
     pub fn values(&self) -> &Map<String, Value> {
-        &self.values
+        static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        match &self.values {
+            Some(values) => values,
+            None => EMPTY.get_or_init(Map::new),
+        }
+    }
+
+    /// The caller values to write to (copied first when shared).
+    fn values_mut(&mut self) -> &mut Map<String, Value> {
+        Arc::make_mut(self.values.get_or_insert_with(Default::default))
     }
 
     /// Merges `values` into the caller values; keys in `values` win.
     pub fn merge_values(&mut self, values: Map<String, Value>) {
-        self.values.extend(values);
+        if !values.is_empty() {
+            self.values_mut().extend(values);
+        }
     }
 
     /// The metadata of the running action (set by Exec).
@@ -219,7 +232,7 @@ impl Context {
     }
 
     pub(crate) fn set_values(&mut self, values: Map<String, Value>) {
-        self.values = values;
+        self.values = (!values.is_empty()).then(|| Arc::new(values));
     }
 
     /// The context of one attempt (or compensation): the caller's values
@@ -250,7 +263,7 @@ impl Context {
     /// place: this is on every `cmd`'s path).
     pub(crate) fn for_agent(state: StateMap, exec: Exec, signal: Option<Arc<Signal>>) -> Self {
         Self {
-            values: Map::new(),
+            values: None,
             action: None,
             deadline: None,
             nested_deadline: None,
@@ -271,7 +284,7 @@ impl Context {
 impl From<Map<String, Value>> for Context {
     fn from(values: Map<String, Value>) -> Self {
         Self {
-            values,
+            values: (!values.is_empty()).then(|| Arc::new(values)),
             ..Self::default()
         }
     }
@@ -280,7 +293,7 @@ impl From<Map<String, Value>> for Context {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("values", &self.values)
+            .field("values", self.values())
             .field("action", &self.action().map(|a| a.name))
             .field("deadline", &self.deadline)
             .field("nested_deadline", &self.nested_deadline)

@@ -35,7 +35,11 @@ use crate::executor::ExecOptions;
 /// One action to run, with its params, context values and options.
 #[derive(Debug, Clone)]
 pub struct Instruction {
-    /// A UUIDv7, new for every instruction.
+    /// A UUIDv7: new for every instruction built with
+    /// [`Instruction::new`]; an instruction the runtime builds for a routed
+    /// signal takes that signal's id when it is a UUIDv7 (the signal and
+    /// its instructions share one id; several routes of one signal share
+    /// it too), and a new one otherwise.
     pub id: Uuid,
     /// The action.
     pub action: DynAction,
@@ -55,6 +59,18 @@ impl Instruction {
             id: Uuid::now_v7(),
             action: action.into(),
             params: Value::Object(Map::new()),
+            context: Map::new(),
+            opts: ExecOptions::new(),
+        }
+    }
+
+    /// An instruction with a known id (the routed signal's): no new
+    /// UUIDv7 is made.
+    pub(crate) fn with_id(id: Uuid, action: DynAction, params: Value) -> Self {
+        Self {
+            id,
+            action,
+            params,
             context: Map::new(),
             opts: ExecOptions::new(),
         }

@@ -845,3 +845,63 @@ async fn actions_see_the_signal_they_handle() {
     );
     jido.shutdown().await;
 }
+
+/// Records the ids of the instructions each `cmd` gets, in the state.
+struct IdRecorder;
+impl Agent for IdRecorder {
+    const NAME: &'static str = "id_recorder";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![
+            SignalRoute::action("one", noop()),
+            SignalRoute::action("two", noop()),
+            SignalRoute::action("two", noop()),
+        ]
+    }
+    fn on_before_cmd(
+        &self,
+        agent: &mut AgentState,
+        commands: Vec<jido::strategy::Command>,
+    ) -> jido::Result<Vec<jido::strategy::Command>> {
+        let ids: Vec<String> = commands
+            .iter()
+            .filter_map(|c| match c {
+                jido::strategy::Command::Run(ins) => Some(ins.id.to_string()),
+                _ => None,
+            })
+            .collect();
+        agent.state_mut().insert("ids", json!(ids));
+        Ok(commands)
+    }
+}
+
+#[tokio::test]
+async fn routed_instructions_share_the_signal_uuid() {
+    let (jido, agent) = start(
+        AgentState::new(IdRecorder, AgentOptions::new().id("ids1")),
+        ServerOptions::new(),
+    )
+    .await;
+    // A generated id (a UUIDv7): the instruction takes it.
+    let signal = sig("one", json!({}));
+    let id = signal.id().to_owned();
+    let after = agent.call(signal).await.unwrap();
+    assert_eq!(after.state()["ids"], json!([id]));
+    // Two routes for one signal: both instructions share its id.
+    let signal = sig("two", json!({}));
+    let id = signal.id().to_owned();
+    let after = agent.call(signal).await.unwrap();
+    assert_eq!(after.state()["ids"], json!([id, id]));
+    // An id that is not a UUIDv7 (given by hand, or a UUIDv4): a new
+    // UUIDv7 for the instruction.
+    for given in ["order-17", "5f0c6b8e-3d5a-4c1e-9a8b-2f1e0d9c8b7a"] {
+        let signal = Signal::builder("one").id(given).build().unwrap();
+        let after = agent.call(signal).await.unwrap();
+        let ids = after.state()["ids"].as_array().unwrap().clone();
+        assert_eq!(ids.len(), 1);
+        let made = uuid::Uuid::parse_str(ids[0].as_str().unwrap()).unwrap();
+        assert_eq!(made.get_version_num(), 7);
+        assert_ne!(made.to_string(), given);
+    }
+    jido.shutdown().await;
+}

@@ -9,6 +9,8 @@ use super::{Action, ActionMetadata, CompensationOptions};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
+use crate::executor::{TaskSupervisor, TrackedTask};
+use tracing::Instrument;
 
 /// Any action, type-erased, cheap to clone.
 ///
@@ -51,6 +53,19 @@ pub(crate) trait Erased: HasMetadata {
         ctx: &'a Context,
         opts: &'a CompensationOptions,
     ) -> BoxFuture<'a, Result<Value>>;
+
+    /// One attempt in a task of `supervisor`, in `span`. Typed actions
+    /// override it so that the action's own future is the task's: no box
+    /// per run.
+    fn spawn_run(
+        self: Arc<Self>,
+        prepared: Prepared,
+        ctx: Context,
+        span: tracing::Span,
+        supervisor: &TaskSupervisor,
+    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
+        supervisor.spawn_tracked(async move { self.run(&prepared, &ctx).await }.instrument(span))
+    }
 }
 
 /// An action with its metadata, computed once when it is erased.
@@ -60,6 +75,18 @@ struct Typed<A> {
 }
 
 impl<A: Action> Typed<A> {
+    async fn run_typed(&self, prepared: &Prepared, ctx: &Context) -> Result<Map<String, Value>> {
+        let params = self.params(prepared)?.clone();
+        let output = self.action.run(params, ctx).await?;
+        self.action.validate_output(&output).map_err(|err| {
+            let message = format!("invalid output of action {}: {}", A::NAME, err.message());
+            Error::validation(message)
+                .with_details(Value::Object(err.details().clone()))
+                .with_detail("action", A::NAME)
+        })?;
+        output_to_map(A::NAME, &output)
+    }
+
     fn params<'p>(&self, prepared: &'p Prepared) -> Result<&'p A::Params> {
         prepared.0.downcast_ref::<A::Params>().ok_or_else(|| {
             Error::internal(format!(
@@ -98,17 +125,18 @@ impl<A: Action> Erased for Typed<A> {
         prepared: &'a Prepared,
         ctx: &'a Context,
     ) -> BoxFuture<'a, Result<Map<String, Value>>> {
-        Box::pin(async move {
-            let params = self.params(prepared)?.clone();
-            let output = self.action.run(params, ctx).await?;
-            self.action.validate_output(&output).map_err(|err| {
-                let message = format!("invalid output of action {}: {}", A::NAME, err.message());
-                Error::validation(message)
-                    .with_details(Value::Object(err.details().clone()))
-                    .with_detail("action", A::NAME)
-            })?;
-            output_to_map(A::NAME, &output)
-        })
+        Box::pin(self.run_typed(prepared, ctx))
+    }
+
+    fn spawn_run(
+        self: Arc<Self>,
+        prepared: Prepared,
+        ctx: Context,
+        span: tracing::Span,
+        supervisor: &TaskSupervisor,
+    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
+        supervisor
+            .spawn_tracked(async move { self.run_typed(&prepared, &ctx).await }.instrument(span))
     }
 
     fn compensate<'a>(
@@ -201,7 +229,7 @@ impl DynAction {
             use std::any::TypeId;
             use std::collections::HashMap;
             use std::sync::{OnceLock, PoisonError, RwLock};
-            type Shared = RwLock<HashMap<TypeId, Arc<dyn Erased>>>;
+            type Shared = RwLock<HashMap<TypeId, Arc<dyn Erased>, foldhash::fast::RandomState>>;
             static SHARED: OnceLock<Shared> = OnceLock::new();
             let shared = SHARED.get_or_init(Shared::default);
             let id = TypeId::of::<A>();

@@ -504,11 +504,11 @@ impl Run<'_> {
         span: &Span,
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
-        let erased = Arc::clone(self.action.erased());
-        let prepared = self.prepared.clone();
-        let task_ctx = actx.clone();
-        let spawned = self.exec.supervisor().spawn_tracked(
-            async move { erased.run(&prepared, &task_ctx).await }.instrument(span.clone()),
+        let spawned = Arc::clone(self.action.erased()).spawn_run(
+            self.prepared.clone(),
+            actx.clone(),
+            span.clone(),
+            self.exec.supervisor(),
         );
         // Dropping the task (the caller gave up) aborts it.
         let mut task = match spawned {

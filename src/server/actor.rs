@@ -26,7 +26,9 @@ use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
 };
 use super::{AgentRef, DEBUG_BUFFER_SIZE, Jido, signal_types};
-use crate::agent::{AgentState, CmdOptions, ORPHANED_FROM_KEY, PARENT_KEY, RouteTarget};
+use crate::agent::{
+    AgentState, CmdOptions, ORPHANED_FROM_KEY, PARENT_KEY, RouteTarget, SignalRoute,
+};
 use crate::directive::{Directive, StopReason};
 use crate::error::{Error, Result};
 use crate::exec::Exec;
@@ -186,7 +188,9 @@ pub(crate) struct Waiter {
 pub struct AgentServerState {
     pub(crate) agent: AgentState,
     pub(crate) id: Arc<str>,
-    pub(crate) router: Router<RouteTarget>,
+    /// Shared with the agents of the same type and routes (see
+    /// [`shared_router`]).
+    pub(crate) router: Arc<Router<RouteTarget>>,
     pub(crate) settings: Settings,
     pub(crate) myself: ActorRef<AgentMsg>,
     pub(crate) status: ServerStatus,
@@ -217,8 +221,9 @@ pub(crate) struct Settings {
     pub(crate) max_queue_size: usize,
     pub(crate) max_pending: usize,
     pub(crate) on_parent_death: OnParentDeath,
-    pub(crate) error_policy: Option<ErrorPolicy>,
-    pub(crate) default_dispatch: Option<DispatchConfig>,
+    /// Boxed, as the two below: rarely set, and in every agent's state.
+    pub(crate) error_policy: Option<Box<ErrorPolicy>>,
+    pub(crate) default_dispatch: Option<Box<DispatchConfig>>,
     pub(crate) executors: Executors,
     pub(crate) allow_untrusted_runtime_signals: bool,
     pub(crate) fail_calls_on_action_error: bool,
@@ -267,10 +272,108 @@ fn boxed(err: Error) -> ActorProcessingErr {
     Box::new(err)
 }
 
-/// Builds the router of an agent, naming the first invalid route.
-pub(crate) fn build_router(agent: &AgentState) -> Result<Router<RouteTarget>> {
+/// The router of an agent: shared with the other live agents of its type
+/// whose routes are the same (same patterns and priorities, the same
+/// action values — `DynAction::ptr_eq`, as zero-sized actions always are —
+/// and equal params), built otherwise. A router is never changed once
+/// built, and a million agents of one type should not hold a million
+/// copies of it (~0.8 KB for two routes) nor build it on every start.
+///
+/// The cache holds no action: only the router, weakly, and what its routes
+/// were built from, with actions by address. An address is compared only
+/// while the router is alive, which keeps those actions alive, so it
+/// cannot have been reused; an agent's actions (and what they hold) are
+/// dropped with the last agent using them.
+pub(crate) fn shared_router(agent: &AgentState) -> Result<Arc<Router<RouteTarget>>> {
+    type Cache = HashMap<
+        &'static str,
+        (Vec<RouteKey>, std::sync::Weak<Router<RouteTarget>>),
+        foldhash::fast::RandomState,
+    >;
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<Cache>> = std::sync::OnceLock::new();
+    let routes = agent.signal_routes();
+    let cache = CACHE.get_or_init(Default::default);
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    {
+        let cache = lock();
+        if let Some((cached, router)) = cache.get(agent.name())
+            && let Some(router) = router.upgrade()
+            && cached.len() == routes.len()
+            && cached.iter().zip(&routes).all(|(k, r)| k.matches(r))
+        {
+            return Ok(router);
+        }
+    }
+    let keys: Vec<RouteKey> = routes.iter().map(RouteKey::of).collect();
+    let router = Arc::new(build_router(routes)?);
+    lock().insert(agent.name(), (keys, Arc::downgrade(&router)));
+    Ok(router)
+}
+
+/// What one route of a shared router was built from (see
+/// [`shared_router`]).
+struct RouteKey {
+    path: String,
+    priority: Option<i32>,
+    target: TargetKey,
+}
+
+enum TargetKey {
+    /// The action's address.
+    Action(usize),
+    ActionWithParams(usize, Value),
+    StrategyCmd(String),
+    StrategyPayload(String),
+    StrategyTick,
+}
+
+/// The address of an action value (compared only while it is alive).
+fn action_addr(action: &crate::action::DynAction) -> usize {
+    Arc::as_ptr(action.erased()).cast::<()>() as usize
+}
+
+impl RouteKey {
+    /// Whether `route` is the route this was made from.
+    fn matches(&self, route: &SignalRoute) -> bool {
+        self.path == route.path
+            && self.priority == route.priority
+            && match (&self.target, &route.target) {
+                (TargetKey::Action(x), RouteTarget::Action(a)) => *x == action_addr(a),
+                (TargetKey::ActionWithParams(x, p), RouteTarget::ActionWithParams(a, q)) => {
+                    *x == action_addr(a) && p == q
+                }
+                (TargetKey::StrategyCmd(x), RouteTarget::StrategyCmd(y))
+                | (TargetKey::StrategyPayload(x), RouteTarget::StrategyPayload(y)) => x == y,
+                (TargetKey::StrategyTick, RouteTarget::StrategyTick) => true,
+                _ => false,
+            }
+    }
+
+    fn of(route: &SignalRoute) -> Self {
+        let addr = action_addr;
+        let target = match &route.target {
+            RouteTarget::Action(a) => TargetKey::Action(addr(a)),
+            RouteTarget::ActionWithParams(a, p) => TargetKey::ActionWithParams(addr(a), p.clone()),
+            RouteTarget::StrategyCmd(name) => TargetKey::StrategyCmd(name.clone()),
+            RouteTarget::StrategyPayload(name) => TargetKey::StrategyPayload(name.clone()),
+            RouteTarget::StrategyTick => TargetKey::StrategyTick,
+        };
+        Self {
+            path: route.path.clone(),
+            priority: route.priority,
+            target,
+        }
+    }
+}
+
+/// Builds a router from routes, naming the first invalid route.
+fn build_router(routes: Vec<SignalRoute>) -> Result<Router<RouteTarget>> {
     let mut router = Router::new();
-    for route in agent.signal_routes() {
+    for route in routes {
         let path = route.path.clone();
         let mut r = Route::new(route.path, route.target);
         if let Some(p) = route.priority {
@@ -296,11 +399,18 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         args: AgentServerArgs,
     ) -> std::result::Result<AgentServerState, ActorProcessingErr> {
-        // A durable agent resumes from its storage (nothing is written).
-        let loaded = super::durable::load(&args).await.map_err(boxed)?;
-        let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
-        state.attach_durable(loaded);
-        Ok(state)
+        // Boxed: ractor keeps this future's state (the start arguments,
+        // the storage read) in the actor's loop future for the agent's
+        // whole life, idle or not, so inline it would cost every agent
+        // its size in memory.
+        Box::pin(async move {
+            // A durable agent resumes from its storage (nothing is written).
+            let loaded = super::durable::load(&args).await.map_err(boxed)?;
+            let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
+            state.attach_durable(loaded);
+            Ok(state)
+        })
+        .await
     }
 
     async fn post_start(
@@ -419,7 +529,7 @@ impl AgentServerState {
                 .extend(initial.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         agent.check_definition()?;
-        let router = build_router(&agent)?;
+        let router = shared_router(&agent)?;
         let exec = options
             .jido
             .as_ref()
@@ -467,8 +577,8 @@ impl AgentServerState {
                 max_queue_size: max_queue_size.unwrap_or(super::DEFAULT_MAX_QUEUE_SIZE),
                 max_pending: max_pending_signals.unwrap_or(super::DEFAULT_MAX_PENDING_SIGNALS),
                 on_parent_death: on_parent_death.unwrap_or_default(),
-                error_policy,
-                default_dispatch,
+                error_policy: error_policy.map(Box::new),
+                default_dispatch: default_dispatch.map(Box::new),
                 executors,
                 allow_untrusted_runtime_signals: allow_untrusted_runtime_signals.unwrap_or(false),
                 fail_calls_on_action_error: fail_calls_on_action_error.unwrap_or(true),
@@ -785,19 +895,22 @@ impl AgentServerState {
                 .cloned()
                 .unwrap_or_else(|| Value::Object(Map::new()))
         };
+        // The instructions share the signal's id (no second UUIDv7 per
+        // signal); a signal whose id is not a UUIDv7 gives them a new one.
+        let id = || crate::signal::uuid_v7(&signal).unwrap_or_else(uuid::Uuid::now_v7);
         let mut commands = Vec::with_capacity(targets.len());
         let mut tick = false;
         for target in targets {
             match target {
                 RouteTarget::Action(a) => {
-                    commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(data()),
-                    ));
+                    commands.push(Command::Run(Instruction::with_id(id(), a.clone(), data())));
                 }
                 RouteTarget::ActionWithParams(a, p) => {
-                    commands.push(Command::Run(
-                        Instruction::new(a.clone()).with_params(p.clone()),
-                    ));
+                    commands.push(Command::Run(Instruction::with_id(
+                        id(),
+                        a.clone(),
+                        p.clone(),
+                    )));
                 }
                 RouteTarget::StrategyCmd(name) => {
                     commands.push(Command::strategy(name.clone(), data()));
@@ -948,13 +1061,16 @@ impl AgentServerState {
             batch = 1,
             jido_instance = self.instance_name(),
         );
-        let fut = local_cmd(self.agent.clone(), p, self.exec.clone()).instrument(span);
+        let fut = Box::pin(local_cmd(self.agent.clone(), p, self.exec.clone()));
         self.next_id += 1;
         self.status = ServerStatus::Processing;
         self.in_flight = Some(InFlight {
             generation: self.next_id,
             unsettled: 1,
-            running: Running::Local(Box::pin(fut)),
+            running: Running::Local(LocalCmd {
+                fut,
+                span: (!span.is_disabled()).then(|| Box::new(span)),
+            }),
         });
         self.poll_local(myself);
     }
@@ -963,7 +1079,7 @@ impl AgentServerState {
     /// done.
     fn poll_local(&mut self, myself: &ActorRef<AgentMsg>) {
         let Some(InFlight {
-            running: Running::Local(fut),
+            running: Running::Local(cmd),
             ..
         }) = self.in_flight.as_mut()
         else {
@@ -975,7 +1091,11 @@ impl AgentServerState {
         waker.polling();
         let waker = futures::task::waker_ref(waker);
         let mut cx = std::task::Context::from_waker(&waker);
-        if let std::task::Poll::Ready(item) = fut.as_mut().poll(&mut cx) {
+        let polled = {
+            let _entered = cmd.span.as_deref().map(tracing::Span::enter);
+            cmd.fut.as_mut().poll(&mut cx)
+        };
+        if let std::task::Poll::Ready(item) = polled {
             self.in_flight = None;
             self.settle(item);
             self.batch_done();
@@ -1164,8 +1284,13 @@ impl AgentServerState {
                     self.check_waiters();
                     continue;
                 }
-                Some(Running::Local(fut)) => {
-                    let item = fut.as_mut().await;
+                Some(Running::Local(cmd)) => {
+                    let span = cmd
+                        .span
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(tracing::Span::none);
+                    let item = cmd.fut.as_mut().instrument(span).await;
                     self.in_flight = None;
                     self.settle(item);
                     self.batch_done();
@@ -1643,5 +1768,71 @@ fn local_cmd(
             result,
             duration_us: started.map_or(0, |s| s.elapsed().as_micros() as u64),
         }
+    }
+}
+
+#[cfg(test)]
+mod router_sharing {
+    use super::*;
+    use crate::agent::{Agent, AgentOptions};
+
+    struct Nothing;
+    impl crate::action::Action for Nothing {
+        type Params = serde_json::Map<String, Value>;
+        type Output = ();
+        const NAME: &'static str = "nothing";
+        async fn run(&self, _: Self::Params, _: &crate::Context) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Holds a value: every instance is its own action.
+    struct Holding(#[allow(dead_code)] String);
+    impl crate::action::Action for Holding {
+        type Params = serde_json::Map<String, Value>;
+        type Output = ();
+        const NAME: &'static str = "holding";
+        async fn run(&self, _: Self::Params, _: &crate::Context) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    struct Zst;
+    impl Agent for Zst {
+        const NAME: &'static str = "router_sharing_zst";
+        type Schema = ();
+        fn signal_routes(&self) -> Vec<SignalRoute> {
+            vec![
+                SignalRoute::action("a", Nothing),
+                SignalRoute::action("b.*", Nothing),
+            ]
+        }
+    }
+
+    struct Owning;
+    impl Agent for Owning {
+        const NAME: &'static str = "router_sharing_owning";
+        type Schema = ();
+        fn signal_routes(&self) -> Vec<SignalRoute> {
+            vec![SignalRoute::action("a", Holding("x".into()))]
+        }
+    }
+
+    #[test]
+    fn same_routes_share_one_router_while_it_lives() {
+        let a = shared_router(&AgentState::new(Zst, AgentOptions::new())).unwrap();
+        let b = shared_router(&AgentState::new(Zst, AgentOptions::new())).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        drop((a, b));
+        // Gone with its last agent: the next one builds a new router.
+        let c = shared_router(&AgentState::new(Zst, AgentOptions::new())).unwrap();
+        assert_eq!(Arc::strong_count(&c), 1);
+    }
+
+    #[test]
+    fn routes_to_distinct_action_values_are_not_shared() {
+        let a = shared_router(&AgentState::new(Owning, AgentOptions::new())).unwrap();
+        let b = shared_router(&AgentState::new(Owning, AgentOptions::new())).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b));
     }
 }

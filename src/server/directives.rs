@@ -376,7 +376,7 @@ impl AgentServerState {
         custom: &(dyn CustomDirective + 'static),
     ) -> DirectiveResult {
         let type_id = Any::type_id(custom.as_any());
-        let Some(exec) = self.settings.executors.0.get(&type_id).cloned() else {
+        let Some(exec) = self.settings.executors.get(&type_id).cloned() else {
             return self.unhandled_directive(myself, input, custom.type_name());
         };
         let ctx = DirectiveContext { state: self };
@@ -482,7 +482,8 @@ impl AgentServerState {
         signal: Signal,
         dispatch: Option<DispatchConfig>,
     ) -> Result<DirectiveResult, Error> {
-        let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.clone()) else {
+        let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.as_deref().cloned())
+        else {
             let _ = myself.send_message(AgentMsg::Signal(signal));
             return Ok(DirectiveResult::Async(None));
         };
@@ -580,7 +581,7 @@ impl AgentServerState {
             target: "jido::agent_server",
             agent_id = %self.id,
             context = &*shown_context,
-            policy = self.settings.error_policy.as_ref().map_or("log_only", ErrorPolicy::name),
+            policy = self.settings.error_policy.as_deref().map_or("log_only", ErrorPolicy::name),
             error_type = error.kind().as_str(),
             signal_id = &*signal_id,
             signal_type = &*signal_type,
@@ -590,7 +591,12 @@ impl AgentServerState {
             shown_context,
             message
         );
-        let policy = self.settings.error_policy.clone().unwrap_or_default();
+        let policy = self
+            .settings
+            .error_policy
+            .as_deref()
+            .cloned()
+            .unwrap_or_default();
         match policy {
             ErrorPolicy::LogOnly => DirectiveResult::Ok,
             ErrorPolicy::StopOnError => {

@@ -6,7 +6,12 @@
 //! and publishes an [`AgentEvent`] to every [`AgentEvents`] receiver, so
 //! a service learns why its agents end without writing a supervisor.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// The bookkeeping maps of agents (by actor and by id), touched several
+/// times by every start and stop: hashed with foldhash (seeded per
+/// process, as the state maps), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::sync::Arc;
 
@@ -218,9 +223,9 @@ impl Default for ExitBook {
     fn default() -> Self {
         ExitBook {
             events: Some(broadcast::channel(EVENTS_CAPACITY).0),
-            ids: HashMap::new(),
-            waiters: HashMap::new(),
-            recent: HashMap::new(),
+            ids: HashMap::default(),
+            waiters: HashMap::default(),
+            recent: HashMap::default(),
             order: VecDeque::new(),
             final_exits: Vec::new(),
         }
@@ -283,10 +288,10 @@ impl ExitBook {
 
     /// `actor`, linked under the instance supervisor, started as agent
     /// `id`.
-    pub(crate) fn started(&mut self, actor: ActorId, id: &str, parent: Option<&str>) {
-        self.ids.insert(actor, Arc::from(id));
+    pub(crate) fn started(&mut self, actor: ActorId, id: &Arc<str>, parent: Option<&str>) {
+        self.ids.insert(actor, Arc::clone(id));
         self.publish(|| AgentEvent::Started {
-            id: id.to_owned(),
+            id: id.to_string(),
             actor,
             parent: parent.map(str::to_owned),
         });
@@ -359,7 +364,7 @@ mod tests {
         let n = EVENTS_CAPACITY * 3;
         for i in 0..n {
             let actor = ActorId::Local(i as u64);
-            book.started(actor, &format!("a{i}"), None);
+            book.started(actor, &Arc::from(format!("a{i}")), None);
             let reason = ExitReason::Stopped(format!("r{i}"));
             let id = book.record(actor, &reason).expect("an agent of the book");
             book.notify_final(&id, &reason);

@@ -68,7 +68,14 @@ impl DoneItem {
 /// woken (see [`ActorWaker`]), and settles it as soon as it is ready.
 /// Dropping it (the agent stopped) drops its caller's reply port: the
 /// caller gets `Cancelled`.
-pub(crate) type LocalCmd = Pin<Box<dyn Future<Output = DoneItem> + Send>>;
+pub(crate) struct LocalCmd {
+    pub(crate) fut: Pin<Box<dyn Future<Output = DoneItem> + Send>>,
+    /// The signal's span, entered around each poll (an `Instrumented`
+    /// wrapper would move the future once more before it is boxed);
+    /// `None` while the span is disabled, boxed otherwise: this sits in
+    /// every agent's state.
+    pub(crate) span: Option<Box<tracing::Span>>,
+}
 
 /// The waker of an actor's [`LocalCmd`]: a wake is a `Poll` message to the
 /// actor, one per burst of wakes (the flag is cleared when the actor

@@ -1,7 +1,12 @@
 //! The `Jido` instance: a root supervisor, a registry, a task supervisor and
 //! default options.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// The bookkeeping maps of agents (by actor and by id), touched several
+/// times by every start and stop: hashed with foldhash (seeded per
+/// process, as the state maps), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -171,7 +176,7 @@ pub(crate) struct Shared {
     starting: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     /// Agents writing their last checkpoint before they hibernate (still
     /// registered until they end).
-    hibernating: Mutex<std::collections::HashSet<ActorId>>,
+    hibernating: Mutex<std::collections::HashSet<ActorId, foldhash::fast::RandomState>>,
     /// The timer table: hibernated agents with timers, by id, with the
     /// task that thaws each when its next timer is due.
     #[cfg(feature = "persist")]
@@ -276,12 +281,12 @@ impl Jido {
             .unwrap_or((DEFAULT_MAX_RESTARTS, DEFAULT_RESTART_WINDOW));
         let shared = Arc::new(Shared {
             registry: RwLock::new(Registry::default()),
-            starting: Mutex::new(HashMap::new()),
-            hibernating: Mutex::new(std::collections::HashSet::new()),
+            starting: Mutex::new(HashMap::default()),
+            hibernating: Mutex::new(std::collections::HashSet::default()),
             #[cfg(feature = "persist")]
-            parked: Mutex::new(HashMap::new()),
+            parked: Mutex::new(HashMap::default()),
             exits: Mutex::new(ExitBook::default()),
-            specs: Mutex::new(HashMap::new()),
+            specs: Mutex::new(HashMap::default()),
             shutting_down: AtomicBool::new(false),
             max_restarts,
             restart_window,
@@ -765,10 +770,11 @@ impl Jido {
         if let Some(old) = reg.by_id.insert(Arc::clone(&key), agent) {
             reg.by_actor.remove(&old.actor_ref().get_id());
         }
-        reg.by_actor.insert(actor, key);
+        reg.by_actor.insert(actor, Arc::clone(&key));
         drop(reg);
         if supervised {
-            self.inner.shared.exits().started(actor, id, parent);
+            // The registry's key, shared: no copy of the id.
+            self.inner.shared.exits().started(actor, &key, parent);
         }
         Ok(())
     }

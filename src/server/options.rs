@@ -77,15 +77,36 @@ impl fmt::Debug for ParentRef {
     }
 }
 
-/// Executors of custom directives, by directive type.
+/// Executors of custom directives, by directive type. `None` when there
+/// are none (most agents), and shared between the agents that inherit the
+/// same ones: a pointer in every agent's state, not a map.
 #[derive(Clone, Default)]
-pub(crate) struct Executors(pub(crate) HashMap<TypeId, Arc<dyn ErasedExec>>);
+pub(crate) struct Executors(Option<Arc<HashMap<TypeId, Arc<dyn ErasedExec>>>>);
 
 impl Executors {
+    pub(crate) fn get(&self, ty: &TypeId) -> Option<&Arc<dyn ErasedExec>> {
+        self.0.as_deref()?.get(ty)
+    }
+
+    /// Every executor, in no particular order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<dyn ErasedExec>> {
+        self.0.iter().flat_map(|map| map.values())
+    }
+
+    fn insert(&mut self, ty: TypeId, exec: Arc<dyn ErasedExec>) {
+        Arc::make_mut(self.0.get_or_insert_with(Default::default)).insert(ty, exec);
+    }
+
     pub(crate) fn merged_over(&self, base: &Executors) -> Executors {
-        let mut out = base.0.clone();
-        out.extend(self.0.iter().map(|(k, v)| (*k, Arc::clone(v))));
-        Executors(out)
+        match (&self.0, &base.0) {
+            (None, _) => base.clone(),
+            (Some(_), None) => self.clone(),
+            (Some(own), Some(base)) => {
+                let mut out = HashMap::clone(base);
+                out.extend(own.iter().map(|(k, v)| (*k, Arc::clone(v))));
+                Executors(Some(Arc::new(out)))
+            }
+        }
     }
 }
 
@@ -430,7 +451,6 @@ impl ServerOptions {
     #[must_use]
     pub fn directive_exec<E: DirectiveExec>(mut self, exec: E) -> Self {
         self.executors
-            .0
             .insert(TypeId::of::<E::Directive>(), Arc::new(TypedExec::new(exec)));
         self
     }

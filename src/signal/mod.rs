@@ -335,6 +335,16 @@ pub(crate) fn new_id() -> Text<36> {
     Text::inline(buf)
 }
 
+/// The id of a signal as a UUIDv7, when it is one (always, for the ids
+/// the runtime generates): the id the instructions routed from it share.
+pub(crate) fn uuid_v7(signal: &Signal) -> Option<uuid::Uuid> {
+    let id = match &signal.id {
+        Text::Inline(bytes) => uuid::Uuid::try_parse_ascii(bytes),
+        Text::Heap(text) => uuid::Uuid::try_parse(text),
+    };
+    id.ok().filter(|id| id.get_version_num() == 7)
+}
+
 /// The current UTC time in RFC 3339 with microseconds, e.g.
 /// `2026-01-02T03:04:05.123456Z`.
 pub(crate) fn now_rfc3339() -> Text<27> {

@@ -192,7 +192,6 @@ fn decode_directive(form: &Value, executors: &Executors, now_ms: i64) -> Option<
             let ty = s("type")?;
             let data = form.get("data")?;
             let exec = executors
-                .0
                 .values()
                 .find(|e| e.directive_type() == ty.as_str())?;
             match exec.decode(data)? {
