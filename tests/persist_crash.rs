@@ -260,7 +260,7 @@ fn outbox_rounds(test: &str, env: &[(&str, String)]) {
                     panic!(
                         "round {round}: the child never became ready ({:?}); its stderr:\n{}",
                         child.wait(),
-                        stderr_tail("outbox", round)
+                        stderr_head("outbox", round)
                     )
                 });
             ready = line.contains("READY ");
@@ -388,7 +388,7 @@ fn stderr_path(role: &str, round: u64) -> std::path::PathBuf {
 }
 
 /// The start of a child's stderr (its panic message comes first).
-fn stderr_tail(role: &str, round: u64) -> String {
+fn stderr_head(role: &str, round: u64) -> String {
     let text = std::fs::read_to_string(stderr_path(role, round)).unwrap_or_default();
     text.lines().take(12).collect::<Vec<_>>().join("\n")
 }
@@ -421,7 +421,7 @@ fn crash_rounds(test: &str, role: &str, env: &[(&str, String)]) {
                     panic!(
                         "round {round}: the child never became ready ({:?}); its stderr:\n{}",
                         child.wait(),
-                        stderr_tail(role, round)
+                        stderr_head(role, round)
                     )
                 });
             // The harness may print the test's name on the same line.
