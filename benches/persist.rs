@@ -24,7 +24,9 @@
 //! * `durable_state/H`: one signal beside a 10 000-message history:
 //!   `checkpoint_call` (a checkpoint per call, a delta of what changed
 //!   after the first), `journal_cast_durable` (an append per signal, a
-//!   checkpoint every 64), `volatile_call`.
+//!   checkpoint every 64), `volatile_call`; with `JIDO_TEST_PG` also
+//!   `checkpoint_call_postgres` and `checkpoint_call_append_postgres`
+//!   (the deltas as rows of `jido_checkpoint_deltas`).
 //!
 //! `cargo bench --bench persist --features persist-redb,persist-postgres`, then
 //! `python3 scripts/bench_report.py`.
@@ -496,6 +498,8 @@ fn durable_state(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let storage: Arc<dyn Storage> =
         Arc::new(RedbStorage::open(dir.path().join("state.redb")).expect("open"));
+    let pg: Option<Arc<dyn Storage>> =
+        pg_backend(&rt, "durable_state").map(|(s, _)| Arc::new(s) as Arc<dyn Storage>);
     let mut group = c.benchmark_group("durable_state");
     group
         .sample_size(10)
@@ -530,6 +534,35 @@ fn durable_state(c: &mut Criterion) {
             let volatile = plain.start_agent(make("v"), inline()).await.expect("start");
             (jido, plain, checkpointed, journaled, volatile)
         });
+        let on_pg = pg.as_ref().map(|pg| {
+            rt.block_on(async {
+                let jido = Jido::start(
+                    config()
+                        .name(format!("state-pg-{h}"))
+                        .storage(Arc::clone(pg)),
+                )
+                .await
+                .expect("instance");
+                let agent = jido
+                    .start_agent(
+                        AgentState::new(Durable, AgentOptions::new().id("cp").state(state.clone())),
+                        inline().durability(Durability::Checkpoint),
+                    )
+                    .await
+                    .expect("start");
+                (jido, agent)
+            })
+        });
+        if let Some((_, agent)) = &on_pg {
+            for (name, ty) in [
+                ("checkpoint_call_postgres", "note"),
+                ("checkpoint_call_append_postgres", "say"),
+            ] {
+                group.bench_with_input(BenchmarkId::new(name, h), &h, |b, _| {
+                    b.iter_custom(|iters| calls(&rt, &Arc::new(vec![agent.clone()]), ty, iters))
+                });
+            }
+        }
         for (name, agent, ty) in [
             ("volatile_call", &volatile, "note"),
             ("checkpoint_call", &checkpointed, "note"),
@@ -565,6 +598,9 @@ fn durable_state(c: &mut Criterion) {
         rt.block_on(async {
             jido.shutdown().await;
             plain.shutdown().await;
+            if let Some((jido, _)) = on_pg {
+                jido.shutdown().await;
+            }
         });
     }
     group.finish();

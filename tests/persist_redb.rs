@@ -144,3 +144,63 @@ fn works_without_a_tokio_runtime() -> jido::Result<()> {
         Ok(())
     })
 }
+
+#[tokio::test]
+async fn a_format_2_file_gets_its_timer_listing_on_open() -> jido::Result<()> {
+    use jido::persist::{CheckpointDelta, TimerDue};
+    use redb::{ReadableTable, TableDefinition};
+    let dir = temp();
+    let path = dir.path().join("agents.redb");
+    let schedule = |due: i64| json!({"kind": "schedule", "due_ms": due, "signal": {}});
+    {
+        let storage = RedbStorage::open(&path)?;
+        let mut cp = Checkpoint::new("pinger", "1", "p-1");
+        cp.timers.push(schedule(8_000));
+        let p1 = StorageKey::new("app", "pinger", "p-1")?;
+        storage.put_checkpoint(&p1, &cp, Expect::Absent, 0).await?;
+        // A delta moved p-1's timer: its timers are the ones kept.
+        let mut next = cp.clone();
+        next.timers = vec![schedule(6_000)];
+        storage
+            .put_checkpoint_delta(
+                &p1,
+                &CheckpointDelta::new(next, Vec::<String>::new()),
+                Expect::Rev(1),
+                0,
+            )
+            .await?;
+        let mut cp = Checkpoint::new("pinger", "1", "p-2");
+        cp.timers.push(json!({"kind": "cron", "next_ms": 7_000}));
+        let p2 = StorageKey::new("app", "pinger", "p-2")?;
+        storage.put_checkpoint(&p2, &cp, Expect::Absent, 0).await?;
+        let p3 = StorageKey::new("app", "pinger", "p-3")?;
+        storage
+            .put_checkpoint(
+                &p3,
+                &Checkpoint::new("pinger", "1", "p-3"),
+                Expect::Absent,
+                0,
+            )
+            .await?;
+    }
+    // Back to format 2: no timer listing.
+    {
+        let db = redb::Database::create(&path).expect("open");
+        let txn = db.begin_write().expect("txn");
+        let timers: TableDefinition<(&str, &str, &str), i64> = TableDefinition::new("jido_timers");
+        assert!(txn.delete_table(timers).expect("delete"));
+        {
+            let meta: TableDefinition<&str, u64> = TableDefinition::new("jido_meta");
+            let mut meta = txn.open_table(meta).expect("meta");
+            assert_eq!(meta.get("format").expect("get").map(|g| g.value()), Some(3));
+            meta.insert("format", 2).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let storage = RedbStorage::open(&path)?;
+    assert_eq!(
+        storage.list_timers("app", "pinger", None, 10).await?,
+        vec![TimerDue::new("p-1", 6_000), TimerDue::new("p-2", 7_000)]
+    );
+    Ok(())
+}

@@ -1,7 +1,8 @@
 //! Durable timers (feature `persist`): Schedule and Cron stored with
 //! wall-clock due times and re-armed on restore; missed cron runs are not
 //! replayed; a hibernated agent with timers is thawed by the instance when
-//! the next one is due. Under tokio's paused clock (the runtime's wall
+//! the next one is due, and a new instance re-arms the timers of the
+//! hibernated agents of its registered kinds. Under tokio's paused clock (the runtime's wall
 //! clock moves with it).
 #![cfg(feature = "persist")]
 
@@ -11,8 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use futures::future::BoxFuture;
 use jido::directive::Restart;
-use jido::persist::{MemoryStorage, Storage, StorageKey};
+use jido::persist::{
+    Checkpoint, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage, StorageKey, Stored,
+};
 use jido::prelude::*;
 use jido::server::{AgentEvent, AgentRef, Durability, ExitReason, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
@@ -293,4 +297,216 @@ async fn a_hibernated_agent_with_a_cron_job_ticks_at_each_occurrence() {
         .expect("parked for the next occurrence");
     assert_eq!(due - first_due, 2 * 5 * 60 * 1000);
     jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_instance_rearms_the_timers_of_hibernated_agents_of_registered_kinds() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let options = || ServerOptions::new().idle_timeout(Duration::from_secs(60));
+    let config = || {
+        JidoConfig::new()
+            .name("t-boot")
+            .storage(Arc::clone(&storage))
+    };
+    let jido = Jido::start(config()).await.unwrap();
+    let agent = jido
+        .get_or_start("t6", || (timed("ignored"), options()))
+        .await
+        .unwrap();
+    agent.call(sig("arm", json!({"secs": 300}))).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(within(agent.wait_exit()).await, ExitReason::Hibernated);
+    let due = jido.parked_due("t6").expect("in the timer table");
+    // The process ends: its timer table with it.
+    jido.shutdown().await;
+    tokio::time::sleep(Duration::from_secs(100)).await;
+
+    // A kind not registered: nothing re-armed (thawed by a lookup only).
+    let other = Jido::start(config().kind("other_kind", |id: &str| {
+        Ok((timed(id), ServerOptions::new()))
+    }))
+    .await
+    .unwrap();
+    assert_eq!(other.parked_due("t6"), None);
+    other.shutdown().await;
+
+    let jido = Jido::start(config().kind("test_agent", move |id: &str| {
+        Ok((
+            timed(id),
+            ServerOptions::new().idle_timeout(Duration::from_secs(60)),
+        ))
+    }))
+    .await
+    .unwrap();
+    assert_eq!(jido.parked_due("t6"), Some(due));
+    assert!(jido.whereis("t6").is_none());
+    // Not before it is due (300 s after arming: 139 s from here).
+    tokio::time::sleep(Duration::from_secs(130)).await;
+    assert!(jido.whereis("t6").is_none());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let thawed = jido.whereis("t6").expect("thawed at its due time");
+    assert_eq!(ticks_of(&thawed).await, 1);
+    assert_eq!(jido.parked_due("t6"), None);
+    // Nothing due any more: it hibernates and is listed no longer.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(within(thawed.wait_exit()).await, ExitReason::Hibernated);
+    assert!(
+        storage
+            .list_timers("t-boot", "test_agent", None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kind_factory_making_another_kind_leaves_the_agent_to_its_next_lookup() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let config = || {
+        JidoConfig::new()
+            .name("t-boot-bad")
+            .storage(Arc::clone(&storage))
+    };
+    let jido = Jido::start(config()).await.unwrap();
+    let agent = jido
+        .get_or_start("t7", || {
+            (
+                timed("ignored"),
+                ServerOptions::new().idle_timeout(Duration::from_secs(60)),
+            )
+        })
+        .await
+        .unwrap();
+    agent.call(sig("arm", json!({"secs": 300}))).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(within(agent.wait_exit()).await, ExitReason::Hibernated);
+    jido.shutdown().await;
+
+    struct Other;
+    impl Agent for Other {
+        const NAME: &'static str = "other";
+        type Schema = ();
+    }
+    let jido = Jido::start(config().kind("test_agent", |id: &str| {
+        Ok((
+            AgentState::new(Other, AgentOptions::new().id(id)),
+            ServerOptions::new(),
+        ))
+    }))
+    .await
+    .unwrap();
+    assert_eq!(jido.parked_due("t7"), None);
+    jido.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_storage_that_cannot_list_timers_fails_the_start_with_kinds() {
+    /// Forwards everything but `list_timers` (the trait's default).
+    struct NoListing(MemoryStorage);
+    impl Storage for NoListing {
+        fn get_checkpoint<'a>(
+            &'a self,
+            key: &'a StorageKey,
+        ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
+            self.0.get_checkpoint(key)
+        }
+        fn put_checkpoint<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            cp: &'a Checkpoint,
+            expect: Expect,
+            epoch: u64,
+        ) -> BoxFuture<'a, jido::Result<u64>> {
+            self.0.put_checkpoint(key, cp, expect, epoch)
+        }
+        fn delete<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            epoch: u64,
+        ) -> BoxFuture<'a, jido::Result<()>> {
+            self.0.delete(key, epoch)
+        }
+        fn append_journal<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            epoch: u64,
+            after: u64,
+            signals: &'a [Signal],
+        ) -> BoxFuture<'a, jido::Result<u64>> {
+            self.0.append_journal(key, epoch, after, signals)
+        }
+        fn load_journal<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            after: u64,
+            limit: usize,
+        ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
+            self.0.load_journal(key, after, limit)
+        }
+        fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
+            self.0.journal_head(key)
+        }
+        fn truncate_journal<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            epoch: u64,
+            up_to: u64,
+        ) -> BoxFuture<'a, jido::Result<()>> {
+            self.0.truncate_journal(key, epoch, up_to)
+        }
+        fn bump_attempts<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            epoch: u64,
+            seq: u64,
+        ) -> BoxFuture<'a, jido::Result<u32>> {
+            self.0.bump_attempts(key, epoch, seq)
+        }
+        fn claim<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            node: &'a str,
+        ) -> BoxFuture<'a, jido::Result<u64>> {
+            self.0.claim(key, node)
+        }
+        fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
+            self.0.owner(key)
+        }
+        fn dead_letter<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            epoch: u64,
+            seq: u64,
+            error: &'a jido::Error,
+        ) -> BoxFuture<'a, jido::Result<()>> {
+            self.0.dead_letter(key, epoch, seq, error)
+        }
+        fn load_dead_letters<'a>(
+            &'a self,
+            key: &'a StorageKey,
+            limit: usize,
+        ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
+            self.0.load_dead_letters(key, limit)
+        }
+    }
+    let storage: Arc<dyn Storage> = Arc::new(NoListing(MemoryStorage::new()));
+    // Without kinds the instance never asks.
+    let jido = Jido::start(JidoConfig::new().storage(Arc::clone(&storage)))
+        .await
+        .unwrap();
+    jido.shutdown().await;
+    let err = Jido::start(
+        JidoConfig::new()
+            .storage(storage)
+            .kind("test_agent", |id: &str| {
+                Ok((timed(id), ServerOptions::new()))
+            }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), jido::ErrorKind::Storage);
+    assert_eq!(err.message(), "storage cannot list timers");
+    assert!(!err.retryable());
+    assert_eq!(err.detail("kind"), Some(&json!("test_agent")));
 }

@@ -20,7 +20,10 @@
 //! checkpoint exactly (set, kept, removed, reordered and appended keys,
 //! every other field replaced), count revisions, truncate the journal,
 //! obey the same conditions and fencing, and are dropped by a full write
-//! and by a delete.
+//! and by a delete; [`list_timers`](Storage::list_timers) lists exactly
+//! the keys of a namespace and kind whose checkpoint holds timers, with
+//! the earliest due time after every full write, delta and delete, in id
+//! order, page by page.
 //!
 //! # Examples
 //!
@@ -107,6 +110,7 @@ cases![
     large_checkpoint_round_trips,
     deltas_fold_into_the_checkpoint,
     delta_conditions_hold,
+    timers_are_listed_by_kind,
 ];
 
 /// Every case of the suite, in the order [`run`] runs them.
@@ -1072,4 +1076,112 @@ async fn delta_conditions_hold(s: Arc<dyn Storage>) -> Result<()> {
     s.put_checkpoint_delta(&k, &delta, Expect::Any, 1).await?;
     let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
     check_eq("delta under the new epoch", stored, Some((2, next)))
+}
+
+async fn timers_are_listed_by_kind(s: Arc<dyn Storage>) -> Result<()> {
+    let ns = format!("timers-{}", uuid::Uuid::now_v7());
+    let k = |kind: &str, id: &str| StorageKey::new(&ns, kind, id);
+    let with_timers = |id: &str, timers: Vec<Value>| {
+        let mut cp = Checkpoint::new("pinger", "1", id);
+        cp.state.insert("n".into(), json!(1));
+        cp.timers = timers;
+        cp
+    };
+    let schedule = |due: i64| json!({"kind": "schedule", "due_ms": due, "signal": {}});
+    let cron =
+        |next: i64| json!({"kind": "cron", "job_id": "j", "cron": "* * * * *", "next_ms": next});
+
+    let p1 = with_timers("p-1", vec![schedule(5_000), cron(3_000)]);
+    s.put_checkpoint(&k("pinger", "p-1")?, &p1, Expect::Absent, 0)
+        .await?;
+    // A delta moves p-2's due time.
+    let p2 = with_timers("p-2", vec![schedule(7_000)]);
+    s.put_checkpoint(&k("pinger", "p-2")?, &p2, Expect::Absent, 0)
+        .await?;
+    let moved = with_timers("p-2", vec![schedule(6_000)]);
+    s.put_checkpoint_delta(
+        &k("pinger", "p-2")?,
+        &delta_between(&p2, &moved, &[]),
+        Expect::Rev(1),
+        0,
+    )
+    .await?;
+    s.put_checkpoint(
+        &k("pinger", "p-10")?,
+        &with_timers("p-10", vec![cron(9_000)]),
+        Expect::Absent,
+        0,
+    )
+    .await?;
+    // No timers; timers dropped by a full write; a delta dropping them.
+    s.put_checkpoint(
+        &k("pinger", "p-3")?,
+        &with_timers("p-3", vec![]),
+        Expect::Absent,
+        0,
+    )
+    .await?;
+    s.put_checkpoint(
+        &k("pinger", "p-4")?,
+        &with_timers("p-4", vec![schedule(1)]),
+        Expect::Absent,
+        0,
+    )
+    .await?;
+    s.put_checkpoint(
+        &k("pinger", "p-4")?,
+        &with_timers("p-4", vec![]),
+        Expect::Rev(1),
+        0,
+    )
+    .await?;
+    let p5 = with_timers("p-5", vec![schedule(2)]);
+    s.put_checkpoint(&k("pinger", "p-5")?, &p5, Expect::Absent, 0)
+        .await?;
+    s.put_checkpoint_delta(
+        &k("pinger", "p-5")?,
+        &delta_between(&p5, &with_timers("p-5", vec![]), &[]),
+        Expect::Rev(1),
+        0,
+    )
+    .await?;
+    // Another kind, another namespace.
+    s.put_checkpoint(&k("other", "p-1")?, &p1, Expect::Absent, 0)
+        .await?;
+    let elsewhere = StorageKey::new(format!("{ns}-x"), "pinger", "p-1")?;
+    s.put_checkpoint(&elsewhere, &p1, Expect::Absent, 0).await?;
+
+    let listed = |after: Option<&'static str>, limit: usize| {
+        let s = Arc::clone(&s);
+        let ns = ns.clone();
+        async move {
+            let due = s.list_timers(&ns, "pinger", after, limit).await?;
+            Ok::<_, Error>(
+                due.into_iter()
+                    .map(|d| (d.id, d.due_ms))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let all = vec![
+        ("p-1".to_owned(), 3_000),
+        ("p-10".to_owned(), 9_000),
+        ("p-2".to_owned(), 6_000),
+    ];
+    check_eq("listed timers", listed(None, 100).await?, all.clone())?;
+    check_eq("first page", listed(None, 2).await?, all[..2].to_vec())?;
+    check_eq(
+        "next page",
+        listed(Some("p-10"), 2).await?,
+        all[2..].to_vec(),
+    )?;
+    check_eq("last page", listed(Some("p-2"), 2).await?, vec![])?;
+
+    s.delete(&k("pinger", "p-10")?, 0).await?;
+    check_eq(
+        "listed after a delete",
+        listed(None, 100).await?,
+        vec![all[0].clone(), all[2].clone()],
+    )?;
+    Ok(())
 }

@@ -8,7 +8,7 @@ use futures::future::{BoxFuture, FutureExt, ready};
 use super::errors::{check_epoch, expect_holds, journal_conflict, no_entry, stale_rev};
 use super::{
     Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey,
-    Stored,
+    Stored, TimerDue,
 };
 use crate::error::{Error, Result};
 use crate::signal::Signal;
@@ -143,6 +143,31 @@ impl Storage for MemoryStorage {
             slot.journal.retain(|seq, _| *seq > applied);
             Ok(slot.rev)
         }))
+    }
+
+    fn list_timers<'a>(
+        &'a self,
+        namespace: &'a str,
+        kind: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TimerDue>>> {
+        let mut due: Vec<TimerDue> = self
+            .lock()
+            .iter()
+            .filter(|(key, _)| {
+                key.namespace() == namespace
+                    && key.kind() == kind
+                    && after.is_none_or(|after| key.id() > after)
+            })
+            .filter_map(|(key, slot)| {
+                let (_, cp) = slot.checkpoint.as_ref()?;
+                Some(TimerDue::new(key.id(), cp.next_due_ms()?))
+            })
+            .collect();
+        due.sort_by(|a, b| a.id.cmp(&b.id));
+        due.truncate(limit);
+        ready(Ok(due)).boxed()
     }
 
     fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, Result<()>> {

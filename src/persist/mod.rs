@@ -254,6 +254,39 @@ pub struct Checkpoint {
     pub parent: Option<Value>,
 }
 
+/// The earliest `due_ms` / `next_ms` of stored timer forms.
+pub(crate) fn next_due_of(timers: &[Value]) -> Option<i64> {
+    timers
+        .iter()
+        .filter_map(|t| {
+            t.get("due_ms")
+                .or_else(|| t.get("next_ms"))
+                .and_then(Value::as_i64)
+        })
+        .min()
+}
+
+/// A key whose checkpoint holds timers, and the earliest due time among
+/// them: what [`Storage::list_timers`] returns.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerDue {
+    /// The key's id.
+    pub id: String,
+    /// Unix milliseconds ([`Checkpoint::next_due_ms`]).
+    pub due_ms: i64,
+}
+
+impl TimerDue {
+    /// An entry (for adapters).
+    pub fn new(id: impl Into<String>, due_ms: i64) -> Self {
+        Self {
+            id: id.into(),
+            due_ms,
+        }
+    }
+}
+
 /// The stored layout: the fields of [`Checkpoint`] after a `format`.
 #[derive(Serialize)]
 struct CheckpointOut<'a> {
@@ -286,6 +319,26 @@ impl Checkpoint {
             recent_ids: Vec::new(),
             parent: None,
         }
+    }
+
+    /// The earliest due time (Unix ms) among the stored timers: a
+    /// schedule's `due_ms`, a cron job's `next_ms`; `None` without timers.
+    /// What [`Storage::list_timers`] lists the key by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jido::persist::Checkpoint;
+    /// use serde_json::json;
+    ///
+    /// let mut cp = Checkpoint::new("pinger", "1", "p-1");
+    /// assert_eq!(cp.next_due_ms(), None);
+    /// cp.timers.push(json!({"kind": "cron", "next_ms": 9_000}));
+    /// cp.timers.push(json!({"kind": "schedule", "due_ms": 5_000}));
+    /// assert_eq!(cp.next_due_ms(), Some(5_000));
+    /// ```
+    pub fn next_due_ms(&self) -> Option<i64> {
+        next_due_of(&self.timers)
     }
 
     /// Whether directives are waiting in the outbox (the runtime restores
@@ -649,6 +702,33 @@ pub trait Storage: Send + Sync + 'static {
         key: &'a StorageKey,
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<DeadLetter>>>;
+
+    /// The keys of `namespace` and `kind` whose stored checkpoint (deltas
+    /// folded in) holds timers, each with the earliest due time among them
+    /// ([`Checkpoint::next_due_ms`]), ordered by id, starting after the id
+    /// `after` (exclusive; `None`: from the first), at most `limit`. A
+    /// full write, a delta and a [`delete`](Storage::delete) update the
+    /// listing in the same transaction as the checkpoint. The runtime
+    /// calls it at the start of an instance to re-arm the timers of
+    /// hibernated agents (see [`JidoConfig::kind`](crate::server::JidoConfig::kind)).
+    ///
+    /// The default implementation fails: an adapter that cannot list its
+    /// keys by kind does not support re-arming at start.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Storage`]; the default: `"storage cannot list timers"`
+    /// (not retryable).
+    fn list_timers<'a>(
+        &'a self,
+        namespace: &'a str,
+        kind: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TimerDue>>> {
+        let _ = (namespace, kind, after, limit);
+        Box::pin(async { Err(Error::storage("storage cannot list timers").with_retry(false)) })
+    }
 }
 
 impl<S: Storage + ?Sized> Storage for Arc<S> {
@@ -678,6 +758,15 @@ impl<S: Storage + ?Sized> Storage for Arc<S> {
     }
     fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, Result<()>> {
         (**self).delete(key, epoch)
+    }
+    fn list_timers<'a>(
+        &'a self,
+        namespace: &'a str,
+        kind: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TimerDue>>> {
+        (**self).list_timers(namespace, kind, after, limit)
     }
     fn append_journal<'a>(
         &'a self,

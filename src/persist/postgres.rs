@@ -4,8 +4,8 @@
 //! * **Durable** as PostgreSQL is with `synchronous_commit = on` (its
 //!   default): a write returns after its commit's WAL record is fsynced.
 //!   PostgreSQL groups the commits of concurrent connections itself.
-//! * **Atomic.** A checkpoint and the truncation of the journal up to its
-//!   `applied_seq` commit in one statement; a dead letter leaves the
+//! * **Atomic.** A checkpoint (or a checkpoint delta) and the truncation
+//!   of the journal up to its `applied_seq` commit in one statement; a dead letter leaves the
 //!   journal and enters `jido_dead_letters` in one transaction.
 //! * **Fenced by epoch.** Every write checks the key's epoch under the
 //!   key's row lock, so a write by an old owner that races a
@@ -17,7 +17,12 @@
 //!   tables `jido_agents` (one row per key: epoch, owner, revision, journal
 //!   head, the checkpoint as `bytea` JSON, `applied_seq`, `outbox_pending`
 //!   with a partial index), `jido_journal` (`bytea` CloudEvents JSON per
-//!   entry), `jido_dead_letters` and `jido_schema` (the layout version).
+//!   entry), `jido_checkpoint_deltas` (`bytea` JSON per revision of a
+//!   [`put_checkpoint_delta`](Storage::put_checkpoint_delta), folded into
+//!   the checkpoint by every read in the same snapshot, removed by a full
+//!   write and by [`delete`](Storage::delete)), `jido_dead_letters` and
+//!   `jido_schema` (the layout version, [`SCHEMA_VERSION`]; an older
+//!   layout is upgraded in place).
 //!   JSON is kept as bytes, exactly as written; inspect it with
 //!   `convert_from(checkpoint, 'UTF8')::jsonb`.
 //!
@@ -50,12 +55,18 @@ use tokio_postgres::types::ToSql;
 use super::errors::{
     check_epoch, envelope_bytes, envelope_from, expect_holds, journal_conflict, no_entry, stale_rev,
 };
-use super::{Checkpoint, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey, Stored};
+use super::{
+    Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey,
+    Stored, TimerDue,
+};
 use crate::error::{Error, Result};
 use crate::signal::Signal;
 
 /// The layout version [`PostgresStorage::migrate`] creates.
-pub const SCHEMA_VERSION: i32 = 1;
+///
+/// Version 2 added `jido_checkpoint_deltas` (a version 1 schema is
+/// upgraded in place by [`migrate`](PostgresStorage::migrate)).
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Settings of [`PostgresStorage::connect`].
 #[derive(Debug, Clone)]
@@ -116,10 +127,17 @@ impl std::fmt::Debug for PostgresStorage {
 struct Sql {
     schema: String,
     migrate: String,
+    migrate_v2: String,
+    fill_v2: String,
+    list_timers: String,
     lock: String,
     ensure: String,
     put_fast: String,
     put: String,
+    put_delta_fast: String,
+    put_delta: String,
+    insert_delta: String,
+    drop_deltas: String,
     truncate: String,
     delete_cp: String,
     append_fast: String,
@@ -140,6 +158,7 @@ impl Sql {
         let a = format!("\"{s}\".jido_agents");
         let j = format!("\"{s}\".jido_journal");
         let d = format!("\"{s}\".jido_dead_letters");
+        let x = format!("\"{s}\".jido_checkpoint_deltas");
         let key = "namespace = $1 AND kind = $2 AND id = $3";
         // Expect: $8 = 0 any, 1 absent, 2 revision $9.
         let expect = "CASE $8::int WHEN 0 THEN true WHEN 1 THEN a.checkpoint IS NULL \
@@ -170,6 +189,30 @@ impl Sql {
                    error text NOT NULL, at timestamptz NOT NULL DEFAULT now());
                  CREATE INDEX IF NOT EXISTS jido_dead_letters_key ON {d} (namespace, kind, id, dl_id);"
             ),
+            // Version 2: checkpoint deltas, one row per revision, folded
+            // into the checkpoint on read, removed by a full write.
+            migrate_v2: format!(
+                "CREATE TABLE IF NOT EXISTS {x} (
+                   namespace text NOT NULL, kind text NOT NULL, id text NOT NULL,
+                   rev bigint NOT NULL, delta bytea NOT NULL,
+                   PRIMARY KEY (namespace, kind, id, rev));
+                 ALTER TABLE {a} ADD COLUMN IF NOT EXISTS next_due_ms bigint;
+                 CREATE INDEX IF NOT EXISTS jido_agents_timers
+                   ON {a} (namespace, kind, (id COLLATE \"C\")) WHERE next_due_ms IS NOT NULL;"
+            ),
+            // Version 1 rows: the next due time from the checkpoint's
+            // timers (a version 1 schema holds no deltas).
+            fill_v2: format!(
+                "UPDATE {a} SET next_due_ms = (
+                   SELECT min(COALESCE((t->>'due_ms')::bigint, (t->>'next_ms')::bigint))
+                   FROM jsonb_array_elements(convert_from(checkpoint, 'UTF8')::jsonb -> 'timers') AS t)
+                 WHERE checkpoint IS NOT NULL"
+            ),
+            list_timers: format!(
+                "SELECT id, next_due_ms FROM {a}
+                 WHERE namespace = $1 AND kind = $2 AND id COLLATE \"C\" > $3 AND next_due_ms IS NOT NULL
+                 ORDER BY id COLLATE \"C\" LIMIT $4"
+            ),
             lock: format!(
                 "SELECT epoch, rev, last_seq, checkpoint IS NOT NULL, owner FROM {a} WHERE {key} FOR UPDATE"
             ),
@@ -181,20 +224,42 @@ impl Sql {
             put_fast: format!(
                 "WITH up AS (
                    UPDATE {a} AS a SET rev = a.rev + 1, checkpoint = $4, applied_seq = $5,
-                     outbox_pending = $6, updated_at = now()
+                     outbox_pending = $6, next_due_ms = $10, updated_at = now()
                    WHERE {key} AND a.epoch = $7 AND ({expect})
                    RETURNING a.rev),
-                 del AS (DELETE FROM {j} WHERE {key} AND seq <= $5 AND EXISTS (SELECT 1 FROM up))
+                 del AS (DELETE FROM {j} WHERE {key} AND seq <= $5 AND EXISTS (SELECT 1 FROM up)),
+                 dd AS (DELETE FROM {x} WHERE {key} AND EXISTS (SELECT 1 FROM up))
                  SELECT rev FROM up"
             ),
             put: format!(
                 "UPDATE {a} SET rev = $4, checkpoint = $5, applied_seq = $6, outbox_pending = $7,
-                   updated_at = now() WHERE {key}"
+                   next_due_ms = $8, updated_at = now() WHERE {key}"
             ),
+            // One statement: the delta, the revision and the journal
+            // truncation commit together; only over a live checkpoint.
+            put_delta_fast: format!(
+                "WITH up AS (
+                   UPDATE {a} AS a SET rev = a.rev + 1, applied_seq = $5,
+                     outbox_pending = $6, next_due_ms = $10, updated_at = now()
+                   WHERE {key} AND a.epoch = $7 AND a.checkpoint IS NOT NULL AND ({expect})
+                   RETURNING a.rev),
+                 ins AS (INSERT INTO {x} (namespace, kind, id, rev, delta)
+                   SELECT $1, $2, $3, up.rev, $4 FROM up),
+                 del AS (DELETE FROM {j} WHERE {key} AND seq <= $5 AND EXISTS (SELECT 1 FROM up))
+                 SELECT rev FROM up"
+            ),
+            put_delta: format!(
+                "UPDATE {a} SET rev = $4, applied_seq = $5, outbox_pending = $6,
+                   next_due_ms = $7, updated_at = now() WHERE {key}"
+            ),
+            insert_delta: format!(
+                "INSERT INTO {x} (namespace, kind, id, rev, delta) VALUES ($1, $2, $3, $4, $5)"
+            ),
+            drop_deltas: format!("DELETE FROM {x} WHERE {key}"),
             truncate: format!("DELETE FROM {j} WHERE {key} AND seq <= $4"),
             delete_cp: format!(
                 "UPDATE {a} SET checkpoint = NULL, applied_seq = 0, outbox_pending = false,
-                   last_seq = 0, updated_at = now() WHERE {key}"
+                   next_due_ms = NULL, last_seq = 0, updated_at = now() WHERE {key}"
             ),
             append_fast: format!(
                 "WITH up AS (
@@ -213,8 +278,13 @@ impl Sql {
                    SELECT $1, $2, $3, $5::bigint + t.n, t.s FROM unnest($7::bytea[]) WITH ORDINALITY AS t(s, n))
                  SELECT $4::bigint"
             ),
+            // One statement, so one snapshot: the checkpoint and its deltas.
             get: format!(
-                "SELECT epoch, rev, checkpoint FROM {a} WHERE {key} AND checkpoint IS NOT NULL"
+                "SELECT a.epoch, a.rev, a.checkpoint,
+                   ARRAY(SELECT x.delta FROM {x} AS x
+                         WHERE x.namespace = $1 AND x.kind = $2 AND x.id = $3 ORDER BY x.rev)
+                 FROM {a} AS a
+                 WHERE a.namespace = $1 AND a.kind = $2 AND a.id = $3 AND a.checkpoint IS NOT NULL"
             ),
             load: format!(
                 "SELECT seq, signal, attempts FROM {j} WHERE {key} AND seq > $4 ORDER BY seq LIMIT $5"
@@ -382,6 +452,9 @@ impl PostgresStorage {
             .await
             .map_err(backend)?;
         tx.batch_execute(&self.sql.migrate).await.map_err(backend)?;
+        tx.batch_execute(&self.sql.migrate_v2)
+            .await
+            .map_err(backend)?;
         let version_sql = format!(
             "SELECT max(version) FROM \"{}\".jido_schema",
             self.sql.schema
@@ -398,7 +471,19 @@ impl PostgresStorage {
                     .await
                     .map_err(backend)?;
             }
-            Some(v) if v <= SCHEMA_VERSION => {}
+            Some(v) if v < SCHEMA_VERSION => {
+                tx.batch_execute(&self.sql.fill_v2).await.map_err(backend)?;
+                // The layout of every version is created above (each
+                // step is idempotent): record the upgrade.
+                let update = format!(
+                    "UPDATE \"{}\".jido_schema SET version = $1",
+                    self.sql.schema
+                );
+                tx.execute(&update, &[&SCHEMA_VERSION])
+                    .await
+                    .map_err(backend)?;
+            }
+            Some(v) if v == SCHEMA_VERSION => {}
             Some(v) => {
                 return Err(Error::storage("unsupported postgres schema version")
                     .with_detail("version", v)
@@ -455,6 +540,7 @@ impl PostgresStorage {
             Expect::Rev(rev) => (2, big(rev, "revision")?),
         };
         let pending = cp.outbox_pending();
+        let next_due = cp.next_due_ms();
         // Fast path: one statement when the key exists and the write holds.
         {
             let client = self.pool.get().await.map_err(backend)?;
@@ -475,6 +561,7 @@ impl PostgresStorage {
                         &epoch_i,
                         &mode,
                         &want,
+                        &next_due,
                     ],
                 )
                 .await
@@ -503,7 +590,105 @@ impl PostgresStorage {
                     &data,
                     &applied,
                     &pending,
+                    &next_due,
                 ],
+            )
+            .await
+            .map_err(backend)?;
+            let drop = tx.prepare_cached(&sql.drop_deltas).await.map_err(backend)?;
+            tx.execute(&drop, &[&key.namespace(), &key.kind(), &key.id()])
+                .await
+                .map_err(backend)?;
+            let truncate = tx.prepare_cached(&sql.truncate).await.map_err(backend)?;
+            tx.execute(
+                &truncate,
+                &[&key.namespace(), &key.kind(), &key.id(), &applied],
+            )
+            .await
+            .map_err(backend)?;
+            Ok(rev)
+        })
+        .await
+    }
+
+    async fn put_delta(
+        &self,
+        key: &StorageKey,
+        delta: &CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> Result<u64> {
+        let data = delta.to_json_vec();
+        let applied = big(delta.checkpoint.applied_seq, "applied_seq")?;
+        let epoch_i = big(epoch, "epoch")?;
+        let (mode, want): (i32, i64) = match expect {
+            Expect::Any => (0, 0),
+            Expect::Absent => (1, 0),
+            Expect::Rev(rev) => (2, big(rev, "revision")?),
+        };
+        let pending = delta.checkpoint.outbox_pending();
+        let next_due = delta.checkpoint.next_due_ms();
+        // Fast path: one statement when the checkpoint exists and the
+        // write holds.
+        {
+            let client = self.pool.get().await.map_err(backend)?;
+            let stmt = client
+                .prepare_cached(&self.sql.put_delta_fast)
+                .await
+                .map_err(backend)?;
+            let row = client
+                .query_opt(
+                    &stmt,
+                    &[
+                        &key.namespace(),
+                        &key.kind(),
+                        &key.id(),
+                        &data,
+                        &applied,
+                        &pending,
+                        &epoch_i,
+                        &mode,
+                        &want,
+                        &next_due,
+                    ],
+                )
+                .await
+                .map_err(backend)?;
+            if let Some(row) = row {
+                return unbig(get_col(&row, 0)?, "revision");
+            }
+        }
+        // Slow path: the write loses (find out why), or it raced a claim.
+        let sql = &self.sql;
+        self.locked(key, async |tx, row| {
+            check_epoch(key, epoch, row.epoch)?;
+            let current = row.live.then_some(row.rev);
+            if current.is_none() || !expect_holds(expect, current) {
+                return Err(stale_rev(key, expect, current));
+            }
+            let rev = big(row.rev + 1, "revision")?;
+            let put = tx.prepare_cached(&sql.put_delta).await.map_err(backend)?;
+            tx.execute(
+                &put,
+                &[
+                    &key.namespace(),
+                    &key.kind(),
+                    &key.id(),
+                    &rev,
+                    &applied,
+                    &pending,
+                    &next_due,
+                ],
+            )
+            .await
+            .map_err(backend)?;
+            let insert = tx
+                .prepare_cached(&sql.insert_delta)
+                .await
+                .map_err(backend)?;
+            tx.execute(
+                &insert,
+                &[&key.namespace(), &key.kind(), &key.id(), &rev, &data],
             )
             .await
             .map_err(backend)?;
@@ -514,7 +699,7 @@ impl PostgresStorage {
             )
             .await
             .map_err(backend)?;
-            Ok(rev)
+            Ok(row.rev + 1)
         })
         .await
     }
@@ -606,8 +791,13 @@ impl Storage for PostgresStorage {
                 return Ok(None);
             };
             let data: Vec<u8> = get_col(row, 2)?;
+            let deltas: Vec<Vec<u8>> = get_col(row, 3)?;
+            let mut value = Checkpoint::from_json_slice(&data)?;
+            for delta in deltas {
+                CheckpointDelta::from_json_slice(&delta)?.apply_to(&mut value)?;
+            }
             Ok(Some(Stored {
-                value: Checkpoint::from_json_slice(&data)?,
+                value,
                 rev: unbig(get_col(row, 1)?, "revision")?,
                 epoch: unbig(get_col(row, 0)?, "epoch")?,
             }))
@@ -625,6 +815,38 @@ impl Storage for PostgresStorage {
         self.put(key, cp, expect, epoch).boxed()
     }
 
+    fn put_checkpoint_delta<'a>(
+        &'a self,
+        key: &'a StorageKey,
+        delta: &'a CheckpointDelta,
+        expect: Expect,
+        epoch: u64,
+    ) -> BoxFuture<'a, Result<u64>> {
+        self.put_delta(key, delta, expect, epoch).boxed()
+    }
+
+    fn list_timers<'a>(
+        &'a self,
+        namespace: &'a str,
+        kind: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TimerDue>>> {
+        async move {
+            let after = after.unwrap_or("");
+            let rows = self
+                .query(
+                    &self.sql.list_timers,
+                    &[&namespace, &kind, &after, &limit_i64(limit)],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| Ok(TimerDue::new(get_col::<String>(row, 0)?, get_col(row, 1)?)))
+                .collect()
+        }
+        .boxed()
+    }
+
     fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, Result<()>> {
         let sql = &self.sql;
         self.locked(key, async move |tx, row| {
@@ -632,6 +854,8 @@ impl Storage for PostgresStorage {
             let k: [&(dyn ToSql + Sync); 3] = [&key.namespace(), &key.kind(), &key.id()];
             let delete = tx.prepare_cached(&sql.delete_cp).await.map_err(backend)?;
             tx.execute(&delete, &k).await.map_err(backend)?;
+            let drop = tx.prepare_cached(&sql.drop_deltas).await.map_err(backend)?;
+            tx.execute(&drop, &k).await.map_err(backend)?;
             let truncate = tx.prepare_cached(&sql.truncate).await.map_err(backend)?;
             tx.execute(
                 &truncate,

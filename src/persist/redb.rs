@@ -56,7 +56,7 @@ use super::errors::{
 };
 use super::{
     Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, Owner, Storage, StorageKey,
-    Stored,
+    Stored, TimerDue, corrupt,
 };
 use crate::error::{Error, Result};
 use crate::signal::Signal;
@@ -67,8 +67,9 @@ pub const MAX_BATCH: usize = 4096;
 /// The layout of the tables below; stored under `format` in `jido_meta`.
 /// Format 2 added `jido_checkpoint_deltas`; a format 1 file is the same
 /// without it and is upgraded on open (older code then refuses the file,
-/// which it could not read right).
-const FORMAT: u64 = 2;
+/// which it could not read right). Format 3 added `jido_timers`, filled on
+/// upgrade from the stored checkpoints.
+const FORMAT: u64 = 3;
 
 type K3<'a> = (&'a str, &'a str, &'a str);
 type K4<'a> = (&'a str, &'a str, &'a str, u64);
@@ -89,6 +90,9 @@ const DELTAS: TableDefinition<K4, &[u8]> = TableDefinition::new("jido_checkpoint
 const JOURNAL: TableDefinition<K4, (u32, &[u8])> = TableDefinition::new("jido_journal");
 /// Per key and dead-letter number: `(seq, attempts, signal JSON, error envelope JSON)`.
 const DEAD: TableDefinition<K4, DeadValue> = TableDefinition::new("jido_dead_letters");
+/// Per key whose checkpoint holds timers: the earliest due time (Unix ms),
+/// for [`Storage::list_timers`].
+const TIMERS: TableDefinition<K3, i64> = TableDefinition::new("jido_timers");
 /// `format`, `dead_letter_id`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("jido_meta");
 
@@ -151,6 +155,7 @@ enum Op {
         key: StorageKey,
         data: Vec<u8>,
         applied_seq: u64,
+        next_due: Option<i64>,
         expect: Expect,
         epoch: u64,
     },
@@ -158,6 +163,7 @@ enum Op {
         key: StorageKey,
         data: Vec<u8>,
         applied_seq: u64,
+        next_due: Option<i64>,
         expect: Expect,
         epoch: u64,
     },
@@ -241,7 +247,8 @@ impl RedbStorage {
             let mut meta = txn.open_table(META).map_err(backend)?;
             let format = meta.get("format").map_err(backend)?.map(|g| g.value());
             match format {
-                None | Some(1) => {
+                None | Some(1) | Some(2) => {
+                    fill_timers(&txn)?;
                     meta.insert("format", FORMAT).map_err(backend)?;
                 }
                 Some(f) if f == FORMAT => {}
@@ -355,6 +362,7 @@ struct Tables<'t> {
     checkpoints: Table<'t, K3<'static>, &'static [u8]>,
     journal: Table<'t, K4<'static>, (u32, &'static [u8])>,
     deltas: Table<'t, K4<'static>, &'static [u8]>,
+    timers: Table<'t, K3<'static>, i64>,
     dead: Table<'t, K4<'static>, DeadValue<'static>>,
     meta: Table<'t, &'static str, u64>,
 }
@@ -370,6 +378,7 @@ fn commit(db: &Database, ops: &[Op]) -> Result<Vec<Result<u64>>> {
             checkpoints: txn.open_table(CHECKPOINTS).map_err(backend)?,
             journal: txn.open_table(JOURNAL).map_err(backend)?,
             deltas: txn.open_table(DELTAS).map_err(backend)?,
+            timers: txn.open_table(TIMERS).map_err(backend)?,
             dead: txn.open_table(DEAD).map_err(backend)?,
             meta: txn.open_table(META).map_err(backend)?,
         };
@@ -426,6 +435,64 @@ fn remove_journal(
         .retain_in(k4(key, 0)..=k4(key, up_to), |_, _| false)
 }
 
+fn set_timers(
+    t: &mut Tables<'_>,
+    key: &StorageKey,
+    next_due: Option<i64>,
+) -> Result<(), redb::StorageError> {
+    match next_due {
+        Some(due) => t.timers.insert(k3(key), due).map(drop),
+        None => t.timers.remove(k3(key)).map(drop),
+    }
+}
+
+/// The `timers` of a stored checkpoint or delta (the rest skipped).
+#[derive(serde::Deserialize)]
+struct TimersOnly {
+    #[serde(default)]
+    timers: Vec<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct DeltaTimers {
+    checkpoint: TimersOnly,
+}
+
+/// Fills `jido_timers` from the stored checkpoints (the upgrade to format
+/// 3): the last delta's timers, else the checkpoint's.
+fn fill_timers(txn: &redb::WriteTransaction) -> Result<()> {
+    let checkpoints = txn.open_table(CHECKPOINTS).map_err(backend)?;
+    let deltas = txn.open_table(DELTAS).map_err(backend)?;
+    let mut timers = txn.open_table(TIMERS).map_err(backend)?;
+    for item in checkpoints.iter().map_err(backend)? {
+        let (k, bytes) = item.map_err(backend)?;
+        let (ns, kind, id) = k.value();
+        let last = deltas
+            .range((ns, kind, id, 0)..=(ns, kind, id, u64::MAX))
+            .map_err(backend)?
+            .next_back()
+            .transpose()
+            .map_err(backend)?;
+        let forms = match last {
+            Some((_, delta)) => {
+                serde_json::from_slice::<DeltaTimers>(delta.value())
+                    .map_err(|e| corrupt("checkpoint delta", e))?
+                    .checkpoint
+                    .timers
+            }
+            None => {
+                serde_json::from_slice::<TimersOnly>(bytes.value())
+                    .map_err(|e| corrupt("checkpoint", e))?
+                    .timers
+            }
+        };
+        if let Some(due) = super::next_due_of(&forms) {
+            timers.insert((ns, kind, id), due).map_err(backend)?;
+        }
+    }
+    Ok(())
+}
+
 fn remove_deltas(t: &mut Tables<'_>, key: &StorageKey) -> Result<(), redb::StorageError> {
     t.deltas
         .retain_in(k4(key, 0)..=k4(key, u64::MAX), |_, _| false)
@@ -439,6 +506,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             key,
             data,
             applied_seq,
+            next_due,
             expect,
             epoch,
         } => {
@@ -455,6 +523,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             put_row(t, key, &r)?;
             t.checkpoints.insert(k3(key), data.as_slice())?;
             remove_deltas(t, key)?;
+            set_timers(t, key, *next_due)?;
             remove_journal(t, key, *applied_seq)?;
             Ok(Ok(r.rev))
         }
@@ -462,6 +531,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             key,
             data,
             applied_seq,
+            next_due,
             expect,
             epoch,
         } => {
@@ -476,6 +546,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             r.rev += 1;
             put_row(t, key, &r)?;
             t.deltas.insert(k4(key, r.rev), data.as_slice())?;
+            set_timers(t, key, *next_due)?;
             remove_journal(t, key, *applied_seq)?;
             Ok(Ok(r.rev))
         }
@@ -489,6 +560,7 @@ fn apply(t: &mut Tables<'_>, op: &Op) -> Result<Result<u64>, redb::StorageError>
             put_row(t, key, &r)?;
             t.checkpoints.remove(k3(key))?;
             remove_deltas(t, key)?;
+            set_timers(t, key, None)?;
             remove_journal(t, key, u64::MAX)?;
             Ok(Ok(0))
         }
@@ -616,6 +688,7 @@ impl Storage for RedbStorage {
             key: key.clone(),
             data: cp.to_json_vec(),
             applied_seq: cp.applied_seq,
+            next_due: cp.next_due_ms(),
             expect,
             epoch,
         })
@@ -632,8 +705,45 @@ impl Storage for RedbStorage {
             key: key.clone(),
             data: delta.to_json_vec(),
             applied_seq: delta.checkpoint.applied_seq,
+            next_due: delta.checkpoint.next_due_ms(),
             expect,
             epoch,
+        })
+    }
+
+    fn list_timers<'a>(
+        &'a self,
+        namespace: &'a str,
+        kind: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TimerDue>>> {
+        let (namespace, kind) = (namespace.to_owned(), kind.to_owned());
+        let after = after.map(str::to_owned);
+        self.read(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let table = txn.open_table(TIMERS).map_err(backend)?;
+            let start = (
+                namespace.as_str(),
+                kind.as_str(),
+                after.as_deref().unwrap_or(""),
+            );
+            let mut out = Vec::new();
+            for item in table.range(start..).map_err(backend)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, due) = item.map_err(backend)?;
+                let (ns, kd, id) = k.value();
+                if ns != namespace || kd != kind {
+                    break;
+                }
+                if after.as_deref() == Some(id) {
+                    continue;
+                }
+                out.push(TimerDue::new(id, due.value()));
+            }
+            Ok(out)
         })
     }
 

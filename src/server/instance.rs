@@ -49,6 +49,9 @@ pub struct JidoConfig {
     exec_defaults: ExecOptions,
     max_restarts: Option<(u32, Duration)>,
     shutdown_grace: Option<Duration>,
+    /// Per agent kind: how to make it from its id (see `JidoConfig::kind`).
+    #[cfg(feature = "persist")]
+    pub(crate) kinds: HashMap<String, Arc<super::KindFactory>>,
 }
 
 impl fmt::Debug for JidoConfig {
@@ -59,7 +62,7 @@ impl fmt::Debug for JidoConfig {
             .field("exec_defaults", &self.exec_defaults)
             .field("max_restarts", &self.max_restarts)
             .field("shutdown_grace", &self.shutdown_grace)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -298,7 +301,7 @@ impl Jido {
         let name = config
             .name
             .unwrap_or_else(|| format!("jido-{}", uuid::Uuid::now_v7()));
-        Ok(Jido {
+        let jido = Jido {
             inner: Arc::new(JidoInner {
                 name,
                 namespace,
@@ -313,7 +316,16 @@ impl Jido {
                 defaults: config.defaults,
                 breakers: CircuitBreakers::new(),
             }),
-        })
+        };
+        // The timer table is process memory: fill it again from storage.
+        #[cfg(feature = "persist")]
+        if !config.kinds.is_empty()
+            && let Err(error) = jido.rearm_timers(&config.kinds).await
+        {
+            jido.shutdown().await;
+            return Err(error);
+        }
+        Ok(jido)
     }
 
     /// The instance's name.
@@ -506,13 +518,26 @@ impl Jido {
     /// thawed (started from `args`, restored from its storage) when
     /// `due_ms` (Unix ms, the runtime's wall clock) comes.
     #[cfg(feature = "persist")]
-    pub(crate) fn park(&self, id: &str, due_ms: i64, mut args: AgentServerArgs) {
+    pub(crate) fn park(&self, id: &str, due_ms: i64, args: AgentServerArgs) {
+        let AgentServerArgs { agent, options, .. } = args;
+        self.park_agent(id, due_ms, agent, options);
+    }
+
+    /// [`park`](Jido::park) with the agent and its options.
+    #[cfg(feature = "persist")]
+    pub(crate) fn park_agent(
+        &self,
+        id: &str,
+        due_ms: i64,
+        agent: AgentState,
+        mut options: ServerOptions,
+    ) {
         if self.is_shut_down() {
             return;
         }
         let delay =
             u64::try_from(due_ms.saturating_sub(super::durable::wall_now_ms())).unwrap_or(0);
-        args.options.thaw_due = Some(due_ms);
+        options.thaw_due = Some(due_ms);
         let jido = self.clone();
         let key = id.to_owned();
         let task = self.exec().supervisor().spawn(async move {
@@ -537,7 +562,6 @@ impl Jido {
                 due_ms,
                 "jido.persist.thaw.timer"
             );
-            let AgentServerArgs { agent, options, .. } = args;
             if let Err(error) = jido.get_or_start(&key, move || (agent, options)).await {
                 tracing::warn!(
                     target: "jido::persist",

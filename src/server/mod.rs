@@ -95,7 +95,8 @@ pub use agent_ref::{
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
 pub use durable::{
-    Durability, JOURNAL_CHECKPOINT_EVERY, MAX_CHECKPOINT_DELTAS, MAX_REPLAYS, RECENT_IDS,
+    Durability, JOURNAL_CHECKPOINT_EVERY, KindFactory, MAX_CHECKPOINT_DELTAS, MAX_REPLAYS,
+    RECENT_IDS,
 };
 #[cfg(feature = "cluster")]
 pub(crate) use exit::FinalExit;

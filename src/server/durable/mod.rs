@@ -42,6 +42,7 @@ mod hibernate;
 mod journal;
 mod outbox;
 mod parent;
+mod rearm;
 mod restore;
 mod timers;
 mod writes;
@@ -62,6 +63,7 @@ use crate::persist::{Storage, StorageKey};
 use crate::signal::Signal;
 
 pub use delta::MAX_CHECKPOINT_DELTAS;
+pub use rearm::KindFactory;
 pub(crate) use restore::load;
 use timers::Scheduled;
 pub(crate) use timers::wall_now_ms;
