@@ -816,6 +816,7 @@ impl StateValue {
     /// containers: scalars by value, strings by pointer or contents,
     /// objects and arrays only when they are the same shared container.
     /// `true` implies `self == other`; a `false` may still be equal.
+    #[cfg(feature = "persist")]
     pub(crate) fn same(&self, other: &Self) -> bool {
         match (self, other) {
             (StateValue::Null, StateValue::Null) => true,
@@ -833,6 +834,7 @@ impl StateValue {
     /// Whether `self` and `other` serialise to the same JSON: equal, with
     /// object keys in the same order. Shared containers cost one pointer
     /// comparison.
+    #[cfg(feature = "persist")]
     pub(crate) fn identical(&self, other: &Self) -> bool {
         match (self, other) {
             (StateValue::Array(a), StateValue::Array(b)) => {
@@ -857,6 +859,7 @@ impl StateArray {
     /// here), the appended elements; `None` otherwise. Elements still
     /// shared cost a pointer comparison each; only elements that are not
     /// (an array rebuilt from JSON) are compared by value.
+    #[cfg(feature = "persist")]
     pub(crate) fn appended_since(&self, old: &StateArray) -> Option<Vec<&StateValue>> {
         if self.len() < old.len() {
             return None;
