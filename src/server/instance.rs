@@ -51,7 +51,7 @@ pub struct JidoConfig {
     shutdown_grace: Option<Duration>,
     /// Per agent kind: how to make it from its id (see `JidoConfig::kind`).
     #[cfg(feature = "persist")]
-    pub(crate) kinds: HashMap<String, Arc<super::KindFactory>>,
+    pub(crate) kinds: std::collections::HashMap<String, Arc<super::KindFactory>>,
 }
 
 impl fmt::Debug for JidoConfig {
