@@ -369,13 +369,14 @@ impl RequestCore {
     /// ext when it matches `__strategy__`, else read from it; `None` when
     /// the strategy state is not this strategy's.
     pub fn peek<'a, S: RequestState>(&self, agent: &'a AgentData) -> Option<Cow<'a, S>> {
-        if Self::is_fresh::<S>(agent) {
-            let typed = agent.strategy_ext::<Typed>()?;
-            if typed.mirror.is_some() && self.mirror_rev(agent).is_some() {
-                return typed.state.downcast_ref::<S>().map(Cow::Borrowed);
-            }
-        }
         self.mirror_rev(agent)?;
+        let typed = agent
+            .strategy_ext::<Typed>()
+            .filter(|t| t.matches(agent.strategy_state()))
+            .and_then(|t| t.state.downcast_ref::<S>());
+        if let Some(typed) = typed {
+            return Some(Cow::Borrowed(typed));
+        }
         Some(Cow::Owned(
             agent.strategy_state().and_then(S::read).unwrap_or_default(),
         ))
