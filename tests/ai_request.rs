@@ -159,6 +159,60 @@ async fn a_replaced_state_wins_over_the_typed_machine() {
     );
 }
 
+/// A `multiply` result whose tool pushed `effects` (their JSON form).
+fn tool_result_with(call_id: &str, effects: Value) -> Command {
+    Command::strategy(
+        commands::TOOL_RESULT,
+        json!({"call_id": call_id, "tool_name": "multiply",
+               "result": {"status": "ok", "result": {"product": 42}, "effects": effects},
+               "metadata": {}}),
+    )
+}
+
+#[tokio::test]
+async fn a_tool_effect_writing_the_strategy_state_reaches_the_machine() {
+    let mut agent = awaiting_tool().await;
+    // The tool adds a note to the conversation through `__strategy__`.
+    let note = json!({"op": "append", "path": ["__strategy__", "conversation"],
+                      "value": {"role": "user", "content": "note from the tool"}});
+    let d = agent
+        .cmd(tool_result_with("t1", json!([note])), ExecOptions::new())
+        .await;
+    // The next model call sees the note after the tool's answer.
+    let generate = match &d[..] {
+        [Directive::Custom(c)] => c.downcast_ref::<jido::ai::LlmGenerate>().unwrap(),
+        other => panic!("one LlmGenerate expected, got {other:?}"),
+    };
+    let roles: Vec<_> = generate
+        .context
+        .iter()
+        .map(|m| (format!("{:?}", m.role), m.content.clone()))
+        .collect();
+    assert_eq!(roles.len(), 4);
+    assert_eq!(
+        roles[3],
+        ("User".to_owned(), "note from the tool".to_owned())
+    );
+    let m = ReAct::machine_of(&agent).unwrap();
+    assert_eq!(m.conversation.len(), 4);
+    assert_eq!(m.status, Status::AwaitingLlm);
+    // The typed machine and the JSON agree, and the next commit keeps the note.
+    agent
+        .cmd(llm("call_r1_2", Turn::answer("42")), ExecOptions::new())
+        .await;
+    let conversation = &agent.state()["__strategy__"]["conversation"];
+    assert_eq!(conversation[3]["content"], "note from the tool");
+    assert_eq!(
+        conversation[4],
+        json!({"role": "assistant", "content": "42"})
+    );
+    assert_eq!(agent.state()["last_answer"], "42");
+    assert_eq!(
+        ReAct::machine_of(&agent).unwrap(),
+        Machine::read(agent.strategy_state().unwrap()).unwrap()
+    );
+}
+
 #[tokio::test]
 async fn a_stale_signal_changes_nothing() {
     let mut agent = awaiting_tool().await;
@@ -283,6 +337,75 @@ fn commit_writes_only_what_changed_and_bumps_the_revision() {
     assert_eq!(peeked.n, 6);
     // Another strategy's state: no typed state.
     assert!(RequestCore::new("other").peek::<Counter>(&agent).is_none());
+}
+
+#[test]
+fn a_write_to_the_strategy_state_outside_the_core_is_read_back() {
+    let core = RequestCore::new("counter");
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    core.state::<Counter>(&mut agent).n = 3;
+    core.commit::<Counter>(&mut agent);
+    // An effect or a state op writes a field of the mirror; the revision
+    // is not touched.
+    agent.apply_state_op(jido::effect::StateOp::set_path(
+        ["__strategy__", "n"],
+        json!(9),
+    ));
+    assert_eq!(agent.strategy_state().unwrap()["rev"], 2);
+    assert_eq!(core.state::<Counter>(&mut agent).n, 9);
+    assert_eq!(core.peek::<Counter>(&agent).unwrap().n, 9);
+    core.state::<Counter>(&mut agent).done = true;
+    core.commit::<Counter>(&mut agent);
+    let st = agent.strategy_state().unwrap();
+    assert_eq!(
+        (st["n"].as_u64(), st["done"].as_bool()),
+        (Some(9), Some(true))
+    );
+    assert_eq!(st["rev"], 3);
+    // A write through `state_mut` is seen the same way.
+    agent
+        .state_mut()
+        .object_mut("__strategy__")
+        .insert("running", "r7");
+    assert_eq!(
+        core.state::<Counter>(&mut agent).running.as_deref(),
+        Some("r7")
+    );
+    // The core's own request records keep the typed state (an uncommitted
+    // change survives them).
+    core.state::<Counter>(&mut agent).n = 10;
+    let mut out = Vec::new();
+    core.start(&mut agent, "r7", "q", &mut out);
+    assert_eq!(core.state::<Counter>(&mut agent).n, 10);
+    core.commit::<Counter>(&mut agent);
+    assert_eq!(agent.strategy_state().unwrap()["n"], 10);
+    assert_eq!(
+        agent.strategy_state().unwrap()["requests"]["r7"]["status"],
+        "pending"
+    );
+}
+
+#[test]
+fn an_unchanged_strategy_state_stays_the_same_shared_object() {
+    // Checkpoint deltas compare top-level values by pointer.
+    let core = RequestCore::new("counter");
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    let before = agent.state().clone();
+    assert_eq!(core.state::<Counter>(&mut agent).n, 0);
+    let _ = core.peek::<Counter>(&agent);
+    let same = |a: &StateMap, b: &StateMap| match (a.get("__strategy__"), b.get("__strategy__")) {
+        (Some(jido::state::StateValue::Object(x)), Some(jido::state::StateValue::Object(y))) => {
+            x.ptr_eq(y)
+        }
+        _ => false,
+    };
+    assert!(same(&before, agent.state()));
+    core.state::<Counter>(&mut agent).n = 1;
+    core.commit::<Counter>(&mut agent);
+    assert!(!same(&before, agent.state()));
+    assert_eq!(before["__strategy__"]["n"], 0);
 }
 
 #[test]

@@ -15,9 +15,13 @@
 //!   mirror under `__strategy__` up to date ([`RequestState::write`] writes
 //!   only what changed) and bumps `__strategy__.rev`. The JSON stays the
 //!   source of truth: checkpoints hold it, and an agent whose ext is
-//!   missing (restored, or built from a state) or older than the JSON
-//!   (`rev` differs: the state was replaced) rebuilds the typed state from
-//!   it on first use ([`RequestState::read`]).
+//!   missing (restored, or built from a state) or does not match the JSON
+//!   rebuilds the typed state from it on first use
+//!   ([`RequestState::read`]). The ext keeps a handle on the
+//!   `__strategy__` object the core last wrote, so any other write to it
+//!   (an action's or a tool's effect, a state op, a replaced state) makes
+//!   a new object and is seen, whether or not it touched `rev`. Apply a
+//!   tool's effects after the commit of the turn that received them.
 //! * **Requests tracked by id.** `__strategy__.requests.ID` `{query,
 //!   status: pending | completed | failed, result, error,
 //!   termination_reason, usage}` for the latest
@@ -149,7 +153,9 @@
 //!
 //! [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
 
+use std::any::Any;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -226,11 +232,40 @@ pub trait RequestState: Clone + Default + Send + Sync + 'static {
     fn active_request(&self) -> Option<&str>;
 }
 
-/// The typed state in the ext, with the mirror revision it matches.
+/// The typed state in the ext, with the `__strategy__` object it matches.
+///
+/// `mirror` is a handle on the `__strategy__` map as the core last wrote
+/// (or read) it. Holding it keeps the map shared, so any other write to
+/// `__strategy__` (an action's effect, a state op, a replaced or restored
+/// state) copies the map first and the pointers differ: the typed state
+/// is then rebuilt from the JSON. The core's own writes release the
+/// handle first (the write stays in place) and take a new one after.
 #[derive(Clone)]
-struct Typed<S> {
+struct Typed {
     rev: u64,
-    state: S,
+    mirror: Option<StateMap>,
+    state: Arc<dyn Any + Send + Sync>,
+}
+
+impl Typed {
+    /// Whether `current` (the agent's `__strategy__`) is the map this
+    /// typed state matches.
+    fn matches(&self, current: Option<&StateMap>) -> bool {
+        matches!((&self.mirror, current), (Some(m), Some(c)) if m.ptr_eq(c))
+    }
+
+    /// The state, mutably, when it is an `S` (copied first if shared with
+    /// a clone of the agent).
+    fn state_mut<S: RequestState>(&mut self) -> Option<&mut S> {
+        if !self.state.is::<S>() {
+            return None;
+        }
+        if Arc::get_mut(&mut self.state).is_none() {
+            let copy: S = self.state.downcast_ref::<S>()?.clone();
+            self.state = Arc::new(copy);
+        }
+        Arc::get_mut(&mut self.state)?.downcast_mut::<S>()
+    }
 }
 
 /// The shared request handling of a reasoning strategy (see the
@@ -295,63 +330,107 @@ impl RequestCore {
         Some(st.get(REV_KEY).and_then(StateValue::as_u64).unwrap_or(0))
     }
 
-    /// The typed state of `agent`, mutably: the ext's when it matches the
-    /// mirror, else rebuilt from `__strategy__` (or `Default` when the
-    /// strategy state is not this strategy's). Changes are not in the
-    /// JSON until [`commit`](RequestCore::commit).
+    /// Whether the ext holds an `S` matching `__strategy__` as it is now.
+    fn is_fresh<S: RequestState>(agent: &AgentData) -> bool {
+        agent
+            .strategy_ext::<Typed>()
+            .is_some_and(|t| t.state.is::<S>() && t.matches(agent.strategy_state()))
+    }
+
+    /// The typed state of `agent`, mutably: the ext's when `__strategy__`
+    /// is the object the core last wrote, else rebuilt from `__strategy__`
+    /// (or `Default` when the strategy state is not this strategy's). Any
+    /// write to `__strategy__` not made through the core (an action's
+    /// effect, a replaced or restored state) is seen here. Changes are not
+    /// in the JSON until [`commit`](RequestCore::commit).
     pub fn state<'a, S: RequestState>(&self, agent: &'a mut AgentData) -> &'a mut S {
-        let rev = self.mirror_rev(agent);
-        let fresh = match (agent.strategy_ext::<Typed<S>>(), rev) {
-            (Some(t), Some(rev)) => t.rev == rev,
-            _ => false,
-        };
-        if !fresh {
+        if !Self::is_fresh::<S>(agent) {
+            let rev = self.mirror_rev(agent);
             let state = match rev {
                 Some(_) => agent.strategy_state().and_then(S::read).unwrap_or_default(),
                 None => S::default(),
             };
             agent.set_strategy_ext(Typed {
                 rev: rev.unwrap_or(0),
-                state,
+                mirror: agent.strategy_state().cloned(),
+                state: Arc::new(state),
             });
         }
-        match agent.strategy_ext_mut::<Typed<S>>() {
-            Some(t) => &mut t.state,
+        match agent
+            .strategy_ext_mut::<Typed>()
+            .and_then(Typed::state_mut::<S>)
+        {
+            Some(state) => state,
             None => unreachable!("the typed state was just set"),
         }
     }
 
     /// The typed state of `agent` without changing it: borrowed from the
-    /// ext when it matches the mirror, else read from `__strategy__`;
-    /// `None` when the strategy state is not this strategy's.
+    /// ext when it matches `__strategy__`, else read from it; `None` when
+    /// the strategy state is not this strategy's.
     pub fn peek<'a, S: RequestState>(&self, agent: &'a AgentData) -> Option<Cow<'a, S>> {
-        let rev = self.mirror_rev(agent)?;
-        match agent.strategy_ext::<Typed<S>>() {
-            Some(t) if t.rev == rev => Some(Cow::Borrowed(&t.state)),
-            _ => Some(Cow::Owned(
-                agent.strategy_state().and_then(S::read).unwrap_or_default(),
-            )),
+        self.mirror_rev(agent)?;
+        let typed = agent
+            .strategy_ext::<Typed>()
+            .filter(|t| t.matches(agent.strategy_state()))
+            .and_then(|t| t.state.downcast_ref::<S>());
+        if let Some(typed) = typed {
+            return Some(Cow::Borrowed(typed));
         }
+        Some(Cow::Owned(
+            agent.strategy_state().and_then(S::read).unwrap_or_default(),
+        ))
     }
 
     /// Writes the typed state's changes into `__strategy__` (through
     /// [`RequestState::write`]) and bumps its revision. Call it after
     /// every change made through [`state`](RequestCore::state).
     pub fn commit<S: RequestState>(&self, agent: &mut AgentData) {
-        if agent.strategy_ext::<Typed<S>>().is_none() {
+        if !agent
+            .strategy_ext::<Typed>()
+            .is_some_and(|t| t.state.is::<S>())
+        {
             self.state::<S>(agent);
         }
-        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed<S>>();
-        let Some(typed) = ext else {
-            return;
-        };
-        let st = state.object_mut(STRATEGY_KEY);
-        if st.get("module").and_then(StateValue::as_str) != Some(self.module) {
-            st.insert("module", self.module);
+        let module = self.module;
+        Self::write_mirror(agent, true, |st, typed| {
+            let Some(typed) = typed else {
+                return;
+            };
+            if st.get("module").and_then(StateValue::as_str) != Some(module) {
+                st.insert("module", module);
+            }
+            if let Some(state) = typed.state_mut::<S>() {
+                state.write(st);
+            }
+            typed.rev += 1;
+            st.insert(REV_KEY, typed.rev);
+        });
+    }
+
+    /// Runs `f` on `__strategy__` (created when missing) and, when the
+    /// typed state matched it before (or `always`), keeps it matching:
+    /// the handle is released before the write, so that the write is in
+    /// place, and taken again after it.
+    fn write_mirror(
+        agent: &mut AgentData,
+        always: bool,
+        f: impl FnOnce(&mut StateMap, Option<&mut Typed>),
+    ) {
+        let fresh = always
+            || agent
+                .strategy_ext::<Typed>()
+                .is_some_and(|t| t.matches(agent.strategy_state()));
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        let mut typed = ext.filter(|_| fresh);
+        if let Some(t) = typed.as_deref_mut() {
+            t.mirror = None;
         }
-        typed.state.write(st);
-        typed.rev += 1;
-        st.insert(REV_KEY, typed.rev);
+        let st = state.object_mut(STRATEGY_KEY);
+        f(st, typed.as_deref_mut());
+        if let Some(t) = typed {
+            t.mirror = Some(st.clone());
+        }
     }
 
     /// Writes the module and the default state when `__strategy__` is not
@@ -361,7 +440,8 @@ impl RequestCore {
         if self.mirror_rev(agent).is_none() {
             agent.set_strategy_ext(Typed {
                 rev: 0,
-                state: S::default(),
+                mirror: None,
+                state: Arc::new(S::default()),
             });
             self.commit::<S>(agent);
         }
@@ -416,10 +496,12 @@ impl RequestCore {
         let mut entry = StateMap::with_capacity(6);
         entry.insert("query", query);
         entry.insert("status", RequestStatus::Pending.as_str());
-        let requests = agent.strategy_state_mut().object_mut("requests");
-        requests.remove(request_id);
-        requests.insert(request_id, entry);
-        self.trim(requests);
+        Self::write_mirror(agent, false, |st, _| {
+            let requests = st.object_mut("requests");
+            requests.remove(request_id);
+            requests.insert(request_id, entry);
+            self.trim(requests);
+        });
         if self.events.is_some() {
             let mut data = Map::with_capacity(2);
             data.insert("request_id".into(), request_id.into());
@@ -442,12 +524,8 @@ impl RequestCore {
         usage: &Usage,
         out: &mut Vec<Directive>,
     ) {
-        let state = agent.state_mut();
-        {
-            let entry = state
-                .object_mut(STRATEGY_KEY)
-                .object_mut("requests")
-                .object_mut(request_id);
+        Self::write_mirror(agent, false, |st, _| {
+            let entry = st.object_mut("requests").object_mut(request_id);
             entry.insert("termination_reason", termination);
             entry.insert("usage", usage_state(usage));
             match &outcome {
@@ -460,7 +538,8 @@ impl RequestCore {
                     entry.insert("error", StateValue::from(error));
                 }
             }
-        }
+        });
+        let state = agent.state_mut();
         let (key, ty, status) = match &outcome {
             Ok(_) => ("result", REQUEST_COMPLETED, "completed"),
             Err(_) => ("error", REQUEST_FAILED, "failed"),
@@ -508,9 +587,11 @@ impl RequestCore {
         let mut entry = StateMap::with_capacity(2);
         entry.insert("status", RequestStatus::Failed.as_str());
         entry.insert("error", StateValue::from(&error));
-        let requests = agent.strategy_state_mut().object_mut("requests");
-        requests.insert(request_id, entry);
-        self.trim(requests);
+        Self::write_mirror(agent, false, |st, _| {
+            let requests = st.object_mut("requests");
+            requests.insert(request_id, entry);
+            self.trim(requests);
+        });
     }
 
     fn trim(&self, requests: &mut StateMap) {

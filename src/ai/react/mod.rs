@@ -494,17 +494,19 @@ impl ReAct {
         if !t.accepted {
             return out;
         }
+        // A rejection (busy, unknown schema) leaves the machine as it was:
+        // the state stays untouched, revision included.
+        if !t.steps.iter().all(|s| matches!(s, Step::Reject { .. })) {
+            self.core.commit::<Machine>(agent);
+        }
+        // The tool's effects after the commit: a write of theirs to
+        // `__strategy__` is then what the machine reads next.
         if let Some(effects) = effects {
             self.core.forward(ctx, &mut out);
             match effects {
                 Ok(effects) => out.extend(agent.apply_effects(effects)),
                 Err(err) => out.push(Directive::error(err, "tool_effects")),
             }
-        }
-        // A rejection (busy, unknown schema) leaves the machine as it was:
-        // the state stays untouched, revision included.
-        if !t.steps.iter().all(|s| matches!(s, Step::Reject { .. })) {
-            self.core.commit::<Machine>(agent);
         }
         self.lift(agent, t.steps, &mut out);
         out

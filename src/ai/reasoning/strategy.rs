@@ -465,11 +465,7 @@ impl<M: Machine> Reasoning<M> {
                         }
                         let facts = Facts::of(m, &self.config);
                         self.core.forward(ctx, &mut out);
-                        match effects {
-                            Ok(effects) => out.extend(agent.apply_effects(effects)),
-                            Err(err) => out.push(Directive::error(err, "tool_effects")),
-                        }
-                        self.finish(agent, facts, t.steps, false, &mut out);
+                        self.finish(agent, facts, t.steps, false, Some(effects), &mut out);
                         return out;
                     }
                     Err(e) => return vec![bad_payload(name, &e)],
@@ -502,21 +498,29 @@ impl<M: Machine> Reasoning<M> {
             }
             return out;
         }
-        self.finish(agent, facts, t.steps, started, &mut out);
+        self.finish(agent, facts, t.steps, started, None, &mut out);
         out
     }
 
-    /// Commits the machine's changes and lifts its steps.
+    /// Commits the machine's changes, applies a tool's effects (after the
+    /// commit: a write of theirs to `__strategy__` is then what the
+    /// machine reads next) and lifts its steps.
     fn finish(
         &self,
         agent: &mut AgentData,
         facts: Facts,
         steps: Vec<Step>,
         started: bool,
+        effects: Option<crate::error::Result<Vec<crate::effect::Effect>>>,
         out: &mut Vec<Directive>,
     ) {
         let core = &self.core;
         core.commit::<State<M>>(agent);
+        match effects {
+            Some(Ok(effects)) => out.extend(agent.apply_effects(effects)),
+            Some(Err(err)) => out.push(Directive::error(err, "tool_effects")),
+            None => {}
+        }
         if started {
             core.start(agent, &facts.request_id, &facts.query, out);
         }
