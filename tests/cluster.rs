@@ -158,6 +158,10 @@ fn cluster_node_main() {
             .cookie(COOKIE)
             .cluster(cluster_name)
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
+        if let Ok(ms) = std::env::var("JIDO_CLUSTER_HEARTBEAT_MS") {
+            let ms: u64 = ms.parse().expect("milliseconds");
+            config = config.heartbeat(Duration::from_millis(ms), 3);
+        }
         if let Ok(dir) = std::env::var("JIDO_CLUSTER_TLS") {
             config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
         }
@@ -245,12 +249,24 @@ async fn node_a(cluster: &str, seeds: &[u16]) -> (Jido, Cluster) {
 }
 
 async fn node_a_with(cluster: &str, seeds: &[u16], pg: Option<(&str, &str)>) -> (Jido, Cluster) {
+    node_a_config(cluster, seeds, pg, |config| config).await
+}
+
+/// Node A with its configuration changed by `adjust`.
+async fn node_a_config(
+    cluster: &str,
+    seeds: &[u16],
+    pg: Option<(&str, &str)>,
+    adjust: impl FnOnce(ClusterConfig) -> ClusterConfig,
+) -> (Jido, Cluster) {
     let jido = jido_with(pg).await;
-    let config = ClusterConfig::new("node-a")
-        .cookie(COOKIE)
-        .cluster(cluster)
-        .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
-        .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}")));
+    let config = adjust(
+        ClusterConfig::new("node-a")
+            .cookie(COOKIE)
+            .cluster(cluster)
+            .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
+            .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}"))),
+    );
     let node = Cluster::start(&jido, config).await.expect("cluster");
     register_counter(&node, pg.is_some());
     (jido, node)
@@ -1289,12 +1305,20 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     let schema = schema();
     let pg = Some((conn.as_str(), schema.as_str()));
     let port = free_port();
-    let mut b = spawn_node_with("t-partition", "node-b", port, pg);
+    // Heartbeats off on both sides: the partition stays silent (see
+    // `a_silent_peer_misses_its_heartbeats_and_is_treated_as_down`).
+    let mut b = node_command("t-partition", "node-b", port, pg)
+        .env("JIDO_CLUSTER_HEARTBEAT_MS", "0")
+        .spawn()
+        .expect("spawn node");
     let mut b_out = NodeOut::of(&mut b);
     let mut b_in = b.stdin.take().expect("piped stdin");
     // Node A reaches node-b only through the proxy.
     let proxy = Proxy::start(port).await;
-    let (jido, a) = node_a_with("t-partition", &[proxy.port], pg).await;
+    let (jido, a) = node_a_config("t-partition", &[proxy.port], pg, |c| {
+        c.heartbeat(Duration::ZERO, 1)
+    })
+    .await;
     let mut events = a.events();
     a.wait_for_members(2, LIMIT).await.expect("node-b joins");
     let id = id_on(&a, "node-b", "partition");
@@ -1347,6 +1371,72 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     .await;
     let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
     assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_misses_its_heartbeats_and_is_treated_as_down() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-beat", "node-b", port);
+    let proxy = Proxy::start(port).await;
+    let (jido, a) = node_a_config("t-beat", &[proxy.port], None, |c| {
+        c.heartbeat(Duration::from_millis(100), 3)
+    })
+    .await;
+    let mut events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "beat");
+    let agent = a.agent(&id);
+    let cp = agent.call(add(1), LIMIT).await.expect("start on b");
+    assert_eq!(state(&cp)["node"], json!("node-b"));
+    let (w, mut down) = watcher(&jido, "watcher-beat").await;
+    agent.watch(&w).await.expect("watch");
+    // Beats keep flowing while the network works: still a member after
+    // many heartbeat intervals' worth of traffic.
+    for n in 2..=4 {
+        agent.call(add(n), LIMIT).await.expect("call on b");
+    }
+    assert_eq!(a.members(), ["node-a", "node-b"]);
+
+    // The network drops every frame, no session ends: the missed beats
+    // make node-b down.
+    proxy.partition();
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "noconnection"})
+    );
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a"]);
+    assert_eq!(a.gateway_of("node-b").map(|_| ()), None);
+    // Its ids fail over (no storage: a fresh agent).
+    assert_eq!(agent.owner().unwrap(), "node-a");
+    let cp = agent.call(add(5), LIMIT).await.expect("failover call");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-a"), json!([5]))
+    );
+
+    // Reachable again: redialled, a member again, its ids go back.
+    proxy.heal();
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeUp {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a", "node-b"]);
+    assert_eq!(agent.owner().unwrap(), "node-b");
+    let cp = agent.call(add(6), LIMIT).await.expect("call on b again");
+    assert_eq!(state(&cp)["node"], json!("node-b"));
     a.shutdown().await;
     jido.shutdown().await;
 }

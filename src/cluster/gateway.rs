@@ -29,6 +29,11 @@ pub enum GatewayMsg {
     Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
     /// A watched agent ended (from its owner's gateway).
     Down(Vec<u8>),
+    /// A heartbeat from a peer's gateway: its node name (UTF-8).
+    Beat(Vec<u8>),
+    /// Local: time to send beats and look for silent peers.
+    #[doc(hidden)]
+    Tick,
     /// Local: an activation finished.
     #[doc(hidden)]
     Activated(String, Result<AgentRef>),
@@ -83,6 +88,7 @@ struct Watcher {
 const CAST: &str = "Cast";
 const CALL: &str = "Call";
 const DOWN: &str = "Down";
+const BEAT: &str = "Beat";
 
 impl ractor::Message for GatewayMsg {
     fn serializable() -> bool {
@@ -98,6 +104,11 @@ impl ractor::Message for GatewayMsg {
             }),
             GatewayMsg::Down(args) => Ok(SerializedMessage::Cast {
                 variant: DOWN.to_owned(),
+                args,
+                metadata: None,
+            }),
+            GatewayMsg::Beat(args) => Ok(SerializedMessage::Cast {
+                variant: BEAT.to_owned(),
                 args,
                 metadata: None,
             }),
@@ -118,6 +129,9 @@ impl ractor::Message for GatewayMsg {
             }
             SerializedMessage::Cast { variant, args, .. } if variant == DOWN => {
                 Ok(GatewayMsg::Down(args))
+            }
+            SerializedMessage::Cast { variant, args, .. } if variant == BEAT => {
+                Ok(GatewayMsg::Beat(args))
             }
             SerializedMessage::Call {
                 variant,
@@ -161,6 +175,13 @@ pub(crate) struct GatewayState {
     watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
     members: BTreeSet<String>,
+    /// When each remote member was last heard from (its beats).
+    heard: HashMap<String, Instant>,
+    /// Peers treated as down for their silence, until they are heard
+    /// again (or leave the process group).
+    silent: BTreeSet<String>,
+    /// The heartbeat's timer.
+    ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Actor for Gateway {
@@ -186,7 +207,14 @@ impl Actor for Gateway {
             children: HashMap::new(),
             watching: HashMap::new(),
             members: BTreeSet::new(),
+            heard: HashMap::new(),
+            silent: BTreeSet::new(),
+            ticker: None,
         };
+        let interval = state.inner.heartbeat.0;
+        if !interval.is_zero() {
+            state.ticker = Some(myself.send_interval(interval, || GatewayMsg::Tick));
+        }
         state.refresh_members();
         Ok(state)
     }
@@ -212,6 +240,8 @@ impl Actor for Gateway {
                 Ok(down) => state.notify(&down.node, &down.agent, &down.reason),
                 Err(e) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed down"),
             },
+            GatewayMsg::Beat(bytes) => state.beat(&String::from_utf8_lossy(&bytes)),
+            GatewayMsg::Tick => state.tick(),
             GatewayMsg::Activated(id, result) => state.activated(&id, result),
             GatewayMsg::Exited(id, reason) => state.exited(&id, &reason),
             GatewayMsg::Watch(req) => state.watch_local(&myself, *req),
@@ -258,6 +288,9 @@ impl Actor for Gateway {
         state: &mut GatewayState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         ractor::pg::demonitor_scope(state.inner.scope.clone(), myself.get_id());
+        if let Some(ticker) = state.ticker.take() {
+            ticker.abort();
+        }
         Ok(())
     }
 }
@@ -266,14 +299,23 @@ impl GatewayState {
     /// Recomputes the members from the process group; announces joins and
     /// losses, and ends the watches on lost nodes with `noconnection`.
     fn refresh_members(&mut self) {
-        let now = self.inner.remote_gateways();
+        let mut now = self.inner.remote_gateways();
+        // A silent peer stays down until it is heard again; one that left
+        // the group is forgotten (its next session is a fresh join).
+        self.silent.retain(|node| now.contains_key(node));
+        now.retain(|node, _| !self.silent.contains(node));
         let names: BTreeSet<String> = now.keys().cloned().collect();
         let joined: Vec<String> = names.difference(&self.members).cloned().collect();
         let lost: Vec<String> = self.members.difference(&names).cloned().collect();
+        self.heard.retain(|node, _| names.contains(node));
         self.members = names;
         // Members first: a subscriber reading `members()` on an event sees
         // the membership the event announces.
         self.inner.set_members(now);
+        let heard_at = Instant::now();
+        for node in &joined {
+            self.heard.insert(node.clone(), heard_at);
+        }
         for node in joined {
             telemetry::node_up(&self.inner.node, &node);
             let _ = self.inner.events.send(ClusterEvent::NodeUp { node });
@@ -300,6 +342,49 @@ impl GatewayState {
                 parents.remove(&node);
             }
         }
+    }
+
+    /// A beat from `node`: it is alive (again).
+    fn beat(&mut self, node: &str) {
+        if self.silent.remove(node) {
+            tracing::info!(target: "jido::cluster", node = %self.inner.node, peer = node, "jido.cluster: silent peer heard again");
+            self.refresh_members();
+            return;
+        }
+        if let Some(at) = self.heard.get_mut(node) {
+            *at = Instant::now();
+        }
+    }
+
+    /// The heartbeat: beats to every remote member, and peers silent for
+    /// too long are treated as down and their sessions closed (the
+    /// connector redials them).
+    fn tick(&mut self) {
+        let (interval, misses) = self.inner.heartbeat;
+        let me = self.inner.node.as_bytes().to_vec();
+        for node in &self.members {
+            if let Some(gateway) = self.inner.gateway_of(node) {
+                let _ = gateway.send_message(GatewayMsg::Beat(me.clone()));
+            }
+        }
+        let limit = interval.saturating_mul(misses);
+        let now = Instant::now();
+        let silent: Vec<String> = self
+            .heard
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) > limit)
+            .map(|(node, _)| node.clone())
+            .collect();
+        if silent.is_empty() {
+            return;
+        }
+        for node in &silent {
+            tracing::warn!(target: "jido::cluster", node = %self.inner.node, peer = %node, missed = misses, "jido.cluster: peer silent, treated as down");
+            self.silent.insert(node.clone());
+        }
+        self.refresh_members();
+        let server = self.inner.server.clone();
+        tokio::spawn(close_sessions(server, silent));
     }
 
     fn on_request(
@@ -640,6 +725,31 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
                     let _ = reply.send(Reply::encode(&Err(e)));
                 }
             }
+        }
+    }
+}
+
+/// Closes the sessions to `nodes` (by their ractor node names): their
+/// remote actors leave the process groups and the connector redials.
+async fn close_sessions(
+    server: ActorRef<ractor_cluster::node::NodeServerMessage>,
+    nodes: Vec<String>,
+) {
+    let Ok(sessions) = ractor::call_t!(
+        server,
+        ractor_cluster::node::NodeServerMessage::GetSessions,
+        1_000
+    ) else {
+        return;
+    };
+    for session in sessions.into_values() {
+        let Some(name) = &session.peer_name else {
+            continue;
+        };
+        if nodes.contains(&name.name) {
+            session
+                .actor
+                .stop(Some("jido.cluster: heartbeat missed".to_owned()));
         }
     }
 }

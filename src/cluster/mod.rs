@@ -187,6 +187,10 @@ pub(crate) struct Inner {
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
     /// The remote children started by directives.
     pub(crate) children: children::Children,
+    /// The node server (the gateway closes a silent peer's session).
+    pub(crate) server: ActorRef<NodeServerMessage>,
+    /// The heartbeat's interval (zero: off) and misses.
+    pub(crate) heartbeat: (Duration, u32),
 }
 
 impl Inner {
@@ -381,6 +385,8 @@ impl Cluster {
             members,
             gateways: RwLock::new(HashMap::new()),
             children: children::Children::default(),
+            server: server.clone(),
+            heartbeat: (config.heartbeat_interval, config.heartbeat_misses),
         });
         let name = format!("{}{}", inner.prefix, inner.node);
         let (gateway, _) = Actor::spawn(Some(name), gateway::Gateway, Arc::clone(&inner))
