@@ -158,8 +158,17 @@ enum Pending {
     Cast(Signal),
     Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
     /// Only the start (a remote child's spawn): answered `{"node"}`, with
-    /// the watch of node `from` registered in the same turn.
-    Start(RpcReplyPort<Vec<u8>>, Option<String>),
+    /// the watch of the parent's node registered in the same turn.
+    Start(RpcReplyPort<Vec<u8>>, Option<RemoteParent>),
+}
+
+/// The parent of a remote child of this node.
+#[derive(Clone, PartialEq, Eq)]
+struct RemoteParent {
+    node: String,
+    /// Its id (absent from an older sender).
+    parent: Option<String>,
+    tag: Option<String>,
 }
 
 pub(crate) struct GatewayState {
@@ -168,9 +177,9 @@ pub(crate) struct GatewayState {
     pending: HashMap<String, VecDeque<Pending>>,
     /// Agents of this node watched, with the nodes watching them.
     watched: HashMap<String, BTreeSet<String>>,
-    /// Agents of this node started as remote children, with the nodes of
-    /// their parents (the only ones that may stop them).
-    children: HashMap<String, BTreeSet<String>>,
+    /// Agents of this node started as remote children, with their
+    /// parents (whose nodes are the only ones that may stop them).
+    children: HashMap<String, Vec<RemoteParent>>,
     /// Watches held on this node: (owner node, agent) → watchers.
     watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
@@ -338,10 +347,111 @@ impl GatewayState {
             for watchers in self.watched.values_mut() {
                 watchers.remove(&node);
             }
+            // The remote children of the lost node's agents: their
+            // parents are gone as far as this node can tell.
+            let orphans: Vec<(String, RemoteParent)> = self
+                .children
+                .iter()
+                .flat_map(|(child, parents)| {
+                    parents
+                        .iter()
+                        .filter(|p| p.node == node)
+                        .map(|p| (child.clone(), p.clone()))
+                })
+                .collect();
             for parents in self.children.values_mut() {
-                parents.remove(&node);
+                parents.retain(|p| p.node != node);
+            }
+            self.children.retain(|_, parents| !parents.is_empty());
+            for (child, parent) in orphans {
+                self.parent_down(&child, &parent, NOCONNECTION);
             }
         }
+    }
+
+    /// Tells remote child `child` of this node that its parent ended.
+    fn parent_down(&self, child: &str, parent: &RemoteParent, reason: &str) {
+        let Some(agent) = self.inner.jido.whereis(child) else {
+            return;
+        };
+        agent.remote_parent_down(serde_json::json!({
+            "parent_id": parent.parent,
+            "tag": parent.tag,
+            "node": parent.node,
+            "reason": reason,
+        }));
+    }
+
+    /// Agent `parent` of this node ended: the owners of its remote
+    /// children are told (each child's `on_parent_death` applies there),
+    /// and its watches of them end without a notice.
+    fn parent_exited(&mut self, parent: &str, reason: &str) {
+        let keys: Vec<(String, String)> = self
+            .watching
+            .iter()
+            .filter(|(_, list)| {
+                list.iter()
+                    .any(|w| w.tag.is_some() && w.agent.id() == parent)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (owner, child) in keys {
+            let mut tags = Vec::new();
+            let mut last = false;
+            if let Some(list) = self.watching.get_mut(&(owner.clone(), child.clone())) {
+                list.retain(|w| match &w.tag {
+                    Some(tag) if w.agent.id() == parent => {
+                        tags.push(tag.clone());
+                        false
+                    }
+                    _ => true,
+                });
+                last = list.is_empty();
+            }
+            if last {
+                self.watching.remove(&(owner.clone(), child.clone()));
+            }
+            for tag in &tags {
+                self.inner.children.ended(parent, tag, &child);
+                let request = Outgoing::new(Op::ParentDown, &child, None)
+                    .sender(&self.inner.node)
+                    .parent(parent, Some(tag))
+                    .reason(reason)
+                    .encode();
+                if owner == self.inner.node {
+                    if let Ok(req) = Request::decode(&request) {
+                        self.on_parent_down(&req);
+                    }
+                } else if let Some(gateway) = self.inner.gateway_of(&owner) {
+                    let _ = gateway.send_message(GatewayMsg::Cast(request));
+                }
+            }
+            if last {
+                self.unwatch_owner(&owner, &child);
+            }
+        }
+    }
+
+    /// A parent-down request from the parent's node.
+    fn on_parent_down(&mut self, req: &Request) {
+        let (Some(from), Some(parent)) = (&req.from, &req.parent) else {
+            tracing::warn!(agent = %req.agent, "jido.cluster: dropped a parent down without a parent");
+            return;
+        };
+        let Some(parents) = self.children.get_mut(&req.agent) else {
+            return;
+        };
+        let Some(at) = parents.iter().position(|p| {
+            p.node == *from && p.parent.as_deref() == Some(parent) && p.tag == req.tag
+        }) else {
+            return;
+        };
+        let link = parents.remove(at);
+        if parents.is_empty() {
+            self.children.remove(&req.agent);
+        }
+        let reason = req.reason.as_deref().unwrap_or("noproc");
+        self.parent_down(&req.agent, &link, reason);
     }
 
     /// A beat from `node`: it is alive (again).
@@ -444,8 +554,19 @@ impl GatewayState {
                     let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
                 }
             }
+            (Op::ParentDown, reply) => {
+                self.on_parent_down(&req);
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
+                }
+            }
             (Op::Start, Some(reply)) => {
-                let item = Pending::Start(reply, req.from.clone());
+                let parent = req.from.clone().map(|node| RemoteParent {
+                    node,
+                    parent: req.parent.clone(),
+                    tag: req.tag.clone(),
+                });
+                let item = Pending::Start(reply, parent);
                 self.deliver(myself, &req, item);
             }
             (Op::Stop, reply) => {
@@ -456,7 +577,7 @@ impl GatewayState {
                 let parent_here = req.from.as_ref().is_some_and(|from| {
                     self.children
                         .get(&req.agent)
-                        .is_some_and(|parents| parents.contains(from))
+                        .is_some_and(|parents| parents.iter().any(|p| p.node == *from))
                 });
                 let agent = self.inner.jido.whereis(&req.agent);
                 let node = self.inner.node.clone();
@@ -520,8 +641,11 @@ impl GatewayState {
             self.watched
                 .entry(id.to_owned())
                 .or_default()
-                .insert(from.clone());
-            self.children.entry(id.to_owned()).or_default().insert(from);
+                .insert(from.node.clone());
+            let parents = self.children.entry(id.to_owned()).or_default();
+            if !parents.contains(&from) {
+                parents.push(from);
+            }
             send(&self.inner.node, agent, Pending::Start(reply, None));
             return;
         }
@@ -550,6 +674,7 @@ impl GatewayState {
     /// An agent of this node ended: tell its watchers.
     fn exited(&mut self, id: &str, reason: &str) {
         self.children.remove(id);
+        self.parent_exited(id, reason);
         let Some(watchers) = self.watched.remove(id) else {
             return;
         };
@@ -643,6 +768,7 @@ impl GatewayState {
             timeout,
             reply,
         } = req;
+        let tag_of_start = tag.clone();
         let entry = Watcher {
             agent: watcher.clone(),
             tag,
@@ -675,7 +801,8 @@ impl GatewayState {
         // A start-and-watch (a remote child's spawn) starts the agent if
         // it must and registers the watch in the same turn on the owner.
         let request = match &start {
-            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref()),
+            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref())
+                .parent(watcher.id(), tag_of_start.as_deref()),
             None => Outgoing::new(Op::Watch, &agent, None),
         }
         .sender(&self.inner.node)

@@ -1385,6 +1385,7 @@ impl AgentServerState {
             }
             Internal::Down { actor, reason } => self.on_actor_down(myself, actor, reason),
             Internal::Hierarchy(msg) => self.on_hierarchy(myself, *msg),
+            Internal::RemoteParentDown(data) => self.on_remote_parent_down(myself, *data),
             Internal::Durable(msg) => self.on_durable(myself, *msg),
         }
         false

@@ -171,6 +171,17 @@ impl AgentRef {
         }
     }
 
+    /// Tells a remote child that its parent on another node ended (see
+    /// `Internal::RemoteParentDown`); false when the agent is gone.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn remote_parent_down(&self, data: serde_json::Value) -> bool {
+        self.actor
+            .send_message(AgentMsg::internal(Internal::RemoteParentDown(Box::new(
+                data,
+            ))))
+            .is_ok()
+    }
+
     /// Waits until the agent has ended and says why.
     ///
     /// For an agent of a [`Jido`](super::Jido) instance the reason is the
