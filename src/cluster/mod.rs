@@ -30,7 +30,13 @@
 //!   [`ClusterAgent::unwatch`] removes the watch. **Remote children**
 //!   ([`ClusterAgent::spawn_as_child`]) are a watch whose notice is
 //!   `jido.agent.child.exit` `{tag, id, node, reason}`, plus
-//!   [`RemoteChild::stop`] (their StopChild).
+//!   [`RemoteChild::stop`] (their StopChild). When the parent ends, or
+//!   its node is lost, the child's owner applies the child's
+//!   `on_parent_death` (`stop`: reason `shutdown: parent_down: REASON`).
+//! * **Heartbeat**: the gateways beat to each other
+//!   ([`ClusterConfig::heartbeat`], 1 s × 5 by default); a peer silent
+//!   for that long is treated as lost (members, `noconnection`, failover)
+//!   and its session closed, so it is redialled when reachable again.
 //! * **Telemetry**: `tracing` events `jido.cluster.*` (target
 //!   `jido::cluster`): node up / down, remote call start / stop /
 //!   exception with `duration_us`, casts, activations, fencing (see
