@@ -842,15 +842,18 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
                 .with_detail("agent_id", agent.id().to_owned()))));
                 return;
             }
-            match agent.send_call(signal, left) {
-                Ok(answer) => {
-                    tokio::spawn(async move {
-                        let _ = reply.send(Reply::encode_checkpoint(&answer.await));
-                    });
-                }
-                Err(e) => {
-                    let _ = reply.send(Reply::encode(&Err(e)));
-                }
+            // The agent writes the reply in its own turn: no task waits
+            // for its answer here. The caller's own timeout bounds the
+            // wait (the budget was carried in the envelope).
+            let answer = Answer {
+                port: Some(reply),
+                agent: agent.id().to_owned(),
+            };
+            let then = Box::new(move |result: Result<crate::agent::AgentState>| {
+                answer.send(&result);
+            });
+            if let Err(e) = agent.call_then(signal, then) {
+                tracing::debug!(error = %e, "jido.cluster: call to a stopped agent");
             }
         }
     }
@@ -877,6 +880,33 @@ async fn close_sessions(
             session
                 .actor
                 .stop(Some("jido.cluster: heartbeat missed".to_owned()));
+        }
+    }
+}
+
+/// The reply port of a call from another node, answered by the agent in
+/// its own turn; dropped unanswered (the agent ended first), it answers
+/// `Cancelled` "agent stopped before replying".
+struct Answer {
+    port: Option<RpcReplyPort<Vec<u8>>>,
+    agent: String,
+}
+
+impl Answer {
+    fn send(mut self, result: &Result<crate::agent::AgentState>) {
+        if let Some(port) = self.port.take() {
+            let _ = port.send(Reply::encode_checkpoint(result));
+        }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            let _ = port.send(Reply::encode(&Err(Error::cancelled(
+                "agent stopped before replying",
+            )
+            .with_detail("agent_id", std::mem::take(&mut self.agent)))));
         }
     }
 }

@@ -1053,12 +1053,7 @@ impl AgentServerState {
         });
     }
 
-    fn unrouted(
-        &mut self,
-        signal: Signal,
-        reply: Option<RpcReplyPort<Result<AgentState>>>,
-        err: Error,
-    ) {
+    fn unrouted(&mut self, signal: Signal, reply: Option<Reply>, err: Error) {
         self.consumed(&signal);
         let ty = signal.ty().to_owned();
         if ty == signal_types::AGENT_STOP {

@@ -80,7 +80,10 @@ impl AgentMsg {
     /// # Ok(()) }
     /// ```
     pub fn call(signal: Signal, reply: RpcReplyPort<Result<AgentState>>) -> Self {
-        AgentMsg::Call(CallRequest { signal, reply })
+        AgentMsg::Call(CallRequest {
+            signal,
+            reply: reply.into(),
+        })
     }
 }
 
@@ -97,7 +100,7 @@ impl fmt::Debug for AgentMsg {
 /// A signal with the port its answer goes to.
 pub struct CallRequest {
     pub(crate) signal: Signal,
-    pub(crate) reply: RpcReplyPort<Result<AgentState>>,
+    pub(crate) reply: super::inflight::Reply,
 }
 
 impl CallRequest {
