@@ -41,8 +41,13 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// ran_on}`: `node` where it was first started, `ran_on` where the last
 /// `counter.add` ran. Durable (checkpoint before reply) with a storage.
 fn counter(node: &str, id: &str, durable: bool) -> jido::Result<(AgentState, ServerOptions)> {
+    counter_of(counter_routes(node), node, id, durable)
+}
+
+/// The counter's routes.
+fn counter_routes(node: &str) -> TestAgent {
     let here = node.to_owned();
-    let agent = TestAgent::new()
+    TestAgent::new()
         .route(
             "counter.add",
             act(move |p, ctx| {
@@ -73,7 +78,16 @@ fn counter(node: &str, id: &str, durable: bool) -> jido::Result<(AgentState, Ser
                     p["reason"].as_str().unwrap_or("done").to_owned(),
                 )]
             }),
-        );
+        )
+}
+
+/// A counter agent of routes `agent`, started by `node`.
+fn counter_of(
+    agent: TestAgent,
+    node: &str,
+    id: &str,
+    durable: bool,
+) -> jido::Result<(AgentState, ServerOptions)> {
     let state = AgentState::new(
         agent,
         AgentOptions::new()
@@ -94,6 +108,20 @@ fn counter(node: &str, id: &str, durable: bool) -> jido::Result<(AgentState, Ser
 fn register_counter(cluster: &Cluster, durable: bool) {
     let node = cluster.node().to_owned();
     cluster.register_kind("counter", move |id| counter(&node, id, durable));
+    // `orphan:*`: a counter that outlives its parent (`emit_orphan`) and
+    // keeps the orphan notice's data in its state (`orphaned`).
+    let node = cluster.node().to_owned();
+    cluster.register_kind("orphan", move |id| {
+        let routes = counter_routes(&node).route(
+            jido::server::signal_types::ORPHANED,
+            act(|p, _| async move { Ok(json!({"orphaned": p})) }),
+        );
+        let (state, options) = counter_of(routes, &node, id, false)?;
+        Ok((
+            state,
+            options.on_parent_death(jido::server::OnParentDeath::EmitOrphan),
+        ))
+    });
 }
 
 /// The PostgreSQL server of `JIDO_TEST_PG` (see tests/persist_postgres.rs:
@@ -158,6 +186,10 @@ fn cluster_node_main() {
             .cookie(COOKIE)
             .cluster(cluster_name)
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
+        if let Ok(ms) = std::env::var("JIDO_CLUSTER_HEARTBEAT_MS") {
+            let ms: u64 = ms.parse().expect("milliseconds");
+            config = config.heartbeat(Duration::from_millis(ms), 3);
+        }
         if let Ok(dir) = std::env::var("JIDO_CLUSTER_TLS") {
             config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
         }
@@ -178,6 +210,23 @@ fn cluster_node_main() {
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let words: Vec<&str> = line.split_whitespace().collect();
+            // `adopt ID TAG`: a local parent `parent-of-ID` spawns ID on
+            // node-a as its remote child; prints `JIDO adopted ID`.
+            if let ["adopt", id, tag] = words[..] {
+                let parent = jido
+                    .start_agent(
+                        TestAgent::new().build(&format!("parent-of-{id}")),
+                        ServerOptions::new(),
+                    )
+                    .await
+                    .expect("parent");
+                cluster
+                    .agent_on(id, Place::Node("node-a".into()))
+                    .spawn_as_child(&parent, tag, LIMIT)
+                    .await
+                    .expect("spawn on node-a");
+                println!("JIDO adopted {id}");
+            }
             if let ["call", id, n] = words[..] {
                 let n: i64 = n.parse().expect("a number");
                 let answer = match jido.whereis(id) {
@@ -245,12 +294,24 @@ async fn node_a(cluster: &str, seeds: &[u16]) -> (Jido, Cluster) {
 }
 
 async fn node_a_with(cluster: &str, seeds: &[u16], pg: Option<(&str, &str)>) -> (Jido, Cluster) {
+    node_a_config(cluster, seeds, pg, |config| config).await
+}
+
+/// Node A with its configuration changed by `adjust`.
+async fn node_a_config(
+    cluster: &str,
+    seeds: &[u16],
+    pg: Option<(&str, &str)>,
+    adjust: impl FnOnce(ClusterConfig) -> ClusterConfig,
+) -> (Jido, Cluster) {
     let jido = jido_with(pg).await;
-    let config = ClusterConfig::new("node-a")
-        .cookie(COOKIE)
-        .cluster(cluster)
-        .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
-        .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}")));
+    let config = adjust(
+        ClusterConfig::new("node-a")
+            .cookie(COOKIE)
+            .cluster(cluster)
+            .redial_backoff(Duration::from_millis(20), Duration::from_millis(200))
+            .seeds(seeds.iter().map(|p| format!("127.0.0.1:{p}"))),
+    );
     let node = Cluster::start(&jido, config).await.expect("cluster");
     register_counter(&node, pg.is_some());
     (jido, node)
@@ -1289,12 +1350,20 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     let schema = schema();
     let pg = Some((conn.as_str(), schema.as_str()));
     let port = free_port();
-    let mut b = spawn_node_with("t-partition", "node-b", port, pg);
+    // Heartbeats off on both sides: the partition stays silent (see
+    // `a_silent_peer_misses_its_heartbeats_and_is_treated_as_down`).
+    let mut b = node_command("t-partition", "node-b", port, pg)
+        .env("JIDO_CLUSTER_HEARTBEAT_MS", "0")
+        .spawn()
+        .expect("spawn node");
     let mut b_out = NodeOut::of(&mut b);
     let mut b_in = b.stdin.take().expect("piped stdin");
     // Node A reaches node-b only through the proxy.
     let proxy = Proxy::start(port).await;
-    let (jido, a) = node_a_with("t-partition", &[proxy.port], pg).await;
+    let (jido, a) = node_a_config("t-partition", &[proxy.port], pg, |c| {
+        c.heartbeat(Duration::ZERO, 1)
+    })
+    .await;
     let mut events = a.events();
     a.wait_for_members(2, LIMIT).await.expect("node-b joins");
     let id = id_on(&a, "node-b", "partition");
@@ -1347,6 +1416,144 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     .await;
     let cp = on_a.call(add(3), LIMIT).await.expect("call on a");
     assert_eq!(state(&cp)["log"], json!([1, 2, 3]));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_peer_misses_its_heartbeats_and_is_treated_as_down() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let _b = spawn_node("t-beat", "node-b", port);
+    let proxy = Proxy::start(port).await;
+    let (jido, a) = node_a_config("t-beat", &[proxy.port], None, |c| {
+        c.heartbeat(Duration::from_millis(100), 3)
+    })
+    .await;
+    let mut events = a.events();
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let id = id_on(&a, "node-b", "beat");
+    let agent = a.agent(&id);
+    let cp = agent.call(add(1), LIMIT).await.expect("start on b");
+    assert_eq!(state(&cp)["node"], json!("node-b"));
+    let (w, mut down) = watcher(&jido, "watcher-beat").await;
+    agent.watch(&w).await.expect("watch");
+    // Beats keep flowing while the network works: still a member after
+    // many heartbeat intervals' worth of traffic.
+    for n in 2..=4 {
+        agent.call(add(n), LIMIT).await.expect("call on b");
+    }
+    assert_eq!(a.members(), ["node-a", "node-b"]);
+
+    // The network drops every frame, no session ends: the missed beats
+    // make node-b down.
+    proxy.partition();
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "noconnection"})
+    );
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeDown {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a"]);
+    assert_eq!(a.gateway_of("node-b").map(|_| ()), None);
+    // Its ids fail over (no storage: a fresh agent).
+    assert_eq!(agent.owner().unwrap(), "node-a");
+    let cp = agent.call(add(5), LIMIT).await.expect("failover call");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-a"), json!([5]))
+    );
+
+    // Reachable again: redialled, a member again, its ids go back.
+    proxy.heal();
+    wait_event(
+        &mut events,
+        ClusterEvent::NodeUp {
+            node: "node-b".into(),
+        },
+    )
+    .await;
+    assert_eq!(a.members(), ["node-a", "node-b"]);
+    assert_eq!(agent.owner().unwrap(), "node-b");
+    let cp = agent.call(add(6), LIMIT).await.expect("call on b again");
+    assert_eq!(state(&cp)["node"], json!("node-b"));
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_child_follows_its_parents_end_by_its_on_parent_death() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let mut b = spawn_node("t-parent-down", "node-b", port);
+    let mut b_out = NodeOut::of(&mut b);
+    let mut b_in = b.stdin.take().expect("piped stdin");
+    let (jido, a) = node_a("t-parent-down", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (w, mut down) = watcher(&jido, "watcher-parent-down").await;
+
+    // The parent ends on this node: the owner of its remote children
+    // applies each child's on_parent_death.
+    let (p, mut exits) = parent(&jido, "parent-down-1").await;
+    let stopper = id_on(&a, "node-b", "pd-stop");
+    let orphan = (0..)
+        .map(|i| format!("orphan:pd-{i}"))
+        .find(|id| a.owner_of(id) == "node-b")
+        .expect("an id");
+    a.agent(&stopper)
+        .spawn_as_child(&p, "stops", LIMIT)
+        .await
+        .expect("spawn");
+    a.agent(&orphan)
+        .spawn_as_child(&p, "stays", LIMIT)
+        .await
+        .expect("spawn");
+    a.agent(&stopper).watch(&w).await.expect("watch");
+    p.stop("done").await.expect("parent stops");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": stopper, "node": "node-b", "reason": "shutdown: parent_down: done"})
+    );
+    // The `emit_orphan` child runs on, told why.
+    let cp = a.agent(&orphan).call(add(1), LIMIT).await.expect("runs on");
+    assert_eq!(
+        (state(&cp)["orphaned"].clone(), state(&cp)["log"].clone()),
+        (
+            json!({"parent_id": "parent-down-1", "tag": "stays", "node": "node-a", "reason": "done"}),
+            json!([1])
+        )
+    );
+    assert!(exits.try_recv().is_err(), "no exit notice to a dead parent");
+
+    // The parent's node is lost: its children on this node get
+    // `noconnection` as the parent's end.
+    let stopper = id_on(&a, "node-a", "pd-lost-stop");
+    let orphan = (0..)
+        .map(|i| format!("orphan:pd-lost-{i}"))
+        .find(|id| a.owner_of(id) == "node-a")
+        .expect("an id");
+    for (id, tag) in [(&stopper, "stops"), (&orphan, "stays")] {
+        b_in.write_all(format!("adopt {id} {tag}\n").as_bytes())
+            .await
+            .expect("command");
+        assert_eq!(b_out.next().await, format!("adopted {id}"));
+    }
+    a.agent(&stopper).watch(&w).await.expect("watch");
+    b.start_kill().expect("SIGKILL node-b");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": stopper, "node": "node-a", "reason": "shutdown: parent_down: noconnection"})
+    );
+    let cp = a.agent(&orphan).call(add(2), LIMIT).await.expect("runs on");
+    assert_eq!(
+        state(&cp)["orphaned"],
+        json!({"parent_id": format!("parent-of-{orphan}"), "tag": "stays", "node": "node-b", "reason": "noconnection"})
+    );
     a.shutdown().await;
     jido.shutdown().await;
 }

@@ -4,6 +4,11 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+/// The default heartbeat interval (see [`ClusterConfig::heartbeat`]).
+pub(crate) const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+/// The default heartbeat misses (see [`ClusterConfig::heartbeat`]).
+pub(crate) const DEFAULT_HEARTBEAT_MISSES: u32 = 5;
+
 /// The configuration of [`Cluster::start`](super::Cluster::start).
 ///
 /// ```
@@ -24,6 +29,8 @@ pub struct ClusterConfig {
     pub(crate) seeds: Vec<String>,
     pub(crate) redial_min: Duration,
     pub(crate) redial_max: Duration,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) heartbeat_misses: u32,
     pub(crate) tls: Option<ClusterTls>,
 }
 
@@ -35,6 +42,8 @@ impl fmt::Debug for ClusterConfig {
             .field("cluster", &self.cluster)
             .field("listen", &self.listen)
             .field("seeds", &self.seeds)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("heartbeat_misses", &self.heartbeat_misses)
             .field("tls", &self.tls.is_some())
             .finish()
     }
@@ -53,6 +62,8 @@ impl ClusterConfig {
             seeds: Vec::new(),
             redial_min: Duration::from_millis(100),
             redial_max: Duration::from_secs(5),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            heartbeat_misses: DEFAULT_HEARTBEAT_MISSES,
             tls: None,
         }
     }
@@ -101,6 +112,40 @@ impl ClusterConfig {
         self.redial_min = min;
         self.redial_max = max.max(min);
         self
+    }
+
+    /// The gateways' heartbeat: every `interval` this node's gateway sends
+    /// a beat to every peer's gateway, over the same session as the
+    /// requests. A peer from which nothing was heard for `misses`
+    /// intervals is treated as down (a silent partition: ractor_cluster's
+    /// own ping never times out): it leaves [`members`](super::Cluster::members)
+    /// (its ids move to the other nodes), watches of its agents end with
+    /// `noconnection`, calls to it fail with "node connection lost", and
+    /// its session is closed so that the connector redials it; it is a
+    /// member again once its session is back and its beats arrive.
+    /// Default 1 s and 5 misses; a zero `interval` turns the heartbeat off,
+    /// `misses` is at least 1.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use jido::cluster::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::new("node-a").heartbeat(Duration::from_millis(200), 3);
+    /// assert_eq!(config.heartbeat_timeout(), Some(Duration::from_millis(600)));
+    /// ```
+    pub fn heartbeat(mut self, interval: Duration, misses: u32) -> Self {
+        self.heartbeat_interval = interval;
+        self.heartbeat_misses = misses.max(1);
+        self
+    }
+
+    /// How long a silent peer stays a member: the heartbeat interval times
+    /// the misses, `None` when the heartbeat is off.
+    pub fn heartbeat_timeout(&self) -> Option<Duration> {
+        if self.heartbeat_interval.is_zero() {
+            return None;
+        }
+        self.heartbeat_interval.checked_mul(self.heartbeat_misses)
     }
 
     /// Encrypts cluster traffic with TLS (rustls): incoming sessions are

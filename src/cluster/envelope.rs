@@ -32,6 +32,9 @@ pub(crate) enum Op {
     Start,
     /// Stop the agent with `reason` (a remote child's stop).
     Stop,
+    /// The remote child's parent `parent` ended with `reason`: the
+    /// child's `on_parent_death` applies.
+    ParentDown,
 }
 
 /// A request as it is sent: borrowed, the signal written straight from
@@ -51,6 +54,10 @@ pub(crate) struct Outgoing<'a> {
     from: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tag: Option<&'a str>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -65,7 +72,17 @@ impl<'a> Outgoing<'a> {
             deadline_ms: None,
             from: None,
             reason: None,
+            parent: None,
+            tag: None,
         }
+    }
+
+    /// The parent (and its tag for the child) of a remote child's start,
+    /// or the parent that ended (parent down).
+    pub(crate) fn parent(mut self, parent: &'a str, tag: Option<&'a str>) -> Self {
+        self.parent = Some(parent);
+        self.tag = tag;
+        self
     }
 
     pub(crate) fn signal(mut self, signal: &'a Signal) -> Self {
@@ -114,9 +131,15 @@ pub(crate) struct Request {
     /// The sending node (watch, unwatch).
     #[serde(default)]
     pub(crate) from: Option<String>,
-    /// The stop reason (stop).
+    /// The stop reason (stop), the parent's exit reason (parent down).
     #[serde(default)]
     pub(crate) reason: Option<String>,
+    /// The parent of a remote child (start, parent down).
+    #[serde(default)]
+    pub(crate) parent: Option<String>,
+    /// The parent's tag for the child (start).
+    #[serde(default)]
+    pub(crate) tag: Option<String>,
 }
 
 impl Request {

@@ -29,6 +29,11 @@ pub enum GatewayMsg {
     Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
     /// A watched agent ended (from its owner's gateway).
     Down(Vec<u8>),
+    /// A heartbeat from a peer's gateway: its node name (UTF-8).
+    Beat(Vec<u8>),
+    /// Local: time to send beats and look for silent peers.
+    #[doc(hidden)]
+    Tick,
     /// Local: an activation finished.
     #[doc(hidden)]
     Activated(String, Result<AgentRef>),
@@ -83,6 +88,7 @@ struct Watcher {
 const CAST: &str = "Cast";
 const CALL: &str = "Call";
 const DOWN: &str = "Down";
+const BEAT: &str = "Beat";
 
 impl ractor::Message for GatewayMsg {
     fn serializable() -> bool {
@@ -98,6 +104,11 @@ impl ractor::Message for GatewayMsg {
             }),
             GatewayMsg::Down(args) => Ok(SerializedMessage::Cast {
                 variant: DOWN.to_owned(),
+                args,
+                metadata: None,
+            }),
+            GatewayMsg::Beat(args) => Ok(SerializedMessage::Cast {
+                variant: BEAT.to_owned(),
                 args,
                 metadata: None,
             }),
@@ -118,6 +129,9 @@ impl ractor::Message for GatewayMsg {
             }
             SerializedMessage::Cast { variant, args, .. } if variant == DOWN => {
                 Ok(GatewayMsg::Down(args))
+            }
+            SerializedMessage::Cast { variant, args, .. } if variant == BEAT => {
+                Ok(GatewayMsg::Beat(args))
             }
             SerializedMessage::Call {
                 variant,
@@ -144,8 +158,17 @@ enum Pending {
     Cast(Signal),
     Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
     /// Only the start (a remote child's spawn): answered `{"node"}`, with
-    /// the watch of node `from` registered in the same turn.
-    Start(RpcReplyPort<Vec<u8>>, Option<String>),
+    /// the watch of the parent's node registered in the same turn.
+    Start(RpcReplyPort<Vec<u8>>, Option<RemoteParent>),
+}
+
+/// The parent of a remote child of this node.
+#[derive(Clone, PartialEq, Eq)]
+struct RemoteParent {
+    node: String,
+    /// Its id (absent from an older sender).
+    parent: Option<String>,
+    tag: Option<String>,
 }
 
 pub(crate) struct GatewayState {
@@ -154,13 +177,20 @@ pub(crate) struct GatewayState {
     pending: HashMap<String, VecDeque<Pending>>,
     /// Agents of this node watched, with the nodes watching them.
     watched: HashMap<String, BTreeSet<String>>,
-    /// Agents of this node started as remote children, with the nodes of
-    /// their parents (the only ones that may stop them).
-    children: HashMap<String, BTreeSet<String>>,
+    /// Agents of this node started as remote children, with their
+    /// parents (whose nodes are the only ones that may stop them).
+    children: HashMap<String, Vec<RemoteParent>>,
     /// Watches held on this node: (owner node, agent) → watchers.
     watching: HashMap<(String, String), Vec<Watcher>>,
     /// The remote members last seen.
     members: BTreeSet<String>,
+    /// When each remote member was last heard from (its beats).
+    heard: HashMap<String, Instant>,
+    /// Peers treated as down for their silence, until they are heard
+    /// again (or leave the process group).
+    silent: BTreeSet<String>,
+    /// The heartbeat's timer.
+    ticker: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Actor for Gateway {
@@ -186,7 +216,14 @@ impl Actor for Gateway {
             children: HashMap::new(),
             watching: HashMap::new(),
             members: BTreeSet::new(),
+            heard: HashMap::new(),
+            silent: BTreeSet::new(),
+            ticker: None,
         };
+        let interval = state.inner.heartbeat.0;
+        if !interval.is_zero() {
+            state.ticker = Some(myself.send_interval(interval, || GatewayMsg::Tick));
+        }
         state.refresh_members();
         Ok(state)
     }
@@ -212,6 +249,8 @@ impl Actor for Gateway {
                 Ok(down) => state.notify(&down.node, &down.agent, &down.reason),
                 Err(e) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed down"),
             },
+            GatewayMsg::Beat(bytes) => state.beat(&String::from_utf8_lossy(&bytes)),
+            GatewayMsg::Tick => state.tick(),
             GatewayMsg::Activated(id, result) => state.activated(&id, result),
             GatewayMsg::Exited(id, reason) => state.exited(&id, &reason),
             GatewayMsg::Watch(req) => state.watch_local(&myself, *req),
@@ -258,6 +297,9 @@ impl Actor for Gateway {
         state: &mut GatewayState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         ractor::pg::demonitor_scope(state.inner.scope.clone(), myself.get_id());
+        if let Some(ticker) = state.ticker.take() {
+            ticker.abort();
+        }
         Ok(())
     }
 }
@@ -266,14 +308,23 @@ impl GatewayState {
     /// Recomputes the members from the process group; announces joins and
     /// losses, and ends the watches on lost nodes with `noconnection`.
     fn refresh_members(&mut self) {
-        let now = self.inner.remote_gateways();
+        let mut now = self.inner.remote_gateways();
+        // A silent peer stays down until it is heard again; one that left
+        // the group is forgotten (its next session is a fresh join).
+        self.silent.retain(|node| now.contains_key(node));
+        now.retain(|node, _| !self.silent.contains(node));
         let names: BTreeSet<String> = now.keys().cloned().collect();
         let joined: Vec<String> = names.difference(&self.members).cloned().collect();
         let lost: Vec<String> = self.members.difference(&names).cloned().collect();
+        self.heard.retain(|node, _| names.contains(node));
         self.members = names;
         // Members first: a subscriber reading `members()` on an event sees
         // the membership the event announces.
         self.inner.set_members(now);
+        let heard_at = Instant::now();
+        for node in &joined {
+            self.heard.insert(node.clone(), heard_at);
+        }
         for node in joined {
             telemetry::node_up(&self.inner.node, &node);
             let _ = self.inner.events.send(ClusterEvent::NodeUp { node });
@@ -296,10 +347,154 @@ impl GatewayState {
             for watchers in self.watched.values_mut() {
                 watchers.remove(&node);
             }
+            // The remote children of the lost node's agents: their
+            // parents are gone as far as this node can tell.
+            let orphans: Vec<(String, RemoteParent)> = self
+                .children
+                .iter()
+                .flat_map(|(child, parents)| {
+                    parents
+                        .iter()
+                        .filter(|p| p.node == node)
+                        .map(|p| (child.clone(), p.clone()))
+                })
+                .collect();
             for parents in self.children.values_mut() {
-                parents.remove(&node);
+                parents.retain(|p| p.node != node);
+            }
+            self.children.retain(|_, parents| !parents.is_empty());
+            for (child, parent) in orphans {
+                self.parent_down(&child, &parent, NOCONNECTION);
             }
         }
+    }
+
+    /// Tells remote child `child` of this node that its parent ended.
+    fn parent_down(&self, child: &str, parent: &RemoteParent, reason: &str) {
+        let Some(agent) = self.inner.jido.whereis(child) else {
+            return;
+        };
+        agent.remote_parent_down(serde_json::json!({
+            "parent_id": parent.parent,
+            "tag": parent.tag,
+            "node": parent.node,
+            "reason": reason,
+        }));
+    }
+
+    /// Agent `parent` of this node ended: the owners of its remote
+    /// children are told (each child's `on_parent_death` applies there),
+    /// and its watches of them end without a notice.
+    fn parent_exited(&mut self, parent: &str, reason: &str) {
+        let keys: Vec<(String, String)> = self
+            .watching
+            .iter()
+            .filter(|(_, list)| {
+                list.iter()
+                    .any(|w| w.tag.is_some() && w.agent.id() == parent)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (owner, child) in keys {
+            let mut tags = Vec::new();
+            let mut last = false;
+            if let Some(list) = self.watching.get_mut(&(owner.clone(), child.clone())) {
+                list.retain(|w| match &w.tag {
+                    Some(tag) if w.agent.id() == parent => {
+                        tags.push(tag.clone());
+                        false
+                    }
+                    _ => true,
+                });
+                last = list.is_empty();
+            }
+            if last {
+                self.watching.remove(&(owner.clone(), child.clone()));
+            }
+            for tag in &tags {
+                self.inner.children.ended(parent, tag, &child);
+                let request = Outgoing::new(Op::ParentDown, &child, None)
+                    .sender(&self.inner.node)
+                    .parent(parent, Some(tag))
+                    .reason(reason)
+                    .encode();
+                if owner == self.inner.node {
+                    if let Ok(req) = Request::decode(&request) {
+                        self.on_parent_down(&req);
+                    }
+                } else if let Some(gateway) = self.inner.gateway_of(&owner) {
+                    let _ = gateway.send_message(GatewayMsg::Cast(request));
+                }
+            }
+            if last {
+                self.unwatch_owner(&owner, &child);
+            }
+        }
+    }
+
+    /// A parent-down request from the parent's node.
+    fn on_parent_down(&mut self, req: &Request) {
+        let (Some(from), Some(parent)) = (&req.from, &req.parent) else {
+            tracing::warn!(agent = %req.agent, "jido.cluster: dropped a parent down without a parent");
+            return;
+        };
+        let Some(parents) = self.children.get_mut(&req.agent) else {
+            return;
+        };
+        let Some(at) = parents.iter().position(|p| {
+            p.node == *from && p.parent.as_deref() == Some(parent) && p.tag == req.tag
+        }) else {
+            return;
+        };
+        let link = parents.remove(at);
+        if parents.is_empty() {
+            self.children.remove(&req.agent);
+        }
+        let reason = req.reason.as_deref().unwrap_or("noproc");
+        self.parent_down(&req.agent, &link, reason);
+    }
+
+    /// A beat from `node`: it is alive (again).
+    fn beat(&mut self, node: &str) {
+        if self.silent.remove(node) {
+            tracing::info!(target: "jido::cluster", node = %self.inner.node, peer = node, "jido.cluster: silent peer heard again");
+            self.refresh_members();
+            return;
+        }
+        if let Some(at) = self.heard.get_mut(node) {
+            *at = Instant::now();
+        }
+    }
+
+    /// The heartbeat: beats to every remote member, and peers silent for
+    /// too long are treated as down and their sessions closed (the
+    /// connector redials them).
+    fn tick(&mut self) {
+        let (interval, misses) = self.inner.heartbeat;
+        let me = self.inner.node.as_bytes().to_vec();
+        for node in &self.members {
+            if let Some(gateway) = self.inner.gateway_of(node) {
+                let _ = gateway.send_message(GatewayMsg::Beat(me.clone()));
+            }
+        }
+        let limit = interval.saturating_mul(misses);
+        let now = Instant::now();
+        let silent: Vec<String> = self
+            .heard
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) > limit)
+            .map(|(node, _)| node.clone())
+            .collect();
+        if silent.is_empty() {
+            return;
+        }
+        for node in &silent {
+            tracing::warn!(target: "jido::cluster", node = %self.inner.node, peer = %node, missed = misses, "jido.cluster: peer silent, treated as down");
+            self.silent.insert(node.clone());
+        }
+        self.refresh_members();
+        let server = self.inner.server.clone();
+        tokio::spawn(close_sessions(server, silent));
     }
 
     fn on_request(
@@ -359,8 +554,19 @@ impl GatewayState {
                     let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
                 }
             }
+            (Op::ParentDown, reply) => {
+                self.on_parent_down(&req);
+                if let Some(reply) = reply {
+                    let _ = reply.send(Reply::encode(&Ok(serde_json::Value::Null)));
+                }
+            }
             (Op::Start, Some(reply)) => {
-                let item = Pending::Start(reply, req.from.clone());
+                let parent = req.from.clone().map(|node| RemoteParent {
+                    node,
+                    parent: req.parent.clone(),
+                    tag: req.tag.clone(),
+                });
+                let item = Pending::Start(reply, parent);
                 self.deliver(myself, &req, item);
             }
             (Op::Stop, reply) => {
@@ -371,7 +577,7 @@ impl GatewayState {
                 let parent_here = req.from.as_ref().is_some_and(|from| {
                     self.children
                         .get(&req.agent)
-                        .is_some_and(|parents| parents.contains(from))
+                        .is_some_and(|parents| parents.iter().any(|p| p.node == *from))
                 });
                 let agent = self.inner.jido.whereis(&req.agent);
                 let node = self.inner.node.clone();
@@ -435,8 +641,11 @@ impl GatewayState {
             self.watched
                 .entry(id.to_owned())
                 .or_default()
-                .insert(from.clone());
-            self.children.entry(id.to_owned()).or_default().insert(from);
+                .insert(from.node.clone());
+            let parents = self.children.entry(id.to_owned()).or_default();
+            if !parents.contains(&from) {
+                parents.push(from);
+            }
             send(&self.inner.node, agent, Pending::Start(reply, None));
             return;
         }
@@ -465,6 +674,7 @@ impl GatewayState {
     /// An agent of this node ended: tell its watchers.
     fn exited(&mut self, id: &str, reason: &str) {
         self.children.remove(id);
+        self.parent_exited(id, reason);
         let Some(watchers) = self.watched.remove(id) else {
             return;
         };
@@ -558,6 +768,7 @@ impl GatewayState {
             timeout,
             reply,
         } = req;
+        let tag_of_start = tag.clone();
         let entry = Watcher {
             agent: watcher.clone(),
             tag,
@@ -590,7 +801,8 @@ impl GatewayState {
         // A start-and-watch (a remote child's spawn) starts the agent if
         // it must and registers the watch in the same turn on the owner.
         let request = match &start {
-            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref()),
+            Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref())
+                .parent(watcher.id(), tag_of_start.as_deref()),
             None => Outgoing::new(Op::Watch, &agent, None),
         }
         .sender(&self.inner.node)
@@ -630,16 +842,71 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
                 .with_detail("agent_id", agent.id().to_owned()))));
                 return;
             }
-            match agent.send_call(signal, left) {
-                Ok(answer) => {
-                    tokio::spawn(async move {
-                        let _ = reply.send(Reply::encode_checkpoint(&answer.await));
-                    });
-                }
-                Err(e) => {
-                    let _ = reply.send(Reply::encode(&Err(e)));
-                }
+            // The agent writes the reply in its own turn: no task waits
+            // for its answer here. The caller's own timeout bounds the
+            // wait (the budget was carried in the envelope).
+            let answer = Answer {
+                port: Some(reply),
+                agent: agent.id().to_owned(),
+            };
+            let then = Box::new(move |result: Result<crate::agent::AgentState>| {
+                answer.send(&result);
+            });
+            if let Err(e) = agent.call_then(signal, then) {
+                tracing::debug!(error = %e, "jido.cluster: call to a stopped agent");
             }
+        }
+    }
+}
+
+/// Closes the sessions to `nodes` (by their ractor node names): their
+/// remote actors leave the process groups and the connector redials.
+async fn close_sessions(
+    server: ActorRef<ractor_cluster::node::NodeServerMessage>,
+    nodes: Vec<String>,
+) {
+    let Ok(sessions) = ractor::call_t!(
+        server,
+        ractor_cluster::node::NodeServerMessage::GetSessions,
+        1_000
+    ) else {
+        return;
+    };
+    for session in sessions.into_values() {
+        let Some(name) = &session.peer_name else {
+            continue;
+        };
+        if nodes.contains(&name.name) {
+            session
+                .actor
+                .stop(Some("jido.cluster: heartbeat missed".to_owned()));
+        }
+    }
+}
+
+/// The reply port of a call from another node, answered by the agent in
+/// its own turn; dropped unanswered (the agent ended first), it answers
+/// `Cancelled` "agent stopped before replying".
+struct Answer {
+    port: Option<RpcReplyPort<Vec<u8>>>,
+    agent: String,
+}
+
+impl Answer {
+    fn send(mut self, result: &Result<crate::agent::AgentState>) {
+        if let Some(port) = self.port.take() {
+            let _ = port.send(Reply::encode_checkpoint(result));
+        }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            let _ = port.send(Reply::encode(&Err(Error::cancelled(
+                "agent stopped before replying",
+            )
+            .with_detail("agent_id", std::mem::take(&mut self.agent)))));
         }
     }
 }

@@ -241,9 +241,11 @@ impl ClusterAgent {
     /// `{tag, id, node, reason}` when the child ends (its exit reason) or
     /// its node is lost (`noconnection`), like a local child's exit with
     /// the child's `node` added; [`RemoteChild::stop`] is its StopChild.
-    /// Unlike a local child, the remote child does not stop when the
-    /// parent does (no link crosses nodes): stop it in the parent's
-    /// shutdown if it must.
+    /// When the parent ends (or this node is lost to the owner), the
+    /// owner applies the child's `on_parent_death` as for a local parent
+    /// (`stop` by default: reason `shutdown: parent_down: REASON`;
+    /// `emit_orphan` sends it `jido.agent.orphaned`
+    /// `{parent_id, tag, node, reason}`).
     ///
     /// # Errors
     ///

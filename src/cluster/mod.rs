@@ -30,7 +30,13 @@
 //!   [`ClusterAgent::unwatch`] removes the watch. **Remote children**
 //!   ([`ClusterAgent::spawn_as_child`]) are a watch whose notice is
 //!   `jido.agent.child.exit` `{tag, id, node, reason}`, plus
-//!   [`RemoteChild::stop`] (their StopChild).
+//!   [`RemoteChild::stop`] (their StopChild). When the parent ends, or
+//!   its node is lost, the child's owner applies the child's
+//!   `on_parent_death` (`stop`: reason `shutdown: parent_down: REASON`).
+//! * **Heartbeat**: the gateways beat to each other
+//!   ([`ClusterConfig::heartbeat`], 1 s × 5 by default); a peer silent
+//!   for that long is treated as lost (members, `noconnection`, failover)
+//!   and its session closed, so it is redialled when reachable again.
 //! * **Telemetry**: `tracing` events `jido.cluster.*` (target
 //!   `jido::cluster`): node up / down, remote call start / stop /
 //!   exception with `duration_us`, casts, activations, fencing (see
@@ -187,6 +193,10 @@ pub(crate) struct Inner {
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
     /// The remote children started by directives.
     pub(crate) children: children::Children,
+    /// The node server (the gateway closes a silent peer's session).
+    pub(crate) server: ActorRef<NodeServerMessage>,
+    /// The heartbeat's interval (zero: off) and misses.
+    pub(crate) heartbeat: (Duration, u32),
 }
 
 impl Inner {
@@ -381,6 +391,8 @@ impl Cluster {
             members,
             gateways: RwLock::new(HashMap::new()),
             children: children::Children::default(),
+            server: server.clone(),
+            heartbeat: (config.heartbeat_interval, config.heartbeat_misses),
         });
         let name = format!("{}{}", inner.prefix, inner.node);
         let (gateway, _) = Actor::spawn(Some(name), gateway::Gateway, Arc::clone(&inner))

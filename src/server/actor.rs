@@ -1173,12 +1173,7 @@ impl AgentServerState {
         });
     }
 
-    fn unrouted(
-        &mut self,
-        signal: Signal,
-        reply: Option<RpcReplyPort<Result<AgentState>>>,
-        err: Error,
-    ) {
+    fn unrouted(&mut self, signal: Signal, reply: Option<Reply>, err: Error) {
         self.consumed(&signal);
         let ty = signal.ty().to_owned();
         if ty == signal_types::AGENT_STOP {
@@ -1510,6 +1505,7 @@ impl AgentServerState {
             }
             Internal::Down { actor, reason } => self.on_actor_down(myself, actor, reason),
             Internal::Hierarchy(msg) => self.on_hierarchy(myself, *msg),
+            Internal::RemoteParentDown(data) => self.on_remote_parent_down(myself, *data),
             Internal::Durable(msg) => self.on_durable(myself, *msg),
         }
         false

@@ -171,6 +171,40 @@ impl AgentRef {
         }
     }
 
+    /// Sends `signal` as a call whose answer the agent hands to `then`, in
+    /// its own turn (a call from another node: the gateway writes the
+    /// reply's bytes there, with no task waiting for the answer). `then`
+    /// is dropped unrun when the agent ends without answering.
+    ///
+    /// # Errors
+    ///
+    /// `NotFound` "agent is not alive" when the agent's mailbox is closed
+    /// (`then` is dropped).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn call_then(
+        &self,
+        signal: Signal,
+        then: Box<dyn FnOnce(Result<AgentState>) + Send>,
+    ) -> Result<()> {
+        self.actor
+            .send_message(AgentMsg::Call(super::msg::CallRequest {
+                signal,
+                reply: super::inflight::Reply::Then(then),
+            }))
+            .map_err(|_| not_alive(&self.id))
+    }
+
+    /// Tells a remote child that its parent on another node ended (see
+    /// `Internal::RemoteParentDown`); false when the agent is gone.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn remote_parent_down(&self, data: serde_json::Value) -> bool {
+        self.actor
+            .send_message(AgentMsg::internal(Internal::RemoteParentDown(Box::new(
+                data,
+            ))))
+            .is_ok()
+    }
+
     /// Waits until the agent has ended and says why.
     ///
     /// For an agent of a [`Jido`](super::Jido) instance the reason is the
@@ -265,43 +299,6 @@ impl AgentRef {
             Ok(CallResult::SenderError) => Err(stopped_before_reply(&self.id)),
             Err(_) => Err(not_alive(&self.id)),
         }
-    }
-
-    /// A call split in two: the signal is in the agent's mailbox when this
-    /// returns (so it is ordered before anything the caller sends next),
-    /// and the returned future waits for the answer. Used by the cluster
-    /// gateway, which must not wait inside its own handler.
-    ///
-    /// # Errors
-    ///
-    /// `NotFound` when the agent is not alive; the future fails as
-    /// [`call`](AgentRef::call).
-    #[cfg(feature = "cluster")]
-    pub(crate) fn send_call(
-        &self,
-        signal: Signal,
-        timeout: Duration,
-    ) -> Result<impl std::future::Future<Output = Result<AgentState>> + Send + 'static> {
-        let (tx, rx) = ractor::concurrency::oneshot();
-        let limit = deadline_representable(timeout).then_some(timeout);
-        let port: RpcReplyPort<Result<AgentState>> = match limit {
-            Some(limit) => (tx, limit).into(),
-            None => tx.into(),
-        };
-        self.actor
-            .send_message(AgentMsg::call(signal, port))
-            .map_err(|_| not_alive(&self.id))?;
-        let id = Arc::clone(&self.id);
-        Ok(async move {
-            let answer = match limit {
-                Some(limit) => match tokio::time::timeout(limit, rx).await {
-                    Ok(answer) => answer,
-                    Err(_) => return Err(call_timed_out(&id, timeout)),
-                },
-                None => rx.await,
-            };
-            answer.map_err(|_| stopped_before_reply(&id))?
-        })
     }
 
     /// Sends `signal` and waits (at most 5 s) for its `cmd` to finish.

@@ -357,6 +357,32 @@ impl AgentServerState {
         self.on_child_started(myself, started);
     }
 
+    /// A remote child's parent ended on its node, or that node was lost
+    /// (`data` is `{parent_id, tag, node, reason}`): the child's
+    /// `on_parent_death` applies as for a local parent (a remote child
+    /// holds no local parent link; `orphaned_from` is not set).
+    pub(crate) fn on_remote_parent_down(&mut self, myself: &ActorRef<AgentMsg>, data: Value) {
+        let reason = data
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or("noproc")
+            .to_owned();
+        self.record("parent_down", || data.clone());
+        let policy = self.settings.on_parent_death;
+        match policy {
+            OnParentDeath::Stop => {
+                self.stop_self(myself, format!("shutdown: parent_down: {reason}"));
+            }
+            OnParentDeath::Continue | OnParentDeath::EmitOrphan => {
+                self.record("orphaned", || data.clone());
+                if policy == OnParentDeath::EmitOrphan {
+                    let signal = self.runtime_signal(signal_types::ORPHANED, data);
+                    self.enqueue_signal(myself, signal, None);
+                }
+            }
+        }
+    }
+
     fn on_parent_down(&mut self, myself: &ActorRef<AgentMsg>, reason: String) {
         let Some(parent) = self.parent.take() else {
             return;

@@ -24,8 +24,33 @@ use crate::directive::Directive;
 use crate::error::{Error, Result};
 use crate::signal::Signal;
 
-/// The reply port of a `call`.
-pub(crate) type Reply = RpcReplyPort<Result<AgentState>>;
+/// Where a `call`'s answer goes: the caller's port, or (a call from
+/// another node) a function the agent runs with its answer, in its own
+/// turn, which writes the reply's bytes without a task waiting for it.
+pub(crate) enum Reply {
+    Port(RpcReplyPort<Result<AgentState>>),
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    Then(Box<dyn FnOnce(Result<AgentState>) + Send>),
+}
+
+impl Reply {
+    /// Answers the caller (nothing happens when it gave up).
+    pub(crate) fn send(self, answer: Result<AgentState>) -> std::result::Result<(), ()> {
+        match self {
+            Reply::Port(port) => port.send(answer).map_err(|_| ()),
+            Reply::Then(then) => {
+                then(answer);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl From<RpcReplyPort<Result<AgentState>>> for Reply {
+    fn from(port: RpcReplyPort<Result<AgentState>>) -> Self {
+        Reply::Port(port)
+    }
+}
 
 /// One signal waiting for its turn.
 pub(crate) struct Work {

@@ -80,7 +80,10 @@ impl AgentMsg {
     /// # Ok(()) }
     /// ```
     pub fn call(signal: Signal, reply: RpcReplyPort<Result<AgentState>>) -> Self {
-        AgentMsg::Call(CallRequest { signal, reply })
+        AgentMsg::Call(CallRequest {
+            signal,
+            reply: reply.into(),
+        })
     }
 }
 
@@ -97,7 +100,7 @@ impl fmt::Debug for AgentMsg {
 /// A signal with the port its answer goes to.
 pub struct CallRequest {
     pub(crate) signal: Signal,
-    pub(crate) reply: RpcReplyPort<Result<AgentState>>,
+    pub(crate) reply: super::inflight::Reply,
 }
 
 impl CallRequest {
@@ -193,6 +196,10 @@ pub(crate) enum Internal {
         reason: String,
     },
     Hierarchy(Box<HierarchyMsg>),
+    /// A remote child's parent (on another node) ended or its node was
+    /// lost: `{parent_id, tag, node, reason}` (see `jido::cluster`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    RemoteParentDown(Box<serde_json::Value>),
     /// Persistence of a durable agent (see `durable.rs`).
     #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     Durable(Box<super::durable::DurableMsg>),
@@ -215,6 +222,7 @@ impl Internal {
             Internal::Stop(_) => "stop",
             Internal::Down { .. } => "down",
             Internal::Hierarchy(_) => "hierarchy",
+            Internal::RemoteParentDown(_) => "remote_parent_down",
             Internal::Durable(_) => "durable",
         }
     }
