@@ -1781,10 +1781,14 @@ async fn remote_children_from_directives() {
         json!({"tag": "worker", "id": id, "node": "node-b", "reason": "done"})
     );
     assert!(exits.try_recv().is_err());
-    assert!(
-        started.try_recv().is_err(),
-        "the child stopped while starting never announced"
-    );
+    // Two spawns, and one announcement each at most: the first child
+    // announced itself only if it had started before its stop came (a race
+    // this test does not control); one stopped while starting never does.
+    let announced =
+        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b"});
+    let more: Vec<Value> = std::iter::from_fn(|| started.try_recv().ok()).collect();
+    assert!(more.len() <= 1, "more announcements than spawns: {more:?}");
+    assert!(more.iter().all(|m| *m == announced), "{more:?}");
     a.shutdown().await;
     jido.shutdown().await;
 }
