@@ -112,7 +112,7 @@ pub use placement::{Place, owner};
 
 use crate::agent::AgentState;
 use crate::error::{Error, Result};
-use crate::server::{AgentRef, ExitReason, Jido, ServerOptions};
+use crate::server::{AgentRef, ExitReason, Jido, KindFactory, ServerOptions};
 
 /// The signal a watcher gets when a watched agent ends: data `{id, node,
 /// reason}`; `reason` is the agent's exit reason (`normal`, `shutdown`,
@@ -127,9 +127,6 @@ pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How many cluster events a slow subscriber may fall behind.
 const EVENTS_CAPACITY: usize = 256;
-
-/// A kind factory (see [`Cluster::register_kind`]).
-type KindFactory = dyn Fn(&str) -> Result<(AgentState, ServerOptions)> + Send + Sync;
 
 /// Something that happened in the cluster, as this node saw it.
 #[non_exhaustive]
