@@ -542,33 +542,25 @@ impl PostgresStorage {
         let pending = cp.outbox_pending();
         let next_due = cp.next_due_ms();
         // Fast path: one statement when the key exists and the write holds.
-        {
-            let client = self.pool.get().await.map_err(backend)?;
-            let stmt = client
-                .prepare_cached(&self.sql.put_fast)
-                .await
-                .map_err(backend)?;
-            let row = client
-                .query_opt(
-                    &stmt,
-                    &[
-                        &key.namespace(),
-                        &key.kind(),
-                        &key.id(),
-                        &data,
-                        &applied,
-                        &pending,
-                        &epoch_i,
-                        &mode,
-                        &want,
-                        &next_due,
-                    ],
-                )
-                .await
-                .map_err(backend)?;
-            if let Some(row) = row {
-                return unbig(get_col(&row, 0)?, "revision");
-            }
+        let rows = self
+            .query(
+                &self.sql.put_fast,
+                &[
+                    &key.namespace(),
+                    &key.kind(),
+                    &key.id(),
+                    &data,
+                    &applied,
+                    &pending,
+                    &epoch_i,
+                    &mode,
+                    &want,
+                    &next_due,
+                ],
+            )
+            .await?;
+        if let Some(row) = rows.first() {
+            return unbig(get_col(row, 0)?, "revision");
         }
         // Slow path: a new key, or a write that loses (find out why).
         let sql = &self.sql;
@@ -630,33 +622,25 @@ impl PostgresStorage {
         let next_due = delta.checkpoint.next_due_ms();
         // Fast path: one statement when the checkpoint exists and the
         // write holds.
-        {
-            let client = self.pool.get().await.map_err(backend)?;
-            let stmt = client
-                .prepare_cached(&self.sql.put_delta_fast)
-                .await
-                .map_err(backend)?;
-            let row = client
-                .query_opt(
-                    &stmt,
-                    &[
-                        &key.namespace(),
-                        &key.kind(),
-                        &key.id(),
-                        &data,
-                        &applied,
-                        &pending,
-                        &epoch_i,
-                        &mode,
-                        &want,
-                        &next_due,
-                    ],
-                )
-                .await
-                .map_err(backend)?;
-            if let Some(row) = row {
-                return unbig(get_col(&row, 0)?, "revision");
-            }
+        let rows = self
+            .query(
+                &self.sql.put_delta_fast,
+                &[
+                    &key.namespace(),
+                    &key.kind(),
+                    &key.id(),
+                    &data,
+                    &applied,
+                    &pending,
+                    &epoch_i,
+                    &mode,
+                    &want,
+                    &next_due,
+                ],
+            )
+            .await?;
+        if let Some(row) = rows.first() {
+            return unbig(get_col(row, 0)?, "revision");
         }
         // Slow path: the write loses (find out why), or it raced a claim.
         let sql = &self.sql;
