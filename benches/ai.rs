@@ -602,16 +602,16 @@ fn tool_opts() -> ExecOptions {
         .max_retries(1)
 }
 
-fn runtime_benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let exec = Exec::new();
-    let tools = ToolSet::new().with(Multiply).expect("tools");
-    let model = model();
-    let (raw, jido, agent) = rt.block_on(async {
+/// Starts the raw ractor actor running the ReAct loop and a ReAct agent
+/// `id` (no kept conversation), both on `model`.
+fn start_pair(
+    rt: &tokio::runtime::Runtime,
+    model: &Arc<dyn LlmClient>,
+    exec: &Exec,
+    tools: &ToolSet,
+    id: &str,
+) -> (ActorRef<RawMsg>, Jido, AgentRef) {
+    rt.block_on(async {
         let (raw, _) = Actor::spawn(
             None,
             RawReact {
@@ -634,13 +634,25 @@ fn runtime_benches(c: &mut Criterion) {
             .tools(tools.clone());
         let agent = jido
             .start_agent(
-                AgentState::new(Bot(react), AgentOptions::new().id("bench_react_agent")),
+                AgentState::new(Bot(react), AgentOptions::new().id(id)),
                 ServerOptions::new(),
             )
             .await
             .expect("agent");
         (raw, jido, agent)
-    });
+    })
+}
+
+fn runtime_benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let exec = Exec::new();
+    let tools = ToolSet::new().with(Multiply).expect("tools");
+    let model = model();
+    let (raw, jido, agent) = start_pair(&rt, &model, &exec, &tools, "bench_react_agent");
 
     // All three give the same answer.
     let answer = rt.block_on(async {
@@ -758,36 +770,7 @@ fn probe(spec: &str) {
                 .enable_all()
                 .build()
                 .expect("runtime");
-            let (raw, jido, agent) = rt.block_on(async {
-                let (raw, _) = Actor::spawn(
-                    None,
-                    RawReact {
-                        model: model.clone(),
-                        exec: exec.clone(),
-                        tools: tools.clone(),
-                    },
-                    (),
-                )
-                .await
-                .expect("raw");
-                let ai = jido::ai::AiRuntime::new().client_arc(model.clone());
-                let jido = Jido::start(ai.register_instance(JidoConfig::new()))
-                    .await
-                    .expect("jido");
-                let react = ReAct::new()
-                    .model("scripted")
-                    .streaming(false)
-                    .keep_conversation(false)
-                    .tools(tools.clone());
-                let agent = jido
-                    .start_agent(
-                        AgentState::new(Bot(react), AgentOptions::new().id("probe_agent")),
-                        ServerOptions::new(),
-                    )
-                    .await
-                    .expect("agent");
-                (raw, jido, agent)
-            });
+            let (raw, jido, agent) = start_pair(&rt, &model, &exec, &tools, "probe_agent");
             let seq = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let actor = case == "raw_actor";
             in_task(&rt, rounds, move || {
