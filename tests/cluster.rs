@@ -289,6 +289,19 @@ fn node_command(cluster: &str, name: &str, port: u16, pg: Option<(&str, &str)>) 
 }
 
 /// Node A in this process, seeding the child nodes' ports.
+/// Node-a (this process) and node-b (a child process) of cluster
+/// `cluster`, joined; the guard keeps the tests that start nodes apart.
+async fn joined_pair(
+    cluster: &str,
+) -> (tokio::sync::MutexGuard<'static, ()>, Child, Jido, Cluster) {
+    let serial = SERIAL.lock().await;
+    let port = free_port();
+    let b = spawn_node(cluster, "node-b", port);
+    let (jido, a) = node_a(cluster, &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    (serial, b, jido, a)
+}
+
 async fn node_a(cluster: &str, seeds: &[u16]) -> (Jido, Cluster) {
     node_a_with(cluster, seeds, None).await
 }
@@ -432,11 +445,7 @@ async fn call_and_cast_by_id_across_nodes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_requests_start_the_agent_once() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-once", "node-b", port);
-    let (jido, a) = node_a("t-once", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-once").await;
     let id = id_on(&a, "node-b", "once");
     let calls = (0..20).map(|n| {
         let agent = a.agent(&id);
@@ -490,11 +499,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<Value>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watcher_learns_that_a_remote_agent_ended_and_why() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-watch", "node-b", port);
-    let (jido, a) = node_a("t-watch", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-watch").await;
     let id = id_on(&a, "node-b", "watch");
     let agent = a.agent(&id);
 
@@ -617,11 +622,7 @@ async fn the_connector_redials_a_node_that_restarts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-garbage", "node-b", port);
-    let (jido, a) = node_a("t-garbage", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-garbage").await;
     let gateway = a.gateway_of("node-b").expect("node-b's gateway");
     let garbage: Vec<Vec<u8>> = vec![
         vec![0xff, 0x00, 0x13, 0x37],
@@ -652,11 +653,7 @@ async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_callers_deadline_is_carried_to_the_owner() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-deadline", "node-b", port);
-    let (jido, a) = node_a("t-deadline", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-deadline").await;
     let id = id_on(&a, "node-b", "deadline");
     let agent = a.agent(&id);
     agent.call(add(1), LIMIT).await.expect("start");
@@ -1148,11 +1145,7 @@ async fn pingable_watcher(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unwatched_agent_tells_nobody() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-unwatch", "node-b", port);
-    let (jido, a) = node_a("t-unwatch", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-unwatch").await;
     for owner in ["node-b", "node-a"] {
         let id = id_on(&a, owner, "unwatch");
         let agent = a.agent(&id);
@@ -1190,11 +1183,7 @@ async fn an_unwatched_agent_tells_nobody() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_notices_do_not_depend_on_agent_event_receivers_keeping_up() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-lag", "node-b", port);
-    let (jido, a) = node_a("t-lag", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-lag").await;
     // A receiver of the instance's events that never reads.
     let mut lagging = jido.events();
     let (w, mut down) = watcher(&jido, "watcher-lag").await;
@@ -1707,11 +1696,7 @@ async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_children_from_directives() {
-    let _serial = SERIAL.lock().await;
-    let port = free_port();
-    let _b = spawn_node("t-child-directive", "node-b", port);
-    let (jido, a) = node_a("t-child-directive", &[port]).await;
-    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    let (_serial, _b, jido, a) = joined_pair("t-child-directive").await;
     let id = id_on(&a, "node-b", "directive-child");
     let (tx, mut exits) = mpsc::unbounded_channel();
     let (started_tx, mut started) = mpsc::unbounded_channel();
