@@ -279,3 +279,47 @@ async fn a_restore_after_deltas_rebuilds_the_state_exactly() {
     assert_eq!(stored.value.state, live);
     assert_eq!(stored.value.state["history"][64], json!({"after": 2}));
 }
+
+/// A journaling agent keeps the ids of its last 1 024 signals in its
+/// checkpoints (to drop a cast it has already seen): a delta writes only
+/// the ids accepted since the last write, so a call after hundreds of
+/// others writes exactly the bytes of a call after a hundred.
+#[tokio::test]
+async fn a_journaling_agent_writes_only_its_new_signal_ids() {
+    let storage = Counting::default();
+    let jido = instance("delta-ids", Arc::new(storage.clone())).await;
+    let agent = jido
+        .start_agent(
+            chat("c-3", 5_000),
+            ServerOptions::new().durability(Durability::Journal),
+        )
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut writes = Vec::new();
+    // Payloads, sequence numbers and kept-id counts of the same width in
+    // both measured calls (the 150th and the 650th).
+    for i in 0..=650 {
+        let signal = sig("note", json!({"n": 10_000 + i}));
+        ids.push(signal.id().to_owned());
+        within(agent.call(signal)).await.unwrap();
+        if i == 150 || i == 650 {
+            writes.push(storage.take().pop());
+        } else {
+            storage.take();
+        }
+    }
+    assert!(
+        matches!(writes[0], Some(Write::Delta(n)) if n < 400),
+        "{writes:?}"
+    );
+    assert_eq!(
+        writes[1], writes[0],
+        "the ids written grew with the history"
+    );
+    jido.shutdown().await;
+    // The folded checkpoint holds every id, in order.
+    let key = StorageKey::new("delta-ids", "test_agent", "c-3").unwrap();
+    let stored = storage.get_checkpoint(&key).await.unwrap().unwrap();
+    assert_eq!(stored.value.recent_ids, ids);
+}

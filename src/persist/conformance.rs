@@ -1006,18 +1006,18 @@ async fn deltas_fold_into_the_checkpoint(s: Arc<dyn Storage>) -> Result<()> {
         vec![5, 6],
     )?;
     // A second delta on top of the first.
+    // It keeps the last stored recent id and appends two.
     let mut third = next.clone();
     third
         .state
         .insert("mid".into(), json!([1, {"x": "y"}, 3, 4]));
     third.applied_seq = 6;
-    s.put_checkpoint_delta(
-        &k,
-        &delta_between(&next, &third, &["mid"]),
-        Expect::Rev(2),
-        0,
-    )
-    .await?;
+    third.recent_ids = vec!["sig-3".into(), "sig-4".into(), "sig-5".into()];
+    let mut delta = delta_between(&next, &third, &["mid"]);
+    delta.checkpoint.recent_ids = vec!["sig-4".into(), "sig-5".into()];
+    delta.recent_ids_kept = Some(1);
+    s.put_checkpoint_delta(&k, &delta, Expect::Rev(2), 0)
+        .await?;
     let stored = s.get_checkpoint(&k).await?.map(|c| (c.rev, c.value));
     check_eq("two deltas folded", stored, Some((3, third.clone())))?;
     check_eq("journal emptied", journal_seqs(&*s, &k).await?, vec![])?;

@@ -22,7 +22,12 @@ use crate::error::{Error, Result};
 ///   order: a key not listed was removed, a listed key that is neither in
 ///   `checkpoint.state` nor in `appended` keeps its stored value;
 /// * [`appended`](Self::appended): per top-level key holding an array, the
-///   elements pushed onto its end.
+///   elements pushed onto its end;
+/// * [`recent_ids_kept`](Self::recent_ids_kept): when set,
+///   `checkpoint.recent_ids` holds only the ids accepted since the previous
+///   write, and the new list is the last `recent_ids_kept` ids of the stored
+///   list followed by them (a journaling agent's 1 024 recent ids are not
+///   rewritten by every checkpoint).
 ///
 /// # Examples
 ///
@@ -57,6 +62,11 @@ pub struct CheckpointDelta {
     /// Per top-level key: the elements appended to its array.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub appended: BTreeMap<String, Vec<Value>>,
+    /// When set, how many ids at the end of the stored `recent_ids` stay
+    /// before `checkpoint.recent_ids`; when `None`, `checkpoint.recent_ids`
+    /// is the whole new list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recent_ids_kept: Option<u32>,
 }
 
 /// The stored layout: the fields of [`CheckpointDelta`] after a `format`.
@@ -79,6 +89,7 @@ impl CheckpointDelta {
             checkpoint,
             keys: keys.into_iter().map(Into::into).collect(),
             appended: BTreeMap::new(),
+            recent_ids_kept: None,
         }
     }
 
@@ -92,14 +103,20 @@ impl CheckpointDelta {
     /// `"corrupt checkpoint delta"` (not retryable, the `key` in the
     /// details) when `base` is not what the delta was computed against: a
     /// kept or appended key is missing, or an appended key is not an
-    /// array. `base` is left unchanged then.
+    /// array, or more recent ids are kept than it holds. `base` is left
+    /// unchanged then.
     pub fn apply_to(self, base: &mut Checkpoint) -> Result<()> {
         let Self {
             mut checkpoint,
             keys,
             mut appended,
+            recent_ids_kept,
         } = self;
         // Check before moving anything, so that a failure changes nothing.
+        let kept = recent_ids_kept.map(|n| n as usize);
+        if kept.is_some_and(|n| n > base.recent_ids.len()) {
+            return Err(mismatch("recent_ids", "more ids kept than stored"));
+        }
         for key in &keys {
             if checkpoint.state.contains_key(key) {
                 continue;
@@ -127,6 +144,12 @@ impl CheckpointDelta {
             state.insert(key, value);
         }
         checkpoint.state = state;
+        if let Some(kept) = kept {
+            let mut ids = std::mem::take(&mut base.recent_ids);
+            ids.drain(..ids.len() - kept);
+            ids.append(&mut checkpoint.recent_ids);
+            checkpoint.recent_ids = ids;
+        }
         *base = checkpoint;
         Ok(())
     }
@@ -159,4 +182,58 @@ fn mismatch(key: &str, reason: &str) -> Error {
         .with_detail("key", key.to_owned())
         .with_detail("reason", reason.to_owned())
         .with_retry(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::ErrorKind;
+
+    fn with_ids(ids: &[&str]) -> Checkpoint {
+        let mut cp = Checkpoint::new("a", "1", "a-1");
+        cp.state.insert("n".into(), json!(1));
+        cp.recent_ids = ids.iter().map(|&i| i.to_owned()).collect();
+        cp
+    }
+
+    #[test]
+    fn recent_ids_kept_from_the_end_of_the_stored_list() {
+        let mut base = with_ids(&["a", "b", "c"]);
+        let mut delta = CheckpointDelta::new(with_ids(&["d"]), ["n"]);
+        delta.checkpoint.state.clear();
+        delta.recent_ids_kept = Some(2);
+        delta.apply_to(&mut base).unwrap();
+        assert_eq!(base.recent_ids, ["b", "c", "d"]);
+        assert_eq!(base.state["n"], json!(1));
+        // Without `recent_ids_kept` the delta's list replaces the stored one.
+        let delta = CheckpointDelta::new(with_ids(&["x"]), ["n"]);
+        delta.apply_to(&mut base).unwrap();
+        assert_eq!(base.recent_ids, ["x"]);
+    }
+
+    #[test]
+    fn keeping_more_recent_ids_than_stored_is_corrupt_and_changes_nothing() {
+        let mut base = with_ids(&["a"]);
+        let before = base.clone();
+        let mut delta = CheckpointDelta::new(with_ids(&["d"]), ["n"]);
+        delta.recent_ids_kept = Some(2);
+        let err = delta.apply_to(&mut base).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Storage);
+        assert_eq!(err.message(), "corrupt checkpoint delta");
+        assert_eq!(err.details()["key"], json!("recent_ids"));
+        assert_eq!(base, before);
+    }
+
+    #[test]
+    fn the_stored_form_round_trips_and_omits_an_unset_kept_count() {
+        let mut delta = CheckpointDelta::new(with_ids(&["d"]), ["n"]);
+        let bytes = delta.to_json_vec();
+        assert!(!String::from_utf8_lossy(&bytes).contains("recent_ids_kept"));
+        assert_eq!(CheckpointDelta::from_json_slice(&bytes).unwrap(), delta);
+        delta.recent_ids_kept = Some(7);
+        let back = CheckpointDelta::from_json_slice(&delta.to_json_vec()).unwrap();
+        assert_eq!(back.recent_ids_kept, Some(7));
+    }
 }

@@ -85,10 +85,15 @@ impl AgentServerState {
         let d = self.durable.as_deref_mut()?;
         // Once the outbox ran, its stored copy is stale.
         d.stale = !outbox.is_empty();
+        let next_is_delta = d.deltas.next_is_delta();
+        let mark = d.recent.mark();
+        let recent = d
+            .recent
+            .snapshot(next_is_delta.then_some(d.deltas.recent).flatten());
         let record = Record {
             outbox,
             timers,
-            recent_ids: d.recent.to_vec(),
+            recent_ids: recent.written(),
             parent,
         };
         let storage = Arc::clone(&d.storage);
@@ -98,7 +103,7 @@ impl AgentServerState {
         let applied = d.applied;
         let expect = d.rev.map_or(Expect::Absent, Expect::Rev);
         let epoch = d.epoch;
-        let base = d.deltas.next_is_delta().then(|| {
+        let base = next_is_delta.then(|| {
             (
                 d.durable_agent.state().clone(),
                 d.deltas.bytes,
@@ -112,7 +117,8 @@ impl AgentServerState {
             // deltas smaller than the full checkpoint; else the full one.
             let delta = match base {
                 Some((base, bytes, full)) => {
-                    let delta = delta_of(&base, &agent, head);
+                    let mut delta = delta_of(&base, &agent, head);
+                    delta.recent_ids_kept = recent.kept();
                     let len = json_len(&delta);
                     if bytes.saturating_add(len) <= full {
                         Ok((delta, len))
@@ -129,7 +135,10 @@ impl AgentServerState {
                         .await,
                     Written::Delta(len),
                 ),
-                Err(head) => {
+                Err(mut head) => {
+                    if recent.kept().is_some() {
+                        head.recent_ids = recent.all();
+                    }
                     let cp = with_state(head, &agent);
                     let len = json_len(&cp);
                     (
@@ -167,6 +176,7 @@ impl AgentServerState {
                 agent,
                 applied,
                 written,
+                recent: mark,
             };
             // The actor takes the outcome from its mailbox; a stopping
             // agent from the task's handle instead.
@@ -176,6 +186,7 @@ impl AgentServerState {
                 agent: outcome.agent.clone(),
                 applied,
                 written,
+                recent: mark,
             };
             let _ = myself.send_message(AgentMsg::internal(Internal::Durable(Box::new(
                 DurableMsg::Persisted(Box::new(copy)),
@@ -193,7 +204,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
-                d.deltas.written(outcome.written);
+                d.deltas.written(outcome.written, outcome.recent);
                 d.unjournaled = false;
                 if std::mem::take(&mut d.hibernating) && self.may_hibernate() {
                     self.hibernate(myself);
@@ -268,7 +279,7 @@ impl AgentServerState {
                 d.rev = Some(rev);
                 d.durable_applied = outcome.applied;
                 d.durable_agent = outcome.agent;
-                d.deltas.written(outcome.written);
+                d.deltas.written(outcome.written, outcome.recent);
             }
             Err(error) => {
                 if is_fencing(&error) {

@@ -14,6 +14,7 @@ use std::io;
 
 use serde_json::{Map, Value};
 
+use super::journal::RecentMark;
 use crate::agent::{AgentState, ORPHANED_FROM_KEY, PARENT_KEY};
 use crate::persist::{Checkpoint, CheckpointDelta};
 use crate::state::{StateMap, StateValue};
@@ -143,6 +144,8 @@ pub(super) struct Deltas {
     pub(super) bytes: u64,
     /// The last full checkpoint's bytes.
     pub(super) full_bytes: u64,
+    /// The recent signal ids as stored (with `base`).
+    pub(super) recent: Option<RecentMark>,
 }
 
 impl Deltas {
@@ -152,8 +155,9 @@ impl Deltas {
     }
 
     /// A write succeeded.
-    pub(super) fn written(&mut self, written: Written) {
+    pub(super) fn written(&mut self, written: Written, recent: RecentMark) {
         self.base = true;
+        self.recent = Some(recent);
         match written {
             Written::Full(bytes) => {
                 self.count = 0;
@@ -340,7 +344,7 @@ mod tests {
                     let new_rev = result.map_err(|e| TestCaseError::fail(format!("write: {e}")))?;
                     prop_assert_eq!(new_rev, rev.unwrap_or(0) + 1);
                     rev = Some(new_rev);
-                    deltas.written(written);
+                    deltas.written(written, RecentMark::default());
                     durable = state.clone();
                 }
                 Op::Crash => {

@@ -1,7 +1,7 @@
 //! The write-ahead journal: accepted signals appended before they are
 //! queued; `cast_durable`.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use ractor::{ActorRef, RpcReplyPort};
@@ -194,11 +194,50 @@ fn answer_acks(acks: Vec<Ack>, error: &Error) {
 }
 
 /// The ids of the last [`RECENT_IDS`] signals a journaling agent accepted
-/// (allocated on first use).
+/// (allocated on first use). The list is a persistent vector, so a
+/// checkpoint takes it in O(1) and writes only the ids accepted since the
+/// last durable one ([`RecentIds::snapshot`]).
 #[derive(Default)]
 pub(crate) struct RecentIds {
-    order: VecDeque<Arc<str>>,
+    order: imbl::Vector<Arc<str>>,
     set: HashSet<Arc<str>>,
+    /// Where the list stands: ids inserted and removed, ever.
+    mark: RecentMark,
+}
+
+/// How many ids a [`RecentIds`] has had inserted and removed: two marks
+/// with the same removals tell how many ids were appended between them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecentMark {
+    inserted: u64,
+    removed: u64,
+}
+
+/// The recent ids as a checkpoint takes them.
+pub(super) struct RecentSnapshot {
+    ids: imbl::Vector<Arc<str>>,
+    /// With a delta: how many ids at the end of the stored list stay (the
+    /// rest of `ids` follows them); `None` when the whole list is written.
+    kept: Option<u32>,
+}
+
+impl RecentSnapshot {
+    /// The ids a checkpoint or delta writes: all of them, or those after
+    /// the kept ones.
+    pub(super) fn written(&self) -> Vec<String> {
+        let skip = self.kept.unwrap_or(0) as usize;
+        self.ids.iter().skip(skip).map(|i| i.to_string()).collect()
+    }
+
+    /// Every id, oldest first (a full checkpoint).
+    pub(super) fn all(&self) -> Vec<String> {
+        self.ids.iter().map(|i| i.to_string()).collect()
+    }
+
+    /// How many stored ids a delta keeps.
+    pub(super) fn kept(&self) -> Option<u32> {
+        self.kept
+    }
 }
 
 impl RecentIds {
@@ -224,16 +263,44 @@ impl RecentIds {
         }
         self.order.push_back(Arc::clone(&id));
         self.set.insert(id);
+        self.mark.inserted += 1;
         true
     }
 
     pub(super) fn remove(&mut self, id: &str) {
         if self.set.remove(id) {
-            self.order.retain(|i| &**i != id);
+            // Ids are unique: one position.
+            if let Some(at) = self.order.iter().position(|i| &**i == id) {
+                self.order.remove(at);
+            }
+            self.mark.removed += 1;
         }
     }
 
-    /// Oldest first, for the checkpoint.
+    /// Where the list stands now.
+    pub(super) fn mark(&self) -> RecentMark {
+        self.mark
+    }
+
+    /// The list for a checkpoint, and for a delta over the checkpoint
+    /// written at `durable` when there is one: ids were only appended
+    /// since (no removal), so the stored list's last ones are kept.
+    pub(super) fn snapshot(&self, durable: Option<RecentMark>) -> RecentSnapshot {
+        let kept = durable.filter(|d| d.removed == self.mark.removed).map(|d| {
+            let appended = self.mark.inserted.saturating_sub(d.inserted);
+            // Evictions come from the front: what is not appended was
+            // the stored list's end.
+            let len = self.order.len() as u64;
+            len.saturating_sub(appended) as u32
+        });
+        RecentSnapshot {
+            ids: self.order.clone(),
+            kept,
+        }
+    }
+
+    /// Oldest first.
+    #[cfg(test)]
     pub(super) fn to_vec(&self) -> Vec<String> {
         self.order.iter().map(|i| i.to_string()).collect()
     }
@@ -258,5 +325,39 @@ mod tests {
         recent.remove("id-2");
         assert!(recent.insert("id-2"));
         assert_eq!(recent.to_vec().len(), RECENT_IDS);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_stored_ids_that_were_not_evicted() {
+        let mut recent = RecentIds::from_ids((0..3).map(|i| format!("id-{i}")));
+        let stored = recent.mark();
+        let full = recent.snapshot(None);
+        assert_eq!(full.kept(), None);
+        assert_eq!(full.written(), ["id-0", "id-1", "id-2"]);
+        recent.insert("id-3");
+        let delta = recent.snapshot(Some(stored));
+        assert_eq!(delta.kept(), Some(3));
+        assert_eq!(delta.written(), ["id-3"]);
+        assert_eq!(delta.all(), ["id-0", "id-1", "id-2", "id-3"]);
+        // A full list and evictions: the kept ids are the stored list's
+        // end, the rest is new.
+        let mut recent = RecentIds::from_ids((0..RECENT_IDS).map(|i| format!("id-{i}")));
+        let stored = recent.mark();
+        recent.insert("a");
+        recent.insert("b");
+        let delta = recent.snapshot(Some(stored));
+        assert_eq!(delta.kept(), Some(RECENT_IDS as u32 - 2));
+        assert_eq!(delta.written(), ["a", "b"]);
+        // More new ids than the list holds: nothing is kept.
+        for i in 0..RECENT_IDS + 5 {
+            recent.insert(&format!("new-{i}"));
+        }
+        let delta = recent.snapshot(Some(stored));
+        assert_eq!(delta.kept(), Some(0));
+        assert_eq!(delta.written().len(), RECENT_IDS);
+        // A removal since the stored list: the whole list is written.
+        let stored = recent.mark();
+        recent.remove("new-10");
+        assert_eq!(recent.snapshot(Some(stored)).kept(), None);
     }
 }

@@ -153,6 +153,8 @@ pub(crate) struct Outcome {
     applied: u64,
     /// A full checkpoint or a delta, and its bytes.
     written: delta::Written,
+    /// The recent signal ids as written.
+    recent: journal::RecentMark,
 }
 
 /// The persistence state of one durable agent.
