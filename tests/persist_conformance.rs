@@ -5,7 +5,7 @@
 
 mod common;
 
-use jido::persist::{MemoryStorage, conformance};
+use jido::persist::{MemoryStorage, Storage, conformance};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_storage_conforms() -> jido::Result<()> {
@@ -201,4 +201,13 @@ async fn the_suite_names_the_cases_a_broken_adapter_fails() {
         .and_then(|p| p.as_array())
         .expect("passed list");
     assert_eq!(passed.len() + failed.len(), conformance::cases().len());
+    // The trait's default `list_timers` fails rather than listing nothing.
+    let err = broken::IgnoresConditions(MemoryStorage::new())
+        .list_timers("ns", "kind", None, 10)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message(), err.retryable()),
+        (jido::ErrorKind::Storage, "storage cannot list timers", false)
+    );
 }

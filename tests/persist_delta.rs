@@ -7,15 +7,11 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use common::storage::{Hooked, Hooks};
 use common::*;
-use futures::future::BoxFuture;
-use jido::persist::{
-    Checkpoint, CheckpointDelta, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage,
-    StorageKey, Stored,
-};
+use jido::persist::{Checkpoint, CheckpointDelta, MemoryStorage, Storage, StorageKey};
 use jido::prelude::*;
 use jido::server::{Durability, Jido, JidoConfig, ServerOptions};
-use jido::signal::Signal;
 use serde_json::{Map, Value, json};
 
 /// What one checkpoint write was.
@@ -25,113 +21,29 @@ enum Write {
     Delta(usize),
 }
 
-/// A `MemoryStorage` that records the kind and the JSON bytes of every
+/// A memory storage that records the kind and the JSON bytes of every
 /// checkpoint write.
 #[derive(Clone, Default)]
-struct Counting {
-    inner: MemoryStorage,
-    writes: Arc<Mutex<Vec<Write>>>,
-}
+struct Counting(Arc<Mutex<Vec<Write>>>);
 
 impl Counting {
     fn take(&self) -> Vec<Write> {
-        std::mem::take(&mut *self.writes.lock().unwrap())
+        std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
 
-impl Storage for Counting {
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-    ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
-        self.inner.get_checkpoint(key)
-    }
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        cp: &'a Checkpoint,
-        expect: Expect,
-        epoch: u64,
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        self.writes
+impl Hooks for Counting {
+    fn put(&self, _: &StorageKey, cp: &Checkpoint) {
+        self.0
             .lock()
             .unwrap()
             .push(Write::Full(cp.to_json_vec().len()));
-        self.inner.put_checkpoint(key, cp, expect, epoch)
     }
-    fn put_checkpoint_delta<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        delta: &'a CheckpointDelta,
-        expect: Expect,
-        epoch: u64,
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        self.writes
+    fn delta(&self, _: &StorageKey, delta: &CheckpointDelta) {
+        self.0
             .lock()
             .unwrap()
             .push(Write::Delta(delta.to_json_vec().len()));
-        self.inner.put_checkpoint_delta(key, delta, expect, epoch)
-    }
-    fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.delete(key, epoch)
-    }
-    fn append_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        after: u64,
-        signals: &'a [Signal],
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.append_journal(key, epoch, after, signals)
-    }
-    fn load_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        after: u64,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
-        self.inner.load_journal(key, after, limit)
-    }
-    fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.journal_head(key)
-    }
-    fn truncate_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        up_to: u64,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.truncate_journal(key, epoch, up_to)
-    }
-    fn bump_attempts<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-    ) -> BoxFuture<'a, jido::Result<u32>> {
-        self.inner.bump_attempts(key, epoch, seq)
-    }
-    fn claim<'a>(&'a self, key: &'a StorageKey, node: &'a str) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.claim(key, node)
-    }
-    fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
-        self.inner.owner(key)
-    }
-    fn dead_letter<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-        error: &'a jido::Error,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.dead_letter(key, epoch, seq, error)
-    }
-    fn load_dead_letters<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
-        self.inner.load_dead_letters(key, limit)
     }
 }
 
@@ -180,12 +92,8 @@ async fn instance(name: &str, storage: Arc<dyn Storage>) -> Jido {
 /// The writes of three calls of each kind to an agent with `history`
 /// messages, after its first (full) checkpoint.
 async fn writes_per_signal(history: usize, mode: Durability) -> Vec<Write> {
-    let storage = Counting::default();
-    let jido = instance(
-        &format!("delta-bytes-{history}-{mode:?}"),
-        Arc::new(storage.clone()),
-    )
-    .await;
+    let storage = Arc::new(Hooked::new(Counting::default()));
+    let jido = instance(&format!("delta-bytes-{history}-{mode:?}"), storage.clone()).await;
     let agent = jido
         .start_agent(chat("c-1", history), ServerOptions::new().durability(mode))
         .await
@@ -286,8 +194,8 @@ async fn a_restore_after_deltas_rebuilds_the_state_exactly() {
 /// others writes exactly the bytes of a call after a hundred.
 #[tokio::test]
 async fn a_journaling_agent_writes_only_its_new_signal_ids() {
-    let storage = Counting::default();
-    let jido = instance("delta-ids", Arc::new(storage.clone())).await;
+    let storage = Arc::new(Hooked::new(Counting::default()));
+    let jido = instance("delta-ids", storage.clone()).await;
     let agent = jido
         .start_agent(
             chat("c-3", 5_000),

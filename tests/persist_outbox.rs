@@ -10,12 +10,10 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use common::storage::{Hooked, Hooks, Op};
 use common::*;
-use futures::future::BoxFuture;
 use jido::directive::{CustomDirective, Restart};
-use jido::persist::{
-    Checkpoint, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage, StorageKey, Stored,
-};
+use jido::persist::{Checkpoint, CheckpointDelta, MemoryStorage, Storage, StorageKey};
 use jido::prelude::*;
 use jido::server::{
     ActorTarget, AgentEvent, DirectiveContext, DirectiveExec, DirectiveResult, Durability,
@@ -79,21 +77,11 @@ impl DirectiveExec for VolatileExec {
 /// `watch` is cleared): what a process that died right after running the
 /// outbox would not have written.
 struct Frozen {
-    inner: MemoryStorage,
     watch: Mutex<Option<String>>,
     frozen: std::sync::atomic::AtomicBool,
 }
 
 impl Frozen {
-    fn check(&self, key: &StorageKey) -> jido::Result<()> {
-        let watched = self.watch.lock().unwrap().as_deref() == Some(key.id());
-        if watched && self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
-            Err(jido::Error::storage("process gone"))
-        } else {
-            Ok(())
-        }
-    }
-
     fn landed(&self, key: &StorageKey, cp: &Checkpoint) {
         if self.watch.lock().unwrap().as_deref() == Some(key.id()) && cp.outbox_pending() {
             self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -101,92 +89,20 @@ impl Frozen {
     }
 }
 
-impl Storage for Frozen {
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-    ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
-        self.inner.get_checkpoint(key)
-    }
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        cp: &'a Checkpoint,
-        expect: Expect,
-        epoch: u64,
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        match self.check(key) {
-            Ok(()) => Box::pin(async move {
-                let rev = self.inner.put_checkpoint(key, cp, expect, epoch).await?;
-                self.landed(key, cp);
-                Ok(rev)
-            }),
-            Err(e) => Box::pin(async move { Err(e) }),
+impl Hooks for Frozen {
+    fn check(&self, op: Op, key: Option<&StorageKey>) -> jido::Result<()> {
+        let watched = key.is_some_and(|k| self.watch.lock().unwrap().as_deref() == Some(k.id()));
+        if op.is_agent_write() && watched && self.frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(jido::Error::storage("process gone"))
+        } else {
+            Ok(())
         }
     }
-    fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.delete(key, epoch)
+    fn put(&self, key: &StorageKey, cp: &Checkpoint) {
+        self.landed(key, cp);
     }
-    fn append_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        after: u64,
-        signals: &'a [Signal],
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        match self.check(key) {
-            Ok(()) => self.inner.append_journal(key, epoch, after, signals),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn load_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        after: u64,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
-        self.inner.load_journal(key, after, limit)
-    }
-    fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.journal_head(key)
-    }
-    fn truncate_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        up_to: u64,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.truncate_journal(key, epoch, up_to)
-    }
-    fn bump_attempts<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-    ) -> BoxFuture<'a, jido::Result<u32>> {
-        self.inner.bump_attempts(key, epoch, seq)
-    }
-    fn claim<'a>(&'a self, key: &'a StorageKey, node: &'a str) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.claim(key, node)
-    }
-    fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
-        self.inner.owner(key)
-    }
-    fn dead_letter<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-        error: &'a jido::Error,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.dead_letter(key, epoch, seq, error)
-    }
-    fn load_dead_letters<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
-        self.inner.load_dead_letters(key, limit)
+    fn delta(&self, key: &StorageKey, delta: &CheckpointDelta) {
+        self.landed(key, &delta.checkpoint);
     }
 }
 
@@ -375,11 +291,10 @@ async fn the_checkpoint_holds_the_outbox_in_its_data_form() {
 
 #[tokio::test(start_paused = true)]
 async fn a_journaling_receiver_drops_an_emit_sent_again_after_a_restore() {
-    let frozen = Arc::new(Frozen {
-        inner: MemoryStorage::new(),
+    let frozen = Arc::new(Hooked::new(Frozen {
         watch: Mutex::new(Some("s1".into())),
         frozen: Default::default(),
-    });
+    }));
     let storage: Arc<dyn Storage> = frozen.clone();
     let jido = Jido::start(
         JidoConfig::new()

@@ -9,12 +9,10 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::storage::{Hooked, Hooks, Op};
 use common::*;
-use futures::future::BoxFuture;
 use jido::directive::{CustomDirective, Restart};
-use jido::persist::{
-    Checkpoint, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage, StorageKey, Stored,
-};
+use jido::persist::{Checkpoint, Expect, MemoryStorage, Storage, StorageKey};
 use jido::prelude::*;
 use jido::server::{
     AgentEvent, DirectiveContext, DirectiveExec, DirectiveResult, Durability, ErrorPolicy,
@@ -465,13 +463,12 @@ async fn a_fenced_agent_stops_with_reason_fenced_and_is_not_restarted() {
 
 /// A memory storage whose writes fail while `failing` is set.
 struct Flaky {
-    inner: MemoryStorage,
     failing: AtomicBool,
 }
 
-impl Flaky {
-    fn check(&self) -> jido::Result<()> {
-        if self.failing.load(Ordering::SeqCst) {
+impl Hooks for Flaky {
+    fn check(&self, op: Op, _: Option<&StorageKey>) -> jido::Result<()> {
+        if op.is_agent_write() && self.failing.load(Ordering::SeqCst) {
             Err(jido::Error::storage("disk full"))
         } else {
             Ok(())
@@ -479,97 +476,11 @@ impl Flaky {
     }
 }
 
-impl Storage for Flaky {
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-    ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
-        self.inner.get_checkpoint(key)
-    }
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        cp: &'a Checkpoint,
-        expect: Expect,
-        epoch: u64,
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        match self.check() {
-            Ok(()) => self.inner.put_checkpoint(key, cp, expect, epoch),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn delete<'a>(&'a self, key: &'a StorageKey, epoch: u64) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.delete(key, epoch)
-    }
-    fn append_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        after: u64,
-        signals: &'a [Signal],
-    ) -> BoxFuture<'a, jido::Result<u64>> {
-        match self.check() {
-            Ok(()) => self.inner.append_journal(key, epoch, after, signals),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn load_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        after: u64,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
-        self.inner.load_journal(key, after, limit)
-    }
-    fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.journal_head(key)
-    }
-    fn truncate_journal<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        up_to: u64,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.truncate_journal(key, epoch, up_to)
-    }
-    fn bump_attempts<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-    ) -> BoxFuture<'a, jido::Result<u32>> {
-        self.inner.bump_attempts(key, epoch, seq)
-    }
-    fn claim<'a>(&'a self, key: &'a StorageKey, node: &'a str) -> BoxFuture<'a, jido::Result<u64>> {
-        self.inner.claim(key, node)
-    }
-    fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
-        self.inner.owner(key)
-    }
-    fn dead_letter<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        epoch: u64,
-        seq: u64,
-        error: &'a jido::Error,
-    ) -> BoxFuture<'a, jido::Result<()>> {
-        self.inner.dead_letter(key, epoch, seq, error)
-    }
-    fn load_dead_letters<'a>(
-        &'a self,
-        key: &'a StorageKey,
-        limit: usize,
-    ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
-        self.inner.load_dead_letters(key, limit)
-    }
-}
-
 #[tokio::test]
 async fn a_storage_failure_is_a_retryable_error_and_the_durable_state_stays_the_truth() {
-    let flaky = Arc::new(Flaky {
-        inner: MemoryStorage::new(),
+    let flaky = Arc::new(Hooked::new(Flaky {
         failing: AtomicBool::new(false),
-    });
+    }));
     let storage: Arc<dyn Storage> = flaky.clone();
     let (errors_tx, mut errors) = tokio::sync::mpsc::unbounded_channel();
     let jido = instance("flaky", storage).await;
@@ -617,10 +528,9 @@ async fn a_storage_failure_is_a_retryable_error_and_the_durable_state_stays_the_
     jido.shutdown().await;
 
     // Journal mode: a failed append refuses the durable cast.
-    let flaky = Arc::new(Flaky {
-        inner: MemoryStorage::new(),
+    let flaky = Arc::new(Hooked::new(Flaky {
         failing: AtomicBool::new(true),
-    });
+    }));
     let jido = instance("flaky-journal", flaky.clone()).await;
     let agent = jido
         .start_agent(
@@ -657,91 +567,14 @@ async fn a_storage_failure_is_a_retryable_error_and_the_durable_state_stays_the_
 
 #[tokio::test]
 async fn a_storage_failure_on_start_is_the_start_error() {
+    /// Every operation fails.
     struct Down;
-    impl Down {
-        fn err<T: Send + 'static>() -> BoxFuture<'static, jido::Result<T>> {
-            Box::pin(async { Err(jido::Error::storage("connection refused")) })
+    impl Hooks for Down {
+        fn check(&self, _: Op, _: Option<&StorageKey>) -> jido::Result<()> {
+            Err(jido::Error::storage("connection refused"))
         }
     }
-    impl Storage for Down {
-        fn get_checkpoint<'a>(
-            &'a self,
-            _: &'a StorageKey,
-        ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
-            Self::err()
-        }
-        fn put_checkpoint<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: &'a Checkpoint,
-            _: Expect,
-            _: u64,
-        ) -> BoxFuture<'a, jido::Result<u64>> {
-            Self::err()
-        }
-        fn delete<'a>(&'a self, _: &'a StorageKey, _: u64) -> BoxFuture<'a, jido::Result<()>> {
-            Self::err()
-        }
-        fn append_journal<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: u64,
-            _: u64,
-            _: &'a [Signal],
-        ) -> BoxFuture<'a, jido::Result<u64>> {
-            Self::err()
-        }
-        fn load_journal<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: u64,
-            _: usize,
-        ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
-            Self::err()
-        }
-        fn journal_head<'a>(&'a self, _: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
-            Self::err()
-        }
-        fn truncate_journal<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: u64,
-            _: u64,
-        ) -> BoxFuture<'a, jido::Result<()>> {
-            Self::err()
-        }
-        fn bump_attempts<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: u64,
-            _: u64,
-        ) -> BoxFuture<'a, jido::Result<u32>> {
-            Self::err()
-        }
-        fn claim<'a>(&'a self, _: &'a StorageKey, _: &'a str) -> BoxFuture<'a, jido::Result<u64>> {
-            Self::err()
-        }
-        fn owner<'a>(&'a self, _: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
-            Self::err()
-        }
-        fn dead_letter<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: u64,
-            _: u64,
-            _: &'a jido::Error,
-        ) -> BoxFuture<'a, jido::Result<()>> {
-            Self::err()
-        }
-        fn load_dead_letters<'a>(
-            &'a self,
-            _: &'a StorageKey,
-            _: usize,
-        ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
-            Self::err()
-        }
-    }
-    let jido = instance("down", Arc::new(Down)).await;
+    let jido = instance("down", Arc::new(Hooked::new(Down))).await;
     let err = jido
         .start_agent(TestAgent::new().build("d1"), ServerOptions::new())
         .await

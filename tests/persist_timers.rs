@@ -11,12 +11,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::storage::{Hooked, Hooks, Op};
 use common::*;
-use futures::future::BoxFuture;
 use jido::directive::Restart;
-use jido::persist::{
-    Checkpoint, DeadLetter, Expect, JournalEntry, MemoryStorage, Owner, Storage, StorageKey, Stored,
-};
+use jido::persist::{MemoryStorage, Storage, StorageKey};
 use jido::prelude::*;
 use jido::server::{AgentEvent, AgentRef, Durability, ExitReason, Jido, JidoConfig, ServerOptions};
 use jido::signal::Signal;
@@ -402,95 +400,19 @@ async fn a_kind_factory_making_another_kind_leaves_the_agent_to_its_next_lookup(
 
 #[tokio::test]
 async fn a_storage_that_cannot_list_timers_fails_the_start_with_kinds() {
-    /// Forwards everything but `list_timers` (the trait's default).
-    struct NoListing(MemoryStorage);
-    impl Storage for NoListing {
-        fn get_checkpoint<'a>(
-            &'a self,
-            key: &'a StorageKey,
-        ) -> BoxFuture<'a, jido::Result<Option<Stored<Checkpoint>>>> {
-            self.0.get_checkpoint(key)
-        }
-        fn put_checkpoint<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            cp: &'a Checkpoint,
-            expect: Expect,
-            epoch: u64,
-        ) -> BoxFuture<'a, jido::Result<u64>> {
-            self.0.put_checkpoint(key, cp, expect, epoch)
-        }
-        fn delete<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            epoch: u64,
-        ) -> BoxFuture<'a, jido::Result<()>> {
-            self.0.delete(key, epoch)
-        }
-        fn append_journal<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            epoch: u64,
-            after: u64,
-            signals: &'a [Signal],
-        ) -> BoxFuture<'a, jido::Result<u64>> {
-            self.0.append_journal(key, epoch, after, signals)
-        }
-        fn load_journal<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            after: u64,
-            limit: usize,
-        ) -> BoxFuture<'a, jido::Result<Vec<JournalEntry>>> {
-            self.0.load_journal(key, after, limit)
-        }
-        fn journal_head<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<u64>> {
-            self.0.journal_head(key)
-        }
-        fn truncate_journal<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            epoch: u64,
-            up_to: u64,
-        ) -> BoxFuture<'a, jido::Result<()>> {
-            self.0.truncate_journal(key, epoch, up_to)
-        }
-        fn bump_attempts<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            epoch: u64,
-            seq: u64,
-        ) -> BoxFuture<'a, jido::Result<u32>> {
-            self.0.bump_attempts(key, epoch, seq)
-        }
-        fn claim<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            node: &'a str,
-        ) -> BoxFuture<'a, jido::Result<u64>> {
-            self.0.claim(key, node)
-        }
-        fn owner<'a>(&'a self, key: &'a StorageKey) -> BoxFuture<'a, jido::Result<Option<Owner>>> {
-            self.0.owner(key)
-        }
-        fn dead_letter<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            epoch: u64,
-            seq: u64,
-            error: &'a jido::Error,
-        ) -> BoxFuture<'a, jido::Result<()>> {
-            self.0.dead_letter(key, epoch, seq, error)
-        }
-        fn load_dead_letters<'a>(
-            &'a self,
-            key: &'a StorageKey,
-            limit: usize,
-        ) -> BoxFuture<'a, jido::Result<Vec<DeadLetter>>> {
-            self.0.load_dead_letters(key, limit)
+    /// Fails `list_timers` as the trait's default does.
+    struct NoListing;
+    impl Hooks for NoListing {
+        fn check(&self, op: Op, _: Option<&StorageKey>) -> jido::Result<()> {
+            match op {
+                Op::ListTimers => {
+                    Err(jido::Error::storage("storage cannot list timers").with_retry(false))
+                }
+                _ => Ok(()),
+            }
         }
     }
-    let storage: Arc<dyn Storage> = Arc::new(NoListing(MemoryStorage::new()));
+    let storage: Arc<dyn Storage> = Arc::new(Hooked::new(NoListing));
     // Without kinds the instance never asks.
     let jido = Jido::start(JidoConfig::new().storage(Arc::clone(&storage)))
         .await

@@ -1,6 +1,9 @@
 //! Helpers shared by the runtime tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "persist")]
+pub mod storage;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
