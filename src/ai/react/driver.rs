@@ -490,7 +490,10 @@ fn on_command<S: Driven>(
         suffix::USAGE | suffix::TOOL_STARTED => {
             let request_id = signals::correlated_request(ctx, &params);
             let state = core.state::<S::State>(agent);
-            if state.active_request().is_some_and(|a| Some(a) == request_id) {
+            if state
+                .active_request()
+                .is_some_and(|a| Some(a) == request_id)
+            {
                 core.forward(ctx, &mut out);
             }
             return out;

@@ -71,7 +71,6 @@
 //!
 //! [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
 
-
 mod driven;
 pub(crate) mod driver;
 pub mod machine;
@@ -87,10 +86,10 @@ use self::driver::Settings;
 use self::machine::{Machine, MachineConfig, Turn};
 use super::client::Message;
 use super::envelope::ResultEnvelope;
+use super::request::RequestCore;
 pub use super::request::{
     DEFAULT_REQUEST_HISTORY, REQUEST_COMPLETED, REQUEST_FAILED, REQUEST_STARTED,
 };
-use super::request::RequestCore;
 use super::signals::{self, LlmResponseData};
 use crate::agent::{AgentData, SignalRoute};
 use crate::directive::Directive;

@@ -319,7 +319,9 @@ impl<M: Machine> Driven for Reasoning<M> {
 
     fn lift(&self, state: &State<M>, step: Step) -> Lift {
         match step {
-            Step::CallLlm(call) => Lift::Directive(self.llm_call(call, state.0.wants_tools(&self.config))),
+            Step::CallLlm(call) => {
+                Lift::Directive(self.llm_call(call, state.0.wants_tools(&self.config)))
+            }
             Step::ExecTool {
                 call,
                 request_id,
@@ -428,7 +430,8 @@ impl<M: Machine> Strategy for Reasoning<M> {
             run.termination.map(|t| t.as_str()),
             &run.usage,
         );
-        snap.details.insert("llm_calls".into(), run.llm_calls.into());
+        snap.details
+            .insert("llm_calls".into(), run.llm_calls.into());
         snap.details.extend(m.details());
         snap
     }
