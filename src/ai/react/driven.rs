@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ReAct;
-use super::driver::{Driven, Lift, Settings, Start};
+use super::driver::{Driven, Lift, Settings, Start, lift_step};
 use super::machine::{Event, Machine, Status, Step, Termination, Turn};
 use super::output::OutputSchema;
 use crate::ai::client::Usage;
@@ -95,7 +95,8 @@ impl Driven for ReAct {
     }
 
     fn lift(&self, m: &Machine, step: Step) -> Lift {
-        match step {
+        let s = &self.settings;
+        lift_step!(s, step, Step {
             Step::CallLlm {
                 call_id,
                 request_id,
@@ -113,7 +114,6 @@ impl Driven for ReAct {
                     all.extend(m.conversation.messages());
                     all
                 };
-                let s = &self.settings;
                 Lift::Directive(s.llm_call(
                     call_id,
                     context,
@@ -123,46 +123,7 @@ impl Driven for ReAct {
                     format,
                 ))
             }
-            Step::ExecTool {
-                call,
-                request_id,
-                iteration,
-            } => Lift::ExecTool {
-                call,
-                request_id,
-                iteration,
-            },
-            Step::Reject {
-                request_id,
-                reason,
-                message,
-            } => Lift::Reject {
-                request_id,
-                reason,
-                message,
-            },
-            Step::CancelCalls { request_id, reason } => Lift::CancelCalls { request_id, reason },
-            Step::Completed {
-                request_id,
-                answer,
-                termination,
-            } => Lift::Finish {
-                request_id,
-                outcome: Ok(answer),
-                termination: termination.as_str(),
-            },
-            Step::Failed {
-                request_id,
-                error,
-                termination,
-            } => Lift::Finish {
-                request_id,
-                outcome: Err(error),
-                termination: termination.as_str(),
-            },
-            #[allow(unreachable_patterns)]
-            _ => Lift::Nothing,
-        }
+        })
     }
 }
 

@@ -27,8 +27,8 @@ use super::{DEFAULT_TOOL_BACKOFF_MS, DEFAULT_TOOL_MAX_RETRIES, DEFAULT_TOOL_TIME
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::ai::client::{JsonSchemaFormat, Message, ToolCall, ToolSpecs, Usage};
 use crate::ai::directive::{
-    CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
-    ModelRef, ToolExec,
+    DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream, ModelRef,
+    ToolExec,
 };
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, RequestState, usage_json};
@@ -144,7 +144,12 @@ impl Settings {
     /// The run of a tool call the model made ([`ToolExec`] with the
     /// configured timeout and retries), or [`EmitToolError`] for a tool the
     /// strategy does not have.
-    fn tool_call(&self, call: ToolCall, request_id: String, iteration: u64) -> Directive {
+    pub(crate) fn tool_call(
+        &self,
+        call: ToolCall,
+        request_id: String,
+        iteration: u64,
+    ) -> Directive {
         let strategy = self.core.module();
         match self.tools.get(&call.name) {
             Some(tool) => ToolExec::new(call.id, call.name, call.arguments)
@@ -289,22 +294,8 @@ impl<E> Start<E> {
 
 /// A machine step as the glue lifts it.
 pub(crate) enum Lift {
-    /// A directive the strategy built (its model calls).
+    /// A directive to run.
     Directive(Directive),
-    /// Run a tool call the model made.
-    ExecTool {
-        call: ToolCall,
-        request_id: String,
-        iteration: u64,
-    },
-    /// Reject a request (`ai.request.error`).
-    Reject {
-        request_id: String,
-        reason: String,
-        message: String,
-    },
-    /// Cancel the model and tool calls of a request.
-    CancelCalls { request_id: String, reason: String },
     /// The request ended: its answer or error envelope, and why.
     Finish {
         request_id: String,
@@ -314,6 +305,61 @@ pub(crate) enum Lift {
     /// Nothing to do.
     Nothing,
 }
+
+/// Lifts step `$step` of a request machine whose step enum is `$Step`,
+/// with the strategy's [`Settings`] `$settings`: the arms given handle the
+/// machine's own steps (its model calls); the steps every request machine
+/// has, with the same names and fields (`ExecTool`, `Reject`,
+/// `CancelCalls`, `Completed`, `Failed`), are lifted here.
+macro_rules! lift_step {
+    ($settings:expr, $step:expr, $Step:ident { $($arm:pat => $lifted:expr),+ $(,)? }) => {{
+        use $crate::ai::react::driver::Lift;
+        match $step {
+            $($arm => $lifted,)+
+            $Step::ExecTool {
+                call,
+                request_id,
+                iteration,
+            } => Lift::Directive($settings.tool_call(call, request_id, iteration)),
+            $Step::Reject {
+                request_id,
+                reason,
+                message,
+            } => Lift::Directive($crate::ai::request::RequestCore::reject(
+                &request_id,
+                &reason,
+                message,
+            )),
+            $Step::CancelCalls { request_id, reason } => Lift::Directive(
+                $crate::ai::directive::CancelRequest::new(request_id)
+                    .reason(reason)
+                    .into(),
+            ),
+            $Step::Completed {
+                request_id,
+                answer,
+                termination,
+            } => Lift::Finish {
+                request_id,
+                outcome: Ok(answer),
+                termination: termination.as_str(),
+            },
+            $Step::Failed {
+                request_id,
+                error,
+                termination,
+            } => Lift::Finish {
+                request_id,
+                outcome: Err(error),
+                termination: termination.as_str(),
+            },
+            #[allow(unreachable_patterns)]
+            _ => Lift::Nothing,
+        }
+    }};
+}
+
+pub(crate) use lift_step;
 
 /// What a request strategy tells the glue (see the [module docs](self)).
 pub(crate) trait Driven: Sync {
@@ -561,19 +607,6 @@ fn lift<S: Driven>(
     for step in steps {
         match strategy.lift(core.state::<S::State>(agent), step) {
             Lift::Directive(directive) => out.push(directive),
-            Lift::ExecTool {
-                call,
-                request_id,
-                iteration,
-            } => out.push(settings.tool_call(call, request_id, iteration)),
-            Lift::Reject {
-                request_id,
-                reason,
-                message,
-            } => out.push(RequestCore::reject(&request_id, &reason, message)),
-            Lift::CancelCalls { request_id, reason } => {
-                out.push(CancelRequest::new(request_id).reason(reason).into());
-            }
             Lift::Finish {
                 request_id,
                 outcome,

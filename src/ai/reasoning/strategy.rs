@@ -16,7 +16,7 @@ use super::machine::{Event, LlmCall, Machine, Phase, Step};
 use crate::agent::{AgentData, SignalRoute};
 use crate::ai::client::{ToolSpecs, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
-use crate::ai::react::driver::{self, Driven, Lift, Settings, Start};
+use crate::ai::react::driver::{self, Driven, Lift, Settings, Start, lift_step};
 use crate::ai::react::machine::Turn;
 use crate::ai::react::{self, ReAct};
 use crate::ai::request::{RequestCore, RequestState, set_json};
@@ -318,50 +318,11 @@ impl<M: Machine> Driven for Reasoning<M> {
     }
 
     fn lift(&self, state: &State<M>, step: Step) -> Lift {
-        match step {
+        lift_step!(self.settings, step, Step {
             Step::CallLlm(call) => {
                 Lift::Directive(self.llm_call(call, state.0.wants_tools(&self.config)))
             }
-            Step::ExecTool {
-                call,
-                request_id,
-                iteration,
-            } => Lift::ExecTool {
-                call,
-                request_id,
-                iteration,
-            },
-            Step::Reject {
-                request_id,
-                reason,
-                message,
-            } => Lift::Reject {
-                request_id,
-                reason,
-                message,
-            },
-            Step::CancelCalls { request_id, reason } => Lift::CancelCalls { request_id, reason },
-            Step::Completed {
-                request_id,
-                answer,
-                termination,
-            } => Lift::Finish {
-                request_id,
-                outcome: Ok(answer),
-                termination: termination.as_str(),
-            },
-            Step::Failed {
-                request_id,
-                error,
-                termination,
-            } => Lift::Finish {
-                request_id,
-                outcome: Err(error),
-                termination: termination.as_str(),
-            },
-            #[allow(unreachable_patterns)]
-            _ => Lift::Nothing,
-        }
+        })
     }
 }
 
