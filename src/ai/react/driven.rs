@@ -6,11 +6,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ReAct;
-use super::driver::{Driven, Lift, Settings, Start, lift_step};
-use super::machine::{Event, Machine, Status, Step, Termination, Turn};
+use super::driver::{self, Driven, Lift, Settings, Start, lift_step};
+use super::machine::{Event, Machine, Status, Step, Termination};
 use super::output::OutputSchema;
 use crate::ai::client::Usage;
-use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::RequestState;
 use crate::state::StateMap;
 use crate::strategy::{Snapshot, SnapshotStatus};
@@ -65,17 +64,7 @@ impl Driven for ReAct {
         }))
     }
 
-    fn cancel(request_id: Option<String>, reason: String) -> Event {
-        Event::Cancel { request_id, reason }
-    }
-
-    fn llm_result(call_id: String, result: Result<Turn, ErrorEnvelope>) -> Event {
-        Event::LlmResult { call_id, result }
-    }
-
-    fn tool_result(call_id: String, result: ResultEnvelope) -> Event {
-        Event::ToolResult { call_id, result }
-    }
+    driver::shared_vocabulary!(Event, Step);
 
     fn awaits(m: &Machine, call_id: &str) -> bool {
         m.status == Status::AwaitingLlm && m.llm_call_id.as_deref() == Some(call_id)
@@ -88,10 +77,6 @@ impl Driven for ReAct {
     fn handle(&self, m: &mut Machine, event: Event) -> (bool, Vec<Step>) {
         let t = m.handle(&self.machine, event);
         (t.accepted, t.steps)
-    }
-
-    fn is_reject(step: &Step) -> bool {
-        matches!(step, Step::Reject { .. })
     }
 
     fn lift(&self, m: &Machine, step: Step) -> Lift {

@@ -361,6 +361,78 @@ macro_rules! lift_step {
 
 pub(crate) use lift_step;
 
+/// The [`Driven`] items that read the same for every request machine,
+/// whose `$Event` and `$Step` enums share these variants (same names and
+/// fields): the cancel, model-answer and tool-result events, and the
+/// rejection step.
+macro_rules! shared_vocabulary {
+    ($Event:ident, $Step:ident) => {
+        fn cancel(request_id: Option<String>, reason: String) -> $Event {
+            $Event::Cancel { request_id, reason }
+        }
+
+        fn llm_result(
+            call_id: String,
+            result: Result<$crate::ai::react::machine::Turn, $crate::ai::envelope::ErrorEnvelope>,
+        ) -> $Event {
+            $Event::LlmResult { call_id, result }
+        }
+
+        fn tool_result(call_id: String, result: $crate::ai::envelope::ResultEnvelope) -> $Event {
+            $Event::ToolResult { call_id, result }
+        }
+
+        fn is_reject(step: &$Step) -> bool {
+            matches!(step, $Step::Reject { .. })
+        }
+    };
+}
+
+pub(crate) use shared_vocabulary;
+
+/// The `Strategy` methods every request strategy shares (all but
+/// `snapshot`), inside `impl Strategy for X` where `X` is [`Driven`]: its
+/// name is its request core's, `init` and `cmd` go through the glue, and
+/// the routes are [`routes`] of its name.
+macro_rules! strategy_methods {
+    () => {
+        fn name(&self) -> &'static str {
+            $crate::ai::react::driver::Driven::settings(self)
+                .core
+                .module()
+        }
+
+        fn init(
+            &self,
+            agent: &mut $crate::agent::AgentData,
+            _ctx: &$crate::strategy::StrategyContext,
+        ) -> Vec<$crate::directive::Directive> {
+            $crate::ai::react::driver::init(self, agent)
+        }
+
+        async fn cmd(
+            &self,
+            agent: &mut $crate::agent::AgentData,
+            commands: Vec<$crate::strategy::Command>,
+            ctx: &$crate::strategy::StrategyContext,
+        ) -> Vec<$crate::directive::Directive> {
+            $crate::ai::react::driver::cmd(self, agent, commands, ctx).await
+        }
+
+        fn signal_routes(
+            &self,
+            _ctx: &$crate::strategy::StrategyContext,
+        ) -> Vec<$crate::agent::SignalRoute> {
+            let name = $crate::ai::react::driver::Driven::settings(self)
+                .core
+                .module();
+            $crate::ai::react::driver::routes(name)
+        }
+    };
+}
+
+pub(crate) use strategy_methods;
+
 /// What a request strategy tells the glue (see the [module docs](self)).
 pub(crate) trait Driven: Sync {
     /// The machine, as the request core keeps it.

@@ -91,8 +91,7 @@ pub use super::request::{
     DEFAULT_REQUEST_HISTORY, REQUEST_COMPLETED, REQUEST_FAILED, REQUEST_STARTED,
 };
 use super::signals::{self, LlmResponseData};
-use crate::agent::{AgentData, SignalRoute};
-use crate::directive::Directive;
+use crate::agent::AgentData;
 use crate::error::Error;
 use crate::server::AwaitOptions;
 use crate::signal::Signal;
@@ -313,22 +312,7 @@ pub(crate) fn query_params(query: &str, request_id: Option<&str>) -> Value {
 }
 
 impl Strategy for ReAct {
-    fn name(&self) -> &'static str {
-        MODULE
-    }
-
-    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
-        driver::init(self, agent)
-    }
-
-    async fn cmd(
-        &self,
-        agent: &mut AgentData,
-        commands: Vec<Command>,
-        ctx: &StrategyContext,
-    ) -> Vec<Directive> {
-        driver::cmd(self, agent, commands, ctx).await
-    }
+    driver::strategy_methods!();
 
     /// `idle` → idle, `awaiting_llm` / `awaiting_tool` → running,
     /// `completed` → success, `error` → failure; `result` the answer (or
@@ -340,9 +324,5 @@ impl Strategy for ReAct {
             Some(m) => driven::snapshot(&m),
             None => Snapshot::default(),
         }
-    }
-
-    fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
-        driver::routes(MODULE)
     }
 }

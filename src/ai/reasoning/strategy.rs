@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::machine::{Event, LlmCall, Machine, Phase, Step};
-use crate::agent::{AgentData, SignalRoute};
+use crate::agent::AgentData;
 use crate::ai::client::{ToolSpecs, Usage};
-use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
+use crate::ai::envelope::ResultEnvelope;
 use crate::ai::react::driver::{self, Driven, Lift, Settings, Start, lift_step};
 use crate::ai::react::machine::Turn;
 use crate::ai::react::{self, ReAct};
@@ -288,17 +288,7 @@ impl<M: Machine> Driven for Reasoning<M> {
         }))
     }
 
-    fn cancel(request_id: Option<String>, reason: String) -> Event {
-        Event::Cancel { request_id, reason }
-    }
-
-    fn llm_result(call_id: String, result: Result<Turn, ErrorEnvelope>) -> Event {
-        Event::LlmResult { call_id, result }
-    }
-
-    fn tool_result(call_id: String, result: ResultEnvelope) -> Event {
-        Event::ToolResult { call_id, result }
-    }
+    driver::shared_vocabulary!(Event, Step);
 
     fn awaits(state: &State<M>, call_id: &str) -> bool {
         state.0.run().awaits(call_id)
@@ -311,10 +301,6 @@ impl<M: Machine> Driven for Reasoning<M> {
     fn handle(&self, state: &mut State<M>, event: Event) -> (bool, Vec<Step>) {
         let t = state.0.handle(&self.config, event);
         (t.accepted, t.steps)
-    }
-
-    fn is_reject(step: &Step) -> bool {
-        matches!(step, Step::Reject { .. })
     }
 
     fn lift(&self, state: &State<M>, step: Step) -> Lift {
@@ -350,22 +336,7 @@ impl<M: Machine> Reasoning<M> {
 }
 
 impl<M: Machine> Strategy for Reasoning<M> {
-    fn name(&self) -> &'static str {
-        self.short_name()
-    }
-
-    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
-        driver::init(self, agent)
-    }
-
-    async fn cmd(
-        &self,
-        agent: &mut AgentData,
-        commands: Vec<Command>,
-        ctx: &StrategyContext,
-    ) -> Vec<Directive> {
-        driver::cmd(self, agent, commands, ctx).await
-    }
+    driver::strategy_methods!();
 
     /// `idle` → idle, a busy phase → running, `completed` → success,
     /// `error` → failure; `result` the answer (or the error envelope);
@@ -395,9 +366,5 @@ impl<M: Machine> Strategy for Reasoning<M> {
             .insert("llm_calls".into(), run.llm_calls.into());
         snap.details.extend(m.details());
         snap
-    }
-
-    fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
-        driver::routes(self.short_name())
     }
 }
