@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ReAct;
-use super::driver::{self, Driven, Lift, Settings, Start, lift_step};
+use super::driver::{self, Driven, Lift, Start, lift_step};
 use super::machine::{Event, Machine, Status, Step, Termination};
 use super::output::OutputSchema;
 use crate::ai::client::Usage;
@@ -45,12 +45,7 @@ impl RequestState for Machine {
 
 impl Driven for ReAct {
     type State = Machine;
-    type Event = Event;
-    type Step = Step;
-
-    fn settings(&self) -> &Settings {
-        &self.settings
-    }
+    driver::shared_vocabulary!(Event, Step);
 
     fn start(params: &Value) -> Result<Start<Event>, serde_json::Error> {
         let q = Query::deserialize(params)?;
@@ -63,8 +58,6 @@ impl Driven for ReAct {
             }
         }))
     }
-
-    driver::shared_vocabulary!(Event, Step);
 
     fn awaits(m: &Machine, call_id: &str) -> bool {
         m.status == Status::AwaitingLlm && m.llm_call_id.as_deref() == Some(call_id)

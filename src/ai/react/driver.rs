@@ -361,12 +361,20 @@ macro_rules! lift_step {
 
 pub(crate) use lift_step;
 
-/// The [`Driven`] items that read the same for every request machine,
-/// whose `$Event` and `$Step` enums share these variants (same names and
-/// fields): the cancel, model-answer and tool-result events, and the
-/// rejection step.
+/// The [`Driven`] items that read the same for every request strategy
+/// (with a `settings: Settings` field) whose machine's `$Event` and
+/// `$Step` enums share these variants (same names and fields): the event
+/// and step types, the settings, the cancel, model-answer and tool-result
+/// events, and the rejection step.
 macro_rules! shared_vocabulary {
     ($Event:ident, $Step:ident) => {
+        type Event = $Event;
+        type Step = $Step;
+
+        fn settings(&self) -> &$crate::ai::react::driver::Settings {
+            &self.settings
+        }
+
         fn cancel(request_id: Option<String>, reason: String) -> $Event {
             $Event::Cancel { request_id, reason }
         }

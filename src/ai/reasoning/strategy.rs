@@ -274,12 +274,7 @@ struct Query {
 
 impl<M: Machine> Driven for Reasoning<M> {
     type State = State<M>;
-    type Event = Event;
-    type Step = Step;
-
-    fn settings(&self) -> &Settings {
-        &self.settings
-    }
+    driver::shared_vocabulary!(Event, Step);
 
     fn start(params: &Value) -> Result<Start<Event>, serde_json::Error> {
         let q = Query::deserialize(params)?;
@@ -287,8 +282,6 @@ impl<M: Machine> Driven for Reasoning<M> {
             Event::Start { request_id, query }
         }))
     }
-
-    driver::shared_vocabulary!(Event, Step);
 
     fn awaits(state: &State<M>, call_id: &str) -> bool {
         state.0.run().awaits(call_id)
