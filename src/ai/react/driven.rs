@@ -6,11 +6,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ReAct;
-use super::driver::{self, Driven, Lift, Start, lift_step};
+use super::driver::{self, Driven, Finish, Start, lift_step};
 use super::machine::{Event, Machine, Status, Step, Termination};
 use super::output::OutputSchema;
 use crate::ai::client::Usage;
 use crate::ai::request::RequestState;
+use crate::directive::Directive;
 use crate::state::StateMap;
 use crate::strategy::{Snapshot, SnapshotStatus};
 
@@ -72,9 +73,9 @@ impl Driven for ReAct {
         (t.accepted, t.steps)
     }
 
-    fn lift(&self, m: &Machine, step: Step) -> Lift {
+    fn lift(&self, m: &Machine, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
         let s = &self.settings;
-        lift_step!(s, step, Step {
+        lift_step!(s, step, out, Step {
             Step::CallLlm {
                 call_id,
                 request_id,
@@ -92,14 +93,14 @@ impl Driven for ReAct {
                     all.extend(m.conversation.messages());
                     all
                 };
-                Lift::Directive(s.llm_call(
+                s.llm_call(
                     call_id,
                     context,
                     self.system_prompt.clone(),
                     s.specs.clone(),
                     s.call_metadata(request_id, iteration, 0),
                     format,
-                ))
+                )
             }
         })
     }

@@ -292,69 +292,69 @@ impl<E> Start<E> {
     }
 }
 
-/// A machine step as the glue lifts it.
-pub(crate) enum Lift {
-    /// A directive to run.
-    Directive(Directive),
-    /// The request ended: its answer or error envelope, and why.
-    Finish {
-        request_id: String,
-        outcome: Result<Value, Value>,
-        termination: &'static str,
-    },
-    /// Nothing to do.
-    Nothing,
+/// The end of a request, as a machine step says it: the glue records it
+/// (request record, completion fields, `ai.request.completed` or
+/// `ai.request.failed`).
+pub(crate) struct Finish {
+    pub(crate) request_id: String,
+    pub(crate) outcome: Result<Value, Value>,
+    pub(crate) termination: &'static str,
 }
 
 /// Lifts step `$step` of a request machine whose step enum is `$Step`,
-/// with the strategy's [`Settings`] `$settings`: the arms given handle the
-/// machine's own steps (its model calls); the steps every request machine
-/// has, with the same names and fields (`ExecTool`, `Reject`,
-/// `CancelCalls`, `Completed`, `Failed`), are lifted here.
+/// with the strategy's [`Settings`] `$settings`, pushing its directive to
+/// `$out` or giving the request's [`Finish`]: the arms given turn the
+/// machine's own steps (its model calls) into a directive; the steps every
+/// request machine has, with the same names and fields (`ExecTool`,
+/// `Reject`, `CancelCalls`, `Completed`, `Failed`), are lifted here.
 macro_rules! lift_step {
-    ($settings:expr, $step:expr, $Step:ident { $($arm:pat => $lifted:expr),+ $(,)? }) => {{
-        use $crate::ai::react::driver::Lift;
+    ($settings:expr, $step:expr, $out:expr, $Step:ident { $($arm:pat => $lifted:expr),+ $(,)? }) => {{
+        use $crate::ai::react::driver::Finish;
         match $step {
-            $($arm => $lifted,)+
+            $($arm => {
+                $out.push($lifted);
+                None
+            })+
             $Step::ExecTool {
                 call,
                 request_id,
                 iteration,
-            } => Lift::Directive($settings.tool_call(call, request_id, iteration)),
+            } => {
+                $out.push($settings.tool_call(call, request_id, iteration));
+                None
+            }
             $Step::Reject {
                 request_id,
                 reason,
                 message,
-            } => Lift::Directive($crate::ai::request::RequestCore::reject(
-                &request_id,
-                &reason,
-                message,
-            )),
-            $Step::CancelCalls { request_id, reason } => Lift::Directive(
-                $crate::ai::directive::CancelRequest::new(request_id)
-                    .reason(reason)
-                    .into(),
-            ),
+            } => {
+                $out.push($crate::ai::request::RequestCore::reject(&request_id, &reason, message));
+                None
+            }
+            $Step::CancelCalls { request_id, reason } => {
+                $out.push($crate::ai::directive::CancelRequest::new(request_id).reason(reason).into());
+                None
+            }
             $Step::Completed {
                 request_id,
                 answer,
                 termination,
-            } => Lift::Finish {
+            } => Some(Finish {
                 request_id,
                 outcome: Ok(answer),
                 termination: termination.as_str(),
-            },
+            }),
             $Step::Failed {
                 request_id,
                 error,
                 termination,
-            } => Lift::Finish {
+            } => Some(Finish {
                 request_id,
                 outcome: Err(error),
                 termination: termination.as_str(),
-            },
+            }),
             #[allow(unreachable_patterns)]
-            _ => Lift::Nothing,
+            _ => None,
         }
     }};
 }
@@ -484,8 +484,14 @@ pub(crate) trait Driven: Sync {
     /// leaves the state untouched).
     fn is_reject(step: &Self::Step) -> bool;
 
-    /// What `step` becomes, with the machine as it is after the event.
-    fn lift(&self, state: &Self::State, step: Self::Step) -> Lift;
+    /// What `step` becomes, with the machine as it is after the event:
+    /// its directive pushed to `out`, or the request's end.
+    fn lift(
+        &self,
+        state: &Self::State,
+        step: Self::Step,
+        out: &mut Vec<Directive>,
+    ) -> Option<Finish>;
 }
 
 /// `Strategy::init`: the typed state in the ext when `__strategy__` is
@@ -685,14 +691,14 @@ fn lift<S: Driven>(
     let settings = strategy.settings();
     let core = &settings.core;
     for step in steps {
-        match strategy.lift(core.state::<S::State>(agent), step) {
-            Lift::Directive(directive) => out.push(directive),
-            Lift::Finish {
+        let state = core.state::<S::State>(agent);
+        if let Some(finish) = strategy.lift(state, step, out) {
+            let Finish {
                 request_id,
                 outcome,
                 termination,
-            } => core.finish(agent, &request_id, outcome, termination, usage, out),
-            Lift::Nothing => {}
+            } = finish;
+            core.finish(agent, &request_id, outcome, termination, usage, out);
         }
     }
 }

@@ -16,7 +16,7 @@ use super::machine::{Event, LlmCall, Machine, Phase, Step};
 use crate::agent::AgentData;
 use crate::ai::client::{ToolSpecs, Usage};
 use crate::ai::envelope::ResultEnvelope;
-use crate::ai::react::driver::{self, Driven, Lift, Settings, Start, lift_step};
+use crate::ai::react::driver::{self, Driven, Finish, Settings, Start, lift_step};
 use crate::ai::react::machine::Turn;
 use crate::ai::react::{self, ReAct};
 use crate::ai::request::{RequestCore, RequestState, set_json};
@@ -296,10 +296,10 @@ impl<M: Machine> Driven for Reasoning<M> {
         (t.accepted, t.steps)
     }
 
-    fn lift(&self, state: &State<M>, step: Step) -> Lift {
-        lift_step!(self.settings, step, Step {
+    fn lift(&self, state: &State<M>, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
+        lift_step!(self.settings, step, out, Step {
             Step::CallLlm(call) => {
-                Lift::Directive(self.llm_call(call, state.0.wants_tools(&self.config)))
+                self.llm_call(call, state.0.wants_tools(&self.config))
             }
         })
     }
