@@ -70,6 +70,11 @@
 //! ```
 //!
 //! [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
+//! [`LlmStream`]: crate::ai::directive::LlmStream
+//! [`LlmGenerate`]: crate::ai::directive::LlmGenerate
+//! [`ToolExec`]: crate::ai::directive::ToolExec
+//! [`EmitToolError`]: crate::ai::directive::EmitToolError
+//! [`CancelRequest`]: crate::ai::directive::CancelRequest
 
 mod driven;
 pub(crate) mod driver;
