@@ -9,6 +9,7 @@ use super::ReAct;
 use super::driver::{self, Driven, Finish, Start, lift_step};
 use super::machine::{Event, Machine, Status, Step, Termination};
 use super::output::OutputSchema;
+use crate::agent::AgentData;
 use crate::ai::client::Usage;
 use crate::ai::request::RequestState;
 use crate::directive::Directive;
@@ -73,7 +74,7 @@ impl Driven for ReAct {
         (t.accepted, t.steps)
     }
 
-    fn lift(&self, m: &Machine, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
+    fn lift(&self, agent: &mut AgentData, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
         let s = &self.settings;
         lift_step!(s, step, out, Step {
             Step::CallLlm {
@@ -86,6 +87,7 @@ impl Driven for ReAct {
                     .as_deref()
                     .and_then(|n| self.machine.outputs.get(n))
                     .map(OutputSchema::format);
+                let m = driver::machine(self, agent);
                 let context = if self.examples.is_empty() {
                     m.conversation.messages()
                 } else {

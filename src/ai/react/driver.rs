@@ -484,11 +484,12 @@ pub(crate) trait Driven: Sync {
     /// leaves the state untouched).
     fn is_reject(step: &Self::Step) -> bool;
 
-    /// What `step` becomes, with the machine as it is after the event:
-    /// its directive pushed to `out`, or the request's end.
+    /// What `step` becomes: its directive pushed to `out`, or the
+    /// request's end. A step that needs the machine (as it is after the
+    /// event) reads it with [`machine`].
     fn lift(
         &self,
-        state: &Self::State,
+        agent: &mut AgentData,
         step: Self::Step,
         out: &mut Vec<Directive>,
     ) -> Option<Finish>;
@@ -691,8 +692,7 @@ fn lift<S: Driven>(
     let settings = strategy.settings();
     let core = &settings.core;
     for step in steps {
-        let state = core.state::<S::State>(agent);
-        if let Some(finish) = strategy.lift(state, step, out) {
+        if let Some(finish) = strategy.lift(agent, step, out) {
             let Finish {
                 request_id,
                 outcome,
@@ -701,6 +701,13 @@ fn lift<S: Driven>(
             core.finish(agent, &request_id, outcome, termination, usage, out);
         }
     }
+}
+
+/// The machine of `agent` as the strategy's request core keeps it (the
+/// typed state in the ext; read only by the steps that need it: each read
+/// checks the ext against `__strategy__`).
+pub(crate) fn machine<'a, S: Driven>(strategy: &S, agent: &'a mut AgentData) -> &'a S::State {
+    strategy.settings().core.state::<S::State>(agent)
 }
 
 fn unknown(name: &str) -> Directive {

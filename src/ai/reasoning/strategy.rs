@@ -296,10 +296,10 @@ impl<M: Machine> Driven for Reasoning<M> {
         (t.accepted, t.steps)
     }
 
-    fn lift(&self, state: &State<M>, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
+    fn lift(&self, agent: &mut AgentData, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
         lift_step!(self.settings, step, out, Step {
             Step::CallLlm(call) => {
-                self.llm_call(call, state.0.wants_tools(&self.config))
+                self.llm_call(call, driver::machine(self, agent).0.wants_tools(&self.config))
             }
         })
     }
