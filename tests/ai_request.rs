@@ -96,6 +96,54 @@ async fn the_mirror_is_the_typed_machine_as_json() {
     assert_eq!(agent.state()["__strategy__"]["rev"], 3);
 }
 
+/// A tool result that does not end the turn changes the machine: it is
+/// committed to the mirror like any other change, so a checkpoint taken
+/// between two tool results keeps the first.
+#[tokio::test]
+async fn a_tool_result_before_the_last_reaches_the_mirror() {
+    let mut agent = AgentState::new(Bot(react()), AgentOptions::new().id("a1"));
+    agent
+        .cmd(
+            ReAct::query_command("6*7 and 7*6?", Some("r1")),
+            ExecOptions::new(),
+        )
+        .await;
+    let second = ToolCall {
+        id: "t2".into(),
+        ..call()
+    };
+    agent
+        .cmd(
+            llm("call_r1_1", Turn::tool_calls(vec![call(), second])),
+            ExecOptions::new(),
+        )
+        .await;
+    let d = agent.cmd(tool_result("t1"), ExecOptions::new()).await;
+    assert!(d.is_empty());
+    let typed = ReAct::machine_of(&agent).unwrap();
+    assert_eq!(
+        Machine::read(agent.strategy_state().unwrap()).unwrap(),
+        typed
+    );
+    assert_eq!(typed.tool_calls[0].state.name(), "done");
+    // init, the query, the model's turn, the first tool result.
+    assert_eq!(agent.state()["__strategy__"]["rev"], 4);
+
+    // A checkpoint (the JSON state only) now: the restored agent ends the
+    // round on `t2`, with both results in the conversation.
+    let checkpoint = agent.state().to_json();
+    let options = AgentOptions::new().id("a1").state(&checkpoint);
+    let mut restored = AgentState::new(Bot(react()), options);
+    let d = restored.cmd(tool_result("t2"), ExecOptions::new()).await;
+    let kinds: Vec<&str> = d.iter().map(|d| d.kind()).collect();
+    assert_eq!(kinds, ["ai.llm_generate"]);
+    let m = ReAct::machine_of(&restored).unwrap();
+    assert_eq!(
+        (m.status, m.iteration, m.conversation.len()),
+        (Status::AwaitingLlm, 2, 4)
+    );
+}
+
 #[tokio::test]
 async fn a_restored_agent_rebuilds_the_machine_from_json() {
     let agent = awaiting_tool().await;

@@ -7,7 +7,10 @@
 //! [`adaptive::Adaptive`]) run by one strategy, [`Reasoning`], which turns
 //! signals into machine events and the machine's steps into AI directives
 //! (`LlmStream` / `LlmGenerate`, `ToolExec` / `EmitToolError`,
-//! `EmitRequestError`, `CancelRequest`). The aliases name them:
+//! `EmitRequestError`, `CancelRequest`), through the same glue as
+//! [`ReAct`](crate::ai::react::ReAct): the signals, directives and request
+//! lifecycle of every request strategy are one mechanism. The aliases name
+//! them:
 //! [`ChainOfThought`], [`ChainOfDraft`], [`AlgorithmOfThoughts`],
 //! [`TreeOfThoughts`], [`GraphOfThoughts`], [`TinyRecursive`] and
 //! [`AdaptiveReasoning`].

@@ -1,75 +1,69 @@
 //! [`Reasoning`]: one [`Strategy`] for every reasoning machine.
 //!
-//! It translates the strategy's signals into machine [`Event`]s and the
-//! machine's [`Step`]s into AI directives; the request lifecycle (records,
-//! completion, events, the typed machine in the strategy ext with its JSON
-//! mirror) is the shared [`RequestCore`].
+//! It is the shared request-strategy glue (the one ReAct runs on too):
+//! signals become machine [`Event`]s, the machine's [`Step`]s become AI
+//! directives, and the request lifecycle (records, completion, events, the
+//! typed machine in the strategy ext with its JSON mirror) is the shared
+//! [`RequestCore`]. This file says only what a reasoning machine adds: its
+//! query, its events and steps, its model calls and its snapshot.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::machine::{Event, Machine, Phase, Step};
-use crate::agent::{AgentData, RouteTarget, SignalRoute};
-use crate::ai::client::ToolSpecs;
-use crate::ai::directive::{
-    CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
-    ModelRef, ToolExec,
-};
+use super::machine::{Event, LlmCall, Machine, Phase, Step};
+use crate::agent::AgentData;
+use crate::ai::client::{ToolSpecs, Usage};
 use crate::ai::envelope::ResultEnvelope;
-use crate::ai::react::ReAct;
+use crate::ai::react::driver::{self, Driven, Finish, Settings, Start, lift_step};
 use crate::ai::react::machine::Turn;
+use crate::ai::react::{self, ReAct};
 use crate::ai::request::{RequestCore, RequestState, set_json};
-use crate::ai::signals::{self, LlmDeltaData, ToolResultData};
-use crate::ai::tool::ToolSet;
-use crate::directive::{Directive, error_context};
+use crate::directive::Directive;
 use crate::error::Error;
 use crate::server::AwaitOptions;
 use crate::signal::Signal;
-use crate::signal::dispatch::DispatchConfig;
 use crate::state::StateMap;
-use crate::strategy::{
-    Command, Snapshot, SnapshotStatus, Strategy, StrategyContext, apply_outcome,
-};
+use crate::strategy::{Command, Snapshot, SnapshotStatus, Strategy, StrategyContext};
 
 /// Default per-attempt timeout of a tool call (15 s, Jido's).
-pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 15_000;
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = react::DEFAULT_TOOL_TIMEOUT_MS;
 /// Default retries of a failed tool call (1, Jido's).
-pub const DEFAULT_TOOL_MAX_RETRIES: u32 = 1;
+pub const DEFAULT_TOOL_MAX_RETRIES: u32 = react::DEFAULT_TOOL_MAX_RETRIES;
 /// Default delay between tool attempts (200 ms, Jido's).
-pub const DEFAULT_TOOL_BACKOFF_MS: u64 = 200;
+pub const DEFAULT_TOOL_BACKOFF_MS: u64 = react::DEFAULT_TOOL_BACKOFF_MS;
 /// How many requests the strategy remembers (100, Jido's).
 pub const DEFAULT_REQUEST_HISTORY: usize = crate::ai::request::DEFAULT_REQUEST_HISTORY;
 
 /// The command suffixes the routes send (`<name>_<suffix>`, e.g.
 /// `cot_query`).
 pub mod commands {
+    use crate::ai::react::driver::suffix;
+
     /// `ai.<name>.query`.
-    pub const QUERY: &str = "query";
+    pub const QUERY: &str = suffix::QUERY;
     /// `ai.<name>.cancel`.
-    pub const CANCEL: &str = "cancel";
+    pub const CANCEL: &str = suffix::CANCEL;
     /// `ai.llm.delta`.
-    pub const LLM_DELTA: &str = "llm_delta";
+    pub const LLM_DELTA: &str = suffix::LLM_DELTA;
     /// `ai.llm.response`.
-    pub const LLM_RESULT: &str = "llm_result";
+    pub const LLM_RESULT: &str = suffix::LLM_RESULT;
     /// `ai.usage`.
-    pub const USAGE: &str = "usage";
+    pub const USAGE: &str = suffix::USAGE;
     /// `ai.tool.started`.
-    pub const TOOL_STARTED: &str = "tool_started";
+    pub const TOOL_STARTED: &str = suffix::TOOL_STARTED;
     /// `ai.tool.result`.
-    pub const TOOL_RESULT: &str = "tool_result";
+    pub const TOOL_RESULT: &str = suffix::TOOL_RESULT;
     /// `ai.request.error`.
-    pub const REQUEST_ERROR: &str = "request_error";
+    pub const REQUEST_ERROR: &str = suffix::REQUEST_ERROR;
 }
 
 /// The machine as the request core keeps it: typed in the strategy ext,
 /// mirrored field by field under `__strategy__` (each top-level field of
 /// its JSON, written only when it changed).
 #[derive(Clone, Default)]
-struct State<M>(M);
+pub(crate) struct State<M>(M);
 
 impl<M: Machine> RequestState for State<M> {
     fn read(from: &StateMap) -> Option<Self> {
@@ -113,17 +107,7 @@ impl<M: Machine> RequestState for State<M> {
 /// settings through [`configure`](Reasoning::configure).
 pub struct Reasoning<M: Machine> {
     config: M::Config,
-    model: ModelRef,
-    streaming: bool,
-    max_tokens: u32,
-    temperature: f64,
-    llm_timeout: Option<Duration>,
-    tools: ToolSet,
-    specs: ToolSpecs,
-    tool_timeout_ms: u64,
-    tool_max_retries: u32,
-    tool_backoff_ms: u64,
-    core: RequestCore,
+    settings: Settings,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -131,17 +115,7 @@ impl<M: Machine> Clone for Reasoning<M> {
     fn clone(&self) -> Self {
         Reasoning {
             config: self.config.clone(),
-            model: self.model.clone(),
-            streaming: self.streaming,
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-            llm_timeout: self.llm_timeout,
-            tools: self.tools.clone(),
-            specs: self.specs.clone(),
-            tool_timeout_ms: self.tool_timeout_ms,
-            tool_max_retries: self.tool_max_retries,
-            tool_backoff_ms: self.tool_backoff_ms,
-            core: self.core.clone(),
+            settings: self.settings.clone(),
             machine: PhantomData,
         }
     }
@@ -152,8 +126,8 @@ impl<M: Machine> std::fmt::Debug for Reasoning<M> {
         f.debug_struct("Reasoning")
             .field("name", &M::name(&self.config))
             .field("config", &self.config)
-            .field("model", &self.model)
-            .field("streaming", &self.streaming)
+            .field("model", &self.settings.model)
+            .field("streaming", &self.settings.streaming)
             .finish_non_exhaustive()
     }
 }
@@ -173,18 +147,8 @@ impl<M: Machine> Reasoning<M> {
     /// The machine configured with `config`.
     pub fn with_config(config: M::Config) -> Self {
         Reasoning {
-            core: RequestCore::new(M::name(&config)),
+            settings: Settings::new(M::name(&config)),
             config,
-            model: ModelRef::alias("fast"),
-            streaming: true,
-            max_tokens: DEFAULT_MAX_TOKENS,
-            temperature: DEFAULT_TEMPERATURE,
-            llm_timeout: None,
-            tools: ToolSet::new(),
-            specs: ToolSpecs::new(),
-            tool_timeout_ms: DEFAULT_TOOL_TIMEOUT_MS,
-            tool_max_retries: DEFAULT_TOOL_MAX_RETRIES,
-            tool_backoff_ms: DEFAULT_TOOL_BACKOFF_MS,
             machine: PhantomData,
         }
     }
@@ -194,12 +158,13 @@ impl<M: Machine> Reasoning<M> {
     pub fn configure(mut self, f: impl FnOnce(&mut M::Config)) -> Self {
         f(&mut self.config);
         let name = M::name(&self.config);
-        if name != self.core.module() {
-            let mut core = RequestCore::new(name).history(self.core.history_len());
-            if let Some(events) = self.core.events_dispatch() {
-                core = core.events(events.clone());
+        let core = &self.settings.core;
+        if name != core.module() {
+            let mut renamed = RequestCore::new(name).history(core.history_len());
+            if let Some(events) = core.events_dispatch() {
+                renamed = renamed.events(events.clone());
             }
-            self.core = core;
+            self.settings.core = renamed;
         }
         self
     }
@@ -214,86 +179,7 @@ impl<M: Machine> Reasoning<M> {
         M::name(&self.config)
     }
 
-    /// The model: a spec (`"provider:model"`) or [`ModelRef::alias`].
-    #[must_use]
-    pub fn model(mut self, model: impl Into<ModelRef>) -> Self {
-        self.model = model.into();
-        self
-    }
-
-    /// Streamed model calls ([`LlmStream`], the default) or not
-    /// ([`LlmGenerate`]).
-    #[must_use]
-    pub fn streaming(mut self, on: bool) -> Self {
-        self.streaming = on;
-        self
-    }
-
-    /// `max_tokens` of each model call.
-    #[must_use]
-    pub fn max_tokens(mut self, n: u32) -> Self {
-        self.max_tokens = n;
-        self
-    }
-
-    /// Temperature of each model call.
-    #[must_use]
-    pub fn temperature(mut self, t: f64) -> Self {
-        self.temperature = t;
-        self
-    }
-
-    /// Timeout of each model call (else the runtime's).
-    #[must_use]
-    pub fn llm_timeout(mut self, timeout: Duration) -> Self {
-        self.llm_timeout = Some(timeout);
-        self
-    }
-
-    /// The tools offered on calls that may use them.
-    #[must_use]
-    pub fn tools(mut self, tools: ToolSet) -> Self {
-        self.specs = tools.specs().into();
-        self.tools = tools;
-        self
-    }
-
-    /// Per-attempt timeout of a tool call, in ms (0: none).
-    #[must_use]
-    pub fn tool_timeout_ms(mut self, ms: u64) -> Self {
-        self.tool_timeout_ms = ms;
-        self
-    }
-
-    /// Retries of a tool call failing with a retryable error.
-    #[must_use]
-    pub fn tool_max_retries(mut self, n: u32) -> Self {
-        self.tool_max_retries = n;
-        self
-    }
-
-    /// Delay between tool attempts, in ms.
-    #[must_use]
-    pub fn tool_backoff_ms(mut self, ms: u64) -> Self {
-        self.tool_backoff_ms = ms;
-        self
-    }
-
-    /// Where the request signals go (`ai.request.started`, forwarded
-    /// deltas, usage and tool signals of the running request,
-    /// `ai.request.completed` / `ai.request.failed`).
-    #[must_use]
-    pub fn events(mut self, dispatch: DispatchConfig) -> Self {
-        self.core = self.core.events(dispatch);
-        self
-    }
-
-    /// How many requests `__strategy__.requests` keeps (oldest dropped).
-    #[must_use]
-    pub fn request_history(mut self, n: usize) -> Self {
-        self.core = self.core.history(n);
-        self
-    }
+    driver::settings_builders!();
 
     /// The query signal type, `ai.<name>.query`.
     pub fn query_type(&self) -> String {
@@ -313,7 +199,7 @@ impl<M: Machine> Reasoning<M> {
 
     /// A query signal (`ai.<name>.query {query, request_id?}`).
     pub fn query(&self, query: &str, request_id: Option<&str>) -> Signal {
-        Signal::new(self.query_type(), query_params(query, request_id))
+        Signal::new(self.query_type(), react::query_params(query, request_id))
     }
 
     /// A cancel signal (`ai.<name>.cancel {request_id?, reason?}`).
@@ -333,7 +219,7 @@ impl<M: Machine> Reasoning<M> {
     pub fn query_command(&self, query: &str, request_id: Option<&str>) -> Command {
         Command::strategy(
             self.command_name(commands::QUERY),
-            query_params(query, request_id),
+            react::query_params(query, request_id),
         )
     }
 
@@ -369,284 +255,14 @@ impl<M: Machine> Reasoning<M> {
 
     /// The machine of `agent`, if it runs this strategy.
     pub fn machine_of(&self, agent: &AgentData) -> Option<M> {
-        self.core.peek::<State<M>>(agent).map(|s| s.into_owned().0)
-    }
-
-    fn on_command(
-        &self,
-        agent: &mut AgentData,
-        name: &str,
-        params: Value,
-        ctx: &StrategyContext,
-    ) -> Vec<Directive> {
-        let mut out = Vec::new();
-        let Some(suffix) = name
-            .strip_prefix(self.short_name())
-            .and_then(|s| s.strip_prefix('_'))
-        else {
-            return vec![crate::strategy::unknown_command(&Command::strategy(
-                name,
-                Value::Null,
-            ))];
-        };
-        let event = match suffix {
-            commands::QUERY => match Query::deserialize(&params) {
-                Ok(q) => Event::Start {
-                    request_id: q
-                        .request_id
-                        .filter(|id| !id.is_empty())
-                        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-                    query: q.query,
-                },
-                Err(e) => {
-                    let request_id = RequestCore::request_id(&params);
-                    out.push(RequestCore::reject(
-                        &request_id,
-                        "invalid_request",
-                        format!("invalid query: {e}"),
-                    ));
-                    return out;
-                }
-            },
-            commands::CANCEL => {
-                let (request_id, reason) = RequestCore::cancel_params(&params);
-                Event::Cancel { request_id, reason }
-            }
-            commands::LLM_DELTA => {
-                let call_id = match signals::typed_payload::<LlmDeltaData>(ctx, &params) {
-                    Some(d) => d.call_id.as_str(),
-                    None => params.get("call_id").and_then(Value::as_str).unwrap_or(""),
-                };
-                let awaited = self
-                    .core
-                    .peek::<State<M>>(agent)
-                    .is_some_and(|s| s.0.run().awaits(call_id));
-                if awaited {
-                    self.core.forward(ctx, &mut out);
-                }
-                return out;
-            }
-            commands::USAGE | commands::TOOL_STARTED => {
-                let request_id = signals::correlated_request(ctx, &params);
-                let current = self.core.peek::<State<M>>(agent).is_some_and(|s| {
-                    let run = s.0.run();
-                    run.phase.is_busy() && run.request_id.as_deref() == request_id
-                });
-                if current {
-                    self.core.forward(ctx, &mut out);
-                }
-                return out;
-            }
-            commands::REQUEST_ERROR => {
-                self.core.record_rejection(agent, &params);
-                self.core.forward(ctx, &mut out);
-                return out;
-            }
-            commands::LLM_RESULT => match signals::read_llm_response(ctx, params) {
-                Ok((call_id, result)) => Event::LlmResult { call_id, result },
-                Err(e) => return vec![bad_payload(name, &e)],
-            },
-            commands::TOOL_RESULT => {
-                match signals::command_payload(ctx, params, ToolResultData::from_value)
-                    .map(Cow::into_owned)
-                {
-                    Ok(data) => {
-                        let effects = data.result.decode_effects();
-                        let m = &mut self.core.state::<State<M>>(agent).0;
-                        let t = m.handle(
-                            &self.config,
-                            Event::ToolResult {
-                                call_id: data.call_id,
-                                result: data.result,
-                            },
-                        );
-                        if !t.accepted {
-                            return out;
-                        }
-                        let facts = Facts::of(m, &self.config);
-                        self.core.forward(ctx, &mut out);
-                        self.finish(agent, facts, t.steps, false, Some(effects), &mut out);
-                        return out;
-                    }
-                    Err(e) => return vec![bad_payload(name, &e)],
-                }
-            }
-            _ => {
-                return vec![crate::strategy::unknown_command(&Command::strategy(
-                    name,
-                    Value::Null,
-                ))];
-            }
-        };
-        let started = matches!(event, Event::Start { .. });
-        let m = &mut self.core.state::<State<M>>(agent).0;
-        let t = m.handle(&self.config, event);
-        if !t.accepted {
-            return out;
-        }
-        let facts = Facts::of(m, &self.config);
-        if let [Step::Reject { .. }] = t.steps.as_slice() {
-            // A rejected request leaves the state untouched.
-            let mut steps = t.steps;
-            if let Some(Step::Reject {
-                request_id,
-                reason,
-                message,
-            }) = steps.pop()
-            {
-                out.push(RequestCore::reject(&request_id, &reason, message));
-            }
-            return out;
-        }
-        self.finish(agent, facts, t.steps, started, None, &mut out);
-        out
-    }
-
-    /// Commits the machine's changes, applies a tool's effects (after the
-    /// commit: a write of theirs to `__strategy__` is then what the
-    /// machine reads next) and lifts its steps.
-    fn finish(
-        &self,
-        agent: &mut AgentData,
-        facts: Facts,
-        steps: Vec<Step>,
-        started: bool,
-        effects: Option<crate::error::Result<Vec<crate::effect::Effect>>>,
-        out: &mut Vec<Directive>,
-    ) {
-        let core = &self.core;
-        core.commit::<State<M>>(agent);
-        match effects {
-            Some(Ok(effects)) => out.extend(agent.apply_effects(effects)),
-            Some(Err(err)) => out.push(Directive::error(err, "tool_effects")),
-            None => {}
-        }
-        if started {
-            core.start(agent, &facts.request_id, &facts.query, out);
-        }
-        let (wants_tools, usage) = (facts.wants_tools, facts.usage);
-        for step in steps {
-            match step {
-                Step::CallLlm(call) => out.push(self.llm_directive(call, wants_tools)),
-                Step::ExecTool {
-                    call,
-                    request_id,
-                    iteration,
-                } => out.push(match self.tools.get(&call.name) {
-                    Some(tool) => ToolExec::new(call.id, call.name, call.arguments)
-                        .tool(tool)
-                        .request_id(request_id)
-                        .iteration(iteration)
-                        .timeout_ms(self.tool_timeout_ms)
-                        .max_retries(self.tool_max_retries)
-                        .retry_backoff_ms(self.tool_backoff_ms)
-                        .meta("strategy", self.short_name())
-                        .into(),
-                    None => EmitToolError::unknown_tool(call.id, call.name)
-                        .meta("request_id", request_id)
-                        .meta("iteration", iteration)
-                        .meta("strategy", self.short_name())
-                        .into(),
-                }),
-                Step::Reject {
-                    request_id,
-                    reason,
-                    message,
-                } => out.push(RequestCore::reject(&request_id, &reason, message)),
-                Step::CancelCalls { request_id, reason } => {
-                    out.push(CancelRequest::new(request_id).reason(reason).into());
-                }
-                Step::Completed {
-                    request_id,
-                    answer,
-                    termination,
-                } => core.finish(
-                    agent,
-                    &request_id,
-                    Ok(answer),
-                    termination.as_str(),
-                    &usage,
-                    out,
-                ),
-                Step::Failed {
-                    request_id,
-                    error,
-                    termination,
-                } => core.finish(
-                    agent,
-                    &request_id,
-                    Err(error),
-                    termination.as_str(),
-                    &usage,
-                    out,
-                ),
-                #[allow(unreachable_patterns)]
-                _ => {}
-            }
-        }
-    }
-
-    fn llm_directive(&self, call: super::machine::LlmCall, wants_tools: bool) -> Directive {
-        let mut metadata = Map::with_capacity(4);
-        metadata.insert("request_id".into(), call.request_id.into());
-        metadata.insert("iteration".into(), call.iteration.into());
-        metadata.insert("strategy".into(), self.short_name().into());
-        metadata.insert("phase".into(), call.phase.as_str().into());
-        let tools = if wants_tools {
-            self.specs.clone()
-        } else {
-            ToolSpecs::new()
-        };
-        macro_rules! build {
-            ($ty:ident) => {{
-                let mut d = $ty::new(call.call_id, self.model.clone(), call.messages)
-                    .tools(tools)
-                    .max_tokens(self.max_tokens)
-                    .temperature(self.temperature)
-                    .metadata(metadata);
-                d.system_prompt = call.system_prompt;
-                d.timeout = self.llm_timeout;
-                d.into()
-            }};
-        }
-        if self.streaming {
-            build!(LlmStream)
-        } else {
-            build!(LlmGenerate)
-        }
+        self.settings
+            .core
+            .peek::<State<M>>(agent)
+            .map(|s| s.into_owned().0)
     }
 }
 
-/// What lifting a transition needs from the machine, taken before the
-/// machine's borrow ends.
-struct Facts {
-    request_id: String,
-    query: String,
-    usage: crate::ai::client::Usage,
-    wants_tools: bool,
-}
-
-impl Facts {
-    fn of<M: Machine>(m: &M, config: &M::Config) -> Self {
-        let run = m.run();
-        Facts {
-            request_id: run.request(),
-            query: run.query.clone(),
-            usage: run.usage,
-            wants_tools: m.wants_tools(config),
-        }
-    }
-}
-
-fn query_params(query: &str, request_id: Option<&str>) -> Value {
-    let mut m = Map::with_capacity(2);
-    m.insert("query".into(), query.into());
-    if let Some(id) = request_id {
-        m.insert("request_id".into(), id.into());
-    }
-    Value::Object(m)
-}
-
+/// An `ai.<name>.query`'s data (`prompt` is accepted for `query`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Query {
@@ -656,51 +272,71 @@ struct Query {
     request_id: Option<String>,
 }
 
-fn bad_payload(command: &str, e: &serde_json::Error) -> Directive {
-    Directive::error(
-        Error::validation(format!("invalid {command} payload: {e}"))
-            .with_detail("command", command.to_owned()),
-        error_context::STRATEGY_COMMAND,
-    )
+impl<M: Machine> Driven for Reasoning<M> {
+    type State = State<M>;
+    driver::shared_vocabulary!(Event, Step);
+
+    fn start(params: &Value) -> Result<Start<Event>, serde_json::Error> {
+        let q = Query::deserialize(params)?;
+        Ok(Start::new(q.request_id, q.query, |request_id, query| {
+            Event::Start { request_id, query }
+        }))
+    }
+
+    fn awaits(state: &State<M>, call_id: &str) -> bool {
+        state.0.run().awaits(call_id)
+    }
+
+    fn usage(state: &State<M>) -> Usage {
+        state.0.run().usage
+    }
+
+    fn handle(&self, state: &mut State<M>, event: Event) -> (bool, Vec<Step>) {
+        let t = state.0.handle(&self.config, event);
+        (t.accepted, t.steps)
+    }
+
+    fn lift(&self, agent: &mut AgentData, step: Step, out: &mut Vec<Directive>) -> Option<Finish> {
+        lift_step!(self.settings, step, out, Step {
+            Step::CallLlm(call) => {
+                self.llm_call(call, driver::machine(self, agent).0.wants_tools(&self.config))
+            }
+        })
+    }
+}
+
+impl<M: Machine> Reasoning<M> {
+    /// The model call a machine asked for: its phase in the metadata, the
+    /// strategy's tools when the machine uses them.
+    fn llm_call(&self, call: LlmCall, wants_tools: bool) -> Directive {
+        let s = &self.settings;
+        let mut metadata = s.call_metadata(call.request_id, call.iteration, 1);
+        metadata.insert("phase".into(), call.phase.as_str().into());
+        let tools = if wants_tools {
+            s.specs.clone()
+        } else {
+            ToolSpecs::new()
+        };
+        s.llm_call(
+            call.call_id,
+            call.messages,
+            call.system_prompt,
+            tools,
+            metadata,
+            None,
+        )
+    }
 }
 
 impl<M: Machine> Strategy for Reasoning<M> {
-    fn name(&self) -> &'static str {
-        self.short_name()
-    }
-
-    fn init(&self, agent: &mut AgentData, _ctx: &StrategyContext) -> Vec<Directive> {
-        self.core.init::<State<M>>(agent);
-        Vec::new()
-    }
-
-    async fn cmd(
-        &self,
-        agent: &mut AgentData,
-        commands: Vec<Command>,
-        ctx: &StrategyContext,
-    ) -> Vec<Directive> {
-        let mut out = Vec::new();
-        for command in commands {
-            match command {
-                Command::Run(instruction) => {
-                    let outcome = ctx.run(agent, instruction).await;
-                    out.extend(apply_outcome(agent, outcome));
-                }
-                Command::Strategy { name, params, .. } => {
-                    out.extend(self.on_command(agent, &name, params, ctx));
-                }
-            }
-        }
-        out
-    }
+    driver::strategy_methods!();
 
     /// `idle` → idle, a busy phase → running, `completed` → success,
     /// `error` → failure; `result` the answer (or the error envelope);
     /// details `phase`, `request_id`, `termination_reason`, `usage`,
     /// `llm_calls` and the machine's own details.
     fn snapshot(&self, agent: &AgentData, _ctx: &StrategyContext) -> Snapshot {
-        let Some(state) = self.core.peek::<State<M>>(agent) else {
+        let Some(state) = self.settings.core.peek::<State<M>>(agent) else {
             return Snapshot::default();
         };
         let m = &state.0;
@@ -711,41 +347,17 @@ impl<M: Machine> Strategy for Reasoning<M> {
             Phase::Error => SnapshotStatus::Failure,
             _ => SnapshotStatus::Running,
         };
-        let mut snap = Snapshot::new(status);
-        snap.result = (!run.result.is_null()).then(|| run.result.clone());
-        let d = &mut snap.details;
-        d.insert("phase".into(), run.phase.as_str().into());
-        d.insert("request_id".into(), run.request_id.clone().into());
-        d.insert(
-            "termination_reason".into(),
-            run.termination.map(|t| t.as_str()).into(),
+        let mut snap = driver::snapshot(
+            status,
+            &run.result,
+            run.phase.as_str(),
+            run.request_id.as_deref(),
+            run.termination.map(|t| t.as_str()),
+            &run.usage,
         );
-        d.insert("usage".into(), json!(run.usage));
-        d.insert("llm_calls".into(), run.llm_calls.into());
-        d.extend(m.details());
+        snap.details
+            .insert("llm_calls".into(), run.llm_calls.into());
+        snap.details.extend(m.details());
         snap
-    }
-
-    fn signal_routes(&self, _ctx: &StrategyContext) -> Vec<SignalRoute> {
-        let cmd = |path: &str, suffix: &str| {
-            SignalRoute::new(path, RouteTarget::StrategyCmd(self.command_name(suffix)))
-        };
-        // The runtime's signals carry typed payloads, read without JSON.
-        let typed = |path: &str, suffix: &str| {
-            SignalRoute::new(
-                path,
-                RouteTarget::StrategyPayload(self.command_name(suffix)),
-            )
-        };
-        vec![
-            cmd(&self.query_type(), commands::QUERY),
-            cmd(&self.cancel_type(), commands::CANCEL),
-            typed(signals::LLM_DELTA, commands::LLM_DELTA),
-            typed(signals::LLM_RESPONSE, commands::LLM_RESULT),
-            typed(signals::USAGE, commands::USAGE),
-            typed(signals::TOOL_STARTED, commands::TOOL_STARTED),
-            typed(signals::TOOL_RESULT, commands::TOOL_RESULT),
-            cmd(signals::REQUEST_ERROR, commands::REQUEST_ERROR),
-        ]
     }
 }
