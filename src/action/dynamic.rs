@@ -33,10 +33,12 @@ use tracing::Instrument;
 #[derive(Clone)]
 pub struct DynAction(Arc<dyn Erased>);
 
-/// Params decoded and checked for one particular action; cheap to clone
-/// (attempts and compensations share them).
-#[derive(Clone)]
-pub(crate) struct Prepared(pub(super) Arc<dyn Any + Send + Sync>);
+/// Params decoded and checked for one particular action, owned by the run:
+/// attempts borrow them, and a spawned attempt or compensation takes a
+/// clone of the typed params (the action's `Params: Clone`). Boxed, not
+/// shared, so zero-sized params (the usual `struct Empty {}`) allocate
+/// nothing.
+pub(crate) struct Prepared(pub(super) Box<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: HasMetadata {
     fn params_schema(&self) -> Value;
@@ -46,25 +48,35 @@ pub(crate) trait Erased: HasMetadata {
         prepared: &'a Prepared,
         ctx: &'a Context,
     ) -> BoxFuture<'a, Result<Map<String, Value>>>;
-    fn compensate<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        error: &'a Error,
-        ctx: &'a Context,
-        opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>>;
+    /// One attempt as a `'static` future owning a copy of the params (for
+    /// a task).
+    fn run_owned(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+    ) -> BoxFuture<'static, Result<Map<String, Value>>>;
+
+    /// The compensation of a failed attempt as a `'static` future owning a
+    /// copy of the params (it runs in a task).
+    fn compensate(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        error: Error,
+        ctx: Context,
+        opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>>;
 
     /// One attempt in a task of `supervisor`, in `span`. Typed actions
     /// override it so that the action's own future is the task's: no box
     /// per run.
     fn spawn_run(
         self: Arc<Self>,
-        prepared: Prepared,
+        prepared: &Prepared,
         ctx: Context,
         span: tracing::Span,
         supervisor: &TaskSupervisor,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor.spawn_tracked(async move { self.run(&prepared, &ctx).await }.instrument(span))
+        supervisor.spawn_tracked(self.run_owned(prepared, ctx).instrument(span))
     }
 }
 
@@ -77,6 +89,10 @@ struct Typed<A> {
 impl<A: Action> Typed<A> {
     async fn run_typed(&self, prepared: &Prepared, ctx: &Context) -> Result<Map<String, Value>> {
         let params = self.params(prepared)?.clone();
+        self.run_with(params, ctx).await
+    }
+
+    async fn run_with(&self, params: A::Params, ctx: &Context) -> Result<Map<String, Value>> {
         let output = self.action.run(params, ctx).await?;
         self.action.validate_output(&output).map_err(|err| {
             let message = format!("invalid output of action {}: {}", A::NAME, err.message());
@@ -117,7 +133,7 @@ impl<A: Action> Erased for Typed<A> {
                 err.with_detail("action", A::NAME)
             }
         })?;
-        Ok(Prepared(Arc::new(params)))
+        Ok(Prepared(Box::new(params)))
     }
 
     fn run<'a>(
@@ -128,28 +144,35 @@ impl<A: Action> Erased for Typed<A> {
         Box::pin(self.run_typed(prepared, ctx))
     }
 
+    fn run_owned(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+    ) -> BoxFuture<'static, Result<Map<String, Value>>> {
+        let params = self.params(prepared).cloned();
+        Box::pin(async move { self.run_with(params?, &ctx).await })
+    }
+
     fn spawn_run(
         self: Arc<Self>,
-        prepared: Prepared,
+        prepared: &Prepared,
         ctx: Context,
         span: tracing::Span,
         supervisor: &TaskSupervisor,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor
-            .spawn_tracked(async move { self.run_typed(&prepared, &ctx).await }.instrument(span))
+        let params = self.params(prepared)?.clone();
+        supervisor.spawn_tracked(async move { self.run_with(params, &ctx).await }.instrument(span))
     }
 
-    fn compensate<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        error: &'a Error,
-        ctx: &'a Context,
-        opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(async move {
-            let params = self.params(prepared)?.clone();
-            self.action.on_error(params, error, ctx, opts).await
-        })
+    fn compensate(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        error: Error,
+        ctx: Context,
+        opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>> {
+        let params = self.params(prepared).cloned();
+        Box::pin(async move { self.action.on_error(params?, &error, &ctx, &opts).await })
     }
 }
 

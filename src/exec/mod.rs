@@ -505,7 +505,7 @@ impl Run<'_> {
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
         let spawned = Arc::clone(self.action.erased()).spawn_run(
-            self.prepared.clone(),
+            self.prepared,
             actx.clone(),
             span.clone(),
             self.exec.supervisor(),
@@ -549,19 +549,18 @@ impl Run<'_> {
             .unwrap_or(meta.compensation.timeout);
         let copts = CompensationOptions::new(timeout, *self.opts, attempt);
         let deadline = instant_after(Instant::now(), timeout);
-        let erased = Arc::clone(self.action.erased());
-        let prepared = self.prepared.clone();
-        let task_error = original.clone();
         let nested = deadline - nested_margin(timeout);
         let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
-        let spawned = self.exec.supervisor().spawn_tracked(
-            async move {
-                erased
-                    .compensate(&prepared, &task_error, &cctx, &copts)
-                    .await
-            }
-            .in_current_span(),
+        let compensation = Arc::clone(self.action.erased()).compensate(
+            self.prepared,
+            original.clone(),
+            cctx,
+            copts,
         );
+        let spawned = self
+            .exec
+            .supervisor()
+            .spawn_tracked(compensation.in_current_span());
         let envelope = original.to_envelope();
         let retry = original.retryable();
         let orig_msg = original.message().to_owned();
