@@ -5,6 +5,7 @@
 //! applies the result; every other effect is a [`Directive`] handed to the
 //! runtime, in order.
 
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
@@ -13,7 +14,7 @@ use crate::action::DynAction;
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::directive::Directive;
-use crate::executor::Exec;
+use crate::executor::{Exec, IDLE, PollFlag};
 pub use crate::state::StateOp;
 
 /// One effect of an action.
@@ -86,9 +87,21 @@ pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
         .collect()
 }
 
-/// The effects one attempt pushed, in order: the sink a context built by
-/// Exec holds (type-erased, see [`Context`]'s fields).
-type EffectSink = Mutex<Vec<Effect>>;
+/// What one attempt (or compensation) shares between its caller, its task
+/// and every clone of its context, in one allocation: the effects it
+/// pushed, in order (the sink a context built by Exec holds, type-erased,
+/// see [`Context`]'s fields), and its task's poll flag (see
+/// [`PollFlag`]).
+struct AttemptCell {
+    effects: Mutex<Vec<Effect>>,
+    poll: AtomicU8,
+}
+
+impl PollFlag for AttemptCell {
+    fn poll_flag(&self) -> &AtomicU8 {
+        &self.poll
+    }
+}
 
 impl Context {
     /// Records an effect (a state operation or a directive) of the running
@@ -97,8 +110,9 @@ impl Context {
     /// action collects effects: on a context built by hand (not yet given
     /// to a run) they are discarded.
     pub fn push_effect(&self, effect: impl Into<Effect>) {
-        if let Some(sink) = self.sink() {
-            sink.lock()
+        if let Some(cell) = self.cell() {
+            cell.effects
+                .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(effect.into());
         }
@@ -106,9 +120,20 @@ impl Context {
 
     /// Takes the effects pushed so far (none without a sink).
     pub(crate) fn take_effects(&self) -> Vec<Effect> {
-        match self.sink() {
-            Some(sink) => std::mem::take(&mut *sink.lock().unwrap_or_else(PoisonError::into_inner)),
+        match self.cell() {
+            Some(cell) => {
+                std::mem::take(&mut *cell.effects.lock().unwrap_or_else(PoisonError::into_inner))
+            }
             None => Vec::new(),
+        }
+    }
+
+    /// The poll flag for the task of the attempt this context belongs to
+    /// (shared with its effect sink: no allocation of its own).
+    pub(crate) fn poll_flag(&self) -> Arc<dyn PollFlag> {
+        match self.attempt_cell() {
+            Some(cell) => cell,
+            None => Arc::new(AtomicU8::new(IDLE)),
         }
     }
 
@@ -123,12 +148,20 @@ impl Context {
         nested_deadline: Option<Instant>,
         exec: Exec,
     ) -> Self {
-        let sink: Arc<EffectSink> = Arc::default();
+        let cell = Arc::new(AttemptCell {
+            effects: Mutex::default(),
+            poll: AtomicU8::new(IDLE),
+        });
         let action: Arc<dyn HasMetadata> = action.erased().clone();
-        self.for_run(action, deadline, nested_deadline, exec, sink)
+        self.for_run(action, deadline, nested_deadline, exec, cell)
     }
 
-    fn sink(&self) -> Option<&EffectSink> {
-        self.effect_sink()?.downcast_ref::<EffectSink>()
+    fn cell(&self) -> Option<&AttemptCell> {
+        self.effect_sink()?.downcast_ref::<AttemptCell>()
+    }
+
+    fn attempt_cell(&self) -> Option<Arc<AttemptCell>> {
+        let cell = self.effect_sink_arc()?;
+        Arc::clone(cell).downcast::<AttemptCell>().ok()
     }
 }

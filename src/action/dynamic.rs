@@ -9,7 +9,7 @@ use super::{Action, ActionMetadata, CompensationOptions};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
-use crate::executor::{TaskSupervisor, TrackedTask};
+use crate::executor::{PollFlag, TaskSupervisor, TrackedTask};
 use tracing::Instrument;
 
 /// Any action, type-erased, cheap to clone.
@@ -66,7 +66,8 @@ pub(crate) trait Erased: HasMetadata {
         opts: CompensationOptions,
     ) -> BoxFuture<'static, Result<Value>>;
 
-    /// One attempt in a task of `supervisor`, in `span`. Typed actions
+    /// One attempt in a task of `supervisor`, in `span`, with the poll
+    /// flag `flag` (see [`TaskSupervisor::spawn_tracked`]). Typed actions
     /// override it so that the action's own future is the task's: no box
     /// per run.
     fn spawn_run(
@@ -75,8 +76,9 @@ pub(crate) trait Erased: HasMetadata {
         ctx: Context,
         span: tracing::Span,
         supervisor: &TaskSupervisor,
+        flag: Arc<dyn PollFlag>,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor.spawn_tracked(self.run_owned(prepared, ctx).instrument(span))
+        supervisor.spawn_tracked_with(self.run_owned(prepared, ctx).instrument(span), flag)
     }
 }
 
@@ -159,9 +161,13 @@ impl<A: Action> Erased for Typed<A> {
         ctx: Context,
         span: tracing::Span,
         supervisor: &TaskSupervisor,
+        flag: Arc<dyn PollFlag>,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
         let params = self.params(prepared)?.clone();
-        supervisor.spawn_tracked(async move { self.run_with(params, &ctx).await }.instrument(span))
+        supervisor.spawn_tracked_with(
+            async move { self.run_with(params, &ctx).await }.instrument(span),
+            flag,
+        )
     }
 
     fn compensate(

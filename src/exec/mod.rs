@@ -509,6 +509,7 @@ impl Run<'_> {
             actx.clone(),
             span.clone(),
             self.exec.supervisor(),
+            actx.poll_flag(),
         );
         // Dropping the task (the caller gave up) aborts it.
         let mut task = match spawned {
@@ -551,6 +552,7 @@ impl Run<'_> {
         let deadline = instant_after(Instant::now(), timeout);
         let nested = deadline - nested_margin(timeout);
         let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
+        let flag = cctx.poll_flag();
         let compensation = Arc::clone(self.action.erased()).compensate(
             self.prepared,
             original.clone(),
@@ -560,7 +562,7 @@ impl Run<'_> {
         let spawned = self
             .exec
             .supervisor()
-            .spawn_tracked(compensation.in_current_span());
+            .spawn_tracked_with(compensation.in_current_span(), flag);
         let envelope = original.to_envelope();
         let retry = original.retryable();
         let orig_msg = original.message().to_owned();

@@ -139,7 +139,7 @@ impl TaskSupervisor {
     fn spawn_inner<F>(
         &self,
         future: F,
-        tracked: Option<Arc<AtomicU8>>,
+        tracked: Option<Arc<dyn PollFlag>>,
     ) -> Result<JoinHandle<Option<F::Output>>>
     where
         F: Future + Send + 'static,
@@ -161,6 +161,7 @@ impl TaskSupervisor {
                 let out = match &tracked {
                     None => future.as_mut().poll(cx),
                     Some(state) => {
+                        let state = state.poll_flag();
                         if state
                             .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
                             .is_err()
@@ -231,17 +232,47 @@ impl TaskSupervisor {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let state = Arc::new(AtomicU8::new(IDLE));
-        let handle = self.spawn_inner(future, Some(Arc::clone(&state)))?;
+        self.spawn_tracked_with(future, Arc::new(AtomicU8::new(IDLE)))
+    }
+
+    /// As [`spawn_tracked`](TaskSupervisor::spawn_tracked), keeping the
+    /// poll flag in `flag` (a fresh [`PollFlag`] per task): a caller that
+    /// allocates per-task state anyway (Exec's attempt, with its effect
+    /// sink) shares that allocation instead of making another.
+    pub(crate) fn spawn_tracked_with<F>(
+        &self,
+        future: F,
+        flag: Arc<dyn PollFlag>,
+    ) -> Result<TrackedTask<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let handle = self.spawn_inner(future, Some(Arc::clone(&flag)))?;
         Ok(TrackedTask {
             handle,
-            state,
+            state: flag,
             shutdown: Arc::clone(&self.shutdown),
         })
     }
 }
 
-const IDLE: u8 = 0;
+/// The poll flag of a tracked task (see
+/// [`TaskSupervisor::spawn_tracked`]): [`IDLE`] when made, then set by the
+/// task around each poll and by its caller when it gives up on it.
+pub(crate) trait PollFlag: Send + Sync + 'static {
+    /// The flag.
+    fn poll_flag(&self) -> &AtomicU8;
+}
+
+impl PollFlag for AtomicU8 {
+    fn poll_flag(&self) -> &AtomicU8 {
+        self
+    }
+}
+
+/// A tracked task's flag before its first poll and between polls.
+pub(crate) const IDLE: u8 = 0;
 const POLLING: u8 = 1;
 const ABANDONED: u8 = 2;
 
@@ -250,7 +281,7 @@ const ABANDONED: u8 = 2;
 /// aborts the task.
 pub(crate) struct TrackedTask<T> {
     handle: JoinHandle<Option<T>>,
-    state: Arc<AtomicU8>,
+    state: Arc<dyn PollFlag>,
     /// The supervisor's: its shutdown answers the waiting caller at once.
     shutdown: Arc<Shutdown>,
 }
@@ -304,6 +335,7 @@ impl<T> TrackedTask<T> {
         self.handle.abort();
         if self
             .state
+            .poll_flag()
             .compare_exchange(IDLE, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
