@@ -1,8 +1,8 @@
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -10,6 +10,7 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio::time::error::Elapsed;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::error::{Error, Result};
 
@@ -132,10 +133,10 @@ impl TaskSupervisor {
         self.spawn_inner(future, None)
     }
 
-    /// Spawns `future` in one wrapper (each layer of async wrapping would
-    /// copy the future once more): it ends with `None` at shutdown, and
-    /// with `tracked`, records whether a thread is inside its `poll` (see
-    /// [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
+    /// Spawns `future` in one wrapper, [`Supervised`] (each layer of async
+    /// wrapping would copy the future once more): it ends with `None` at
+    /// shutdown, and with `tracked`, records whether a thread is inside its
+    /// `poll` (see [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
     fn spawn_inner<F>(
         &self,
         future: F,
@@ -149,38 +150,12 @@ impl TaskSupervisor {
             return Err(Error::cancelled("task supervisor is shut down"));
         }
         let shutdown = Arc::clone(&self.shutdown);
-        Ok(self.tracker.spawn(async move {
-            let mut future = pin!(future);
-            // Made before the flag is first read: a shutdown in between
-            // completes it. Registered only once the future has to wait.
-            let mut stopped = pin!(shutdown.notify.notified());
-            std::future::poll_fn(|cx| {
-                if shutdown.is_set() {
-                    return Poll::Ready(None);
-                }
-                let out = match &tracked {
-                    None => future.as_mut().poll(cx),
-                    Some(state) => {
-                        let state = state.poll_flag();
-                        if state
-                            .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
-                            .is_err()
-                        {
-                            // Abandoned: the task is being aborted; never
-                            // poll the future again.
-                            return Poll::Pending;
-                        }
-                        let out = future.as_mut().poll(cx);
-                        state.store(IDLE, Ordering::Release);
-                        out
-                    }
-                };
-                if let Poll::Ready(out) = out {
-                    return Poll::Ready(Some(out));
-                }
-                stopped.as_mut().poll(cx).map(|()| None)
-            })
-            .await
+        Ok(tokio::spawn(Supervised {
+            future,
+            stopped: stopped(Arc::clone(&shutdown)),
+            shutdown,
+            tracked,
+            _token: self.tracker.token(),
         }))
     }
 
@@ -269,6 +244,66 @@ impl PollFlag for AtomicU8 {
     fn poll_flag(&self) -> &AtomicU8 {
         self
     }
+}
+
+pin_project_lite::pin_project! {
+    /// A supervised task's future: `future` until it ends, or `None` once
+    /// the supervisor shuts down. Built directly into the task (no async
+    /// wrapper, whose captured future would be copied into a local on its
+    /// first poll), and counted by the supervisor's tracker until dropped.
+    struct Supervised<F, S> {
+        #[pin]
+        future: F,
+        // Polled only once `future` has to wait: a task that ends in its
+        // first poll never registers with the shutdown signal.
+        #[pin]
+        stopped: S,
+        shutdown: Arc<Shutdown>,
+        tracked: Option<Arc<dyn PollFlag>>,
+        _token: TaskTrackerToken,
+    }
+}
+
+impl<F: Future, S: Future<Output = ()>> Future for Supervised<F, S> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.shutdown.is_set() {
+            return Poll::Ready(None);
+        }
+        let out = match this.tracked {
+            None => this.future.poll(cx),
+            Some(state) => {
+                let state = state.poll_flag();
+                if state
+                    .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Abandoned: the task is being aborted; never poll the
+                    // future again.
+                    return Poll::Pending;
+                }
+                let out = this.future.poll(cx);
+                state.store(IDLE, Ordering::Release);
+                out
+            }
+        };
+        if let Poll::Ready(out) = out {
+            return Poll::Ready(Some(out));
+        }
+        this.stopped.poll(cx).map(|()| None)
+    }
+}
+
+/// Ends when `shutdown` is set. The wait is made before the flag is read,
+/// so a shutdown in between completes it.
+async fn stopped(shutdown: Arc<Shutdown>) {
+    let notified = shutdown.notify.notified();
+    if shutdown.is_set() {
+        return;
+    }
+    notified.await;
 }
 
 /// A tracked task's flag before its first poll and between polls.
