@@ -182,22 +182,28 @@ impl Exec {
     /// Runs `action` with `params` (a JSON object) through the whole
     /// pipeline.
     ///
+    /// As with [`execute`](Exec::execute), the params are normalised,
+    /// decoded and validated when `run` is called; the returned future runs
+    /// the attempts (dropped before it is polled, it runs none).
+    ///
     /// # Errors
     ///
     /// Validation errors for bad params or output, a configuration error for
     /// a bad action name, timeout errors, the action's own error (wrapped
     /// in a compensation error when compensation ran), a cancelled error
     /// when the executor shuts down.
-    pub async fn run(
+    pub fn run(
         &self,
         action: impl Into<DynAction>,
         params: Value,
         ctx: Context,
         opts: ExecOptions,
-    ) -> Result<ExecOutput> {
+    ) -> impl Future<Output = Result<ExecOutput>> + Send + '_ {
+        // Mapped, not awaited in an `async fn`: that would hold the
+        // arguments and the run future side by side, and copy the run
+        // future into its state on the first poll.
         self.execute_parts(action.into(), params, Map::new(), opts, ctx)
-            .await
-            .into_result()
+            .map(Outcome::into_result)
     }
 
     /// Runs an instruction with its own context values and options.
