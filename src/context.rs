@@ -279,11 +279,6 @@ impl Context {
     pub(crate) fn effect_sink(&self) -> Option<&(dyn Any + Send + Sync)> {
         self.effects.as_deref()
     }
-
-    /// The same, shared.
-    pub(crate) fn effect_sink_arc(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
-        self.effects.as_ref()
-    }
 }
 
 impl From<Map<String, Value>> for Context {

@@ -118,50 +118,54 @@ impl Context {
         }
     }
 
-    /// Takes the effects pushed so far (none without a sink).
-    pub(crate) fn take_effects(&self) -> Vec<Effect> {
-        match self.cell() {
-            Some(cell) => {
-                std::mem::take(&mut *cell.effects.lock().unwrap_or_else(PoisonError::into_inner))
-            }
-            None => Vec::new(),
-        }
-    }
-
-    /// The poll flag for the task of the attempt this context belongs to
-    /// (shared with its effect sink: no allocation of its own).
-    pub(crate) fn poll_flag(&self) -> Arc<dyn PollFlag> {
-        match self.attempt_cell() {
-            Some(cell) => cell,
-            None => Arc::new(AtomicU8::new(IDLE)),
-        }
-    }
-
     /// The context of one attempt (or compensation) of `action`: the
     /// caller's values and state, the action's metadata, the resolved
     /// deadline and the one nested runs inherit, the executor running it,
     /// and a fresh effect sink.
+    ///
+    /// Returns the context and the attempt's own handle on its effects and
+    /// poll flag, so that the context itself can be moved into the
+    /// attempt's task.
     pub(crate) fn for_attempt(
         &self,
         action: &DynAction,
         deadline: Option<Instant>,
         nested_deadline: Option<Instant>,
         exec: Exec,
-    ) -> Self {
+    ) -> (Self, AttemptHandle) {
         let cell = Arc::new(AttemptCell {
             effects: Mutex::default(),
             poll: AtomicU8::new(IDLE),
         });
+        let handle = AttemptHandle(Arc::clone(&cell));
         let action: Arc<dyn HasMetadata> = action.erased().clone();
-        self.for_run(action, deadline, nested_deadline, exec, cell)
+        let ctx = self.for_run(action, deadline, nested_deadline, exec, cell);
+        (ctx, handle)
     }
 
     fn cell(&self) -> Option<&AttemptCell> {
         self.effect_sink()?.downcast_ref::<AttemptCell>()
     }
+}
 
-    fn attempt_cell(&self) -> Option<Arc<AttemptCell>> {
-        let cell = self.effect_sink_arc()?;
-        Arc::clone(cell).downcast::<AttemptCell>().ok()
+/// Exec's handle on one attempt's shared cell (see [`Context::for_attempt`]).
+pub(crate) struct AttemptHandle(Arc<AttemptCell>);
+
+impl AttemptHandle {
+    /// Takes the effects pushed so far.
+    pub(crate) fn take_effects(&self) -> Vec<Effect> {
+        std::mem::take(
+            &mut *self
+                .0
+                .effects
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The poll flag for the attempt's task (shared with its effect sink:
+    /// no allocation of its own).
+    pub(crate) fn poll_flag(&self) -> Arc<dyn PollFlag> {
+        Arc::clone(&self.0) as Arc<dyn PollFlag>
     }
 }

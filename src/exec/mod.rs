@@ -86,7 +86,7 @@ use crate::action::{
     ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name, validate_name,
 };
 use crate::context::Context;
-use crate::effect::Effect;
+use crate::effect::{AttemptHandle, Effect};
 use crate::error::{Error, ErrorKind, Result};
 pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
@@ -269,7 +269,11 @@ impl Exec {
         base: Context,
     ) -> impl Future<Output = Outcome> + Send + '_ {
         match self.prepare(action, params, context, opts, base) {
-            Ok(ready) => Either::Left(async move { ready.run(self).await }),
+            // Boxed once, whole: the run holds the attempt's task, timer
+            // and shutdown wait (~0.8 KB), and the caller's future (a
+            // `cmd`, a strategy, a chain) is moved several times; in a box
+            // only its pointer moves.
+            Ok(ready) => Either::Left(Box::pin(async move { ready.run(self).await })),
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
         }
     }
@@ -454,57 +458,51 @@ impl Run<'_> {
         let nested = budget.map(|(deadline, now)| {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
-        let actx = self
+        let (actx, cell) = self
             .ctx
             .for_attempt(self.action, deadline, nested, self.exec.clone());
 
-        let result = self
-            .run_attempt(&actx, budget, &span)
-            .instrument(span.clone())
-            .await;
+        let result = match budget {
+            // Inline: no task, no limit.
+            None => self.run_inline(actx).instrument(span.clone()).await,
+            Some((deadline, started)) => {
+                // The context moves into the task; the effects are read
+                // through `cell`.
+                self.run_in_task(actx, &cell, deadline, started, &span)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
         let result = match result {
             Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
                 // Boxed: the cold path would otherwise triple the size of
                 // every run's future.
-                Err(Box::pin(self.compensate(&actx, err, attempt + 1))
+                Err(Box::pin(self.compensate(err, attempt + 1))
                     .instrument(span.clone())
                     .await)
             }
             other => other,
         };
         record(&span, &result);
-        (result, actx.take_effects(), true)
+        (result, cell.take_effects(), true)
     }
 
-    async fn run_attempt(
-        &self,
-        actx: &Context,
-        budget: Option<(Instant, Instant)>,
-        span: &Span,
-    ) -> Result<Map<String, Value>> {
-        let name = self.meta.name;
-        let Some((deadline, started)) = budget else {
-            // Inline: no task, no limit.
-            return match AssertUnwindSafe(self.action.erased().run(self.prepared, actx))
-                .catch_unwind()
-                .await
-            {
-                Ok(result) => result,
-                Err(panic) => Err(panicked(name, &*panic)),
-            };
-        };
-        // Boxed: the task, its timer and the wait for shutdown would
-        // otherwise take most of every run's future (~1.5 KB), which is
-        // built and moved at each level of every `cmd`, inline or not; the
-        // spawned path already allocates (the task), one more is cheaper
-        // than the moves.
-        Box::pin(self.run_in_task(actx, deadline, started, span)).await
+    /// An attempt in the caller, with no time limit, catching panics.
+    async fn run_inline(&self, actx: Context) -> Result<Map<String, Value>> {
+        match AssertUnwindSafe(self.action.erased().run(self.prepared, &actx))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(panicked(self.meta.name, &*panic)),
+        }
     }
 
     /// An attempt in a supervised task under the deadline.
     async fn run_in_task(
         &self,
-        actx: &Context,
+        actx: Context,
+        cell: &AttemptHandle,
         deadline: Instant,
         started: Instant,
         span: &Span,
@@ -512,10 +510,10 @@ impl Run<'_> {
         let name = self.meta.name;
         let spawned = Arc::clone(self.action.erased()).spawn_run(
             self.prepared,
-            actx.clone(),
+            actx,
             span.clone(),
             self.exec.supervisor(),
-            actx.poll_flag(),
+            cell.poll_flag(),
         );
         // Dropping the task (the caller gave up) aborts it.
         let mut task = match spawned {
@@ -548,7 +546,7 @@ impl Run<'_> {
 
     /// Runs the action's compensation after attempt `attempt` (1-based)
     /// failed with `original`.
-    async fn compensate(&self, actx: &Context, original: Error, attempt: u32) -> Error {
+    async fn compensate(&self, original: Error, attempt: u32) -> Error {
         let meta = self.meta;
         let timeout = self
             .opts
@@ -557,8 +555,11 @@ impl Run<'_> {
         let copts = CompensationOptions::new(timeout, *self.opts, attempt);
         let deadline = instant_after(Instant::now(), timeout);
         let nested = deadline - nested_margin(timeout);
-        let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
-        let flag = cctx.poll_flag();
+        // The attempt's context but for its deadlines and effect sink.
+        let (cctx, cell) =
+            self.ctx
+                .for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
+        let flag = cell.poll_flag();
         let compensation = Arc::clone(self.action.erased()).compensate(
             self.prepared,
             original.clone(),

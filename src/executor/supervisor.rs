@@ -152,7 +152,7 @@ impl TaskSupervisor {
         let shutdown = Arc::clone(&self.shutdown);
         Ok(tokio::spawn(Supervised {
             future,
-            stopped: stopped(Arc::clone(&shutdown)),
+            stopped: None,
             shutdown,
             tracked,
             _token: self.tracker.token(),
@@ -251,20 +251,21 @@ pin_project_lite::pin_project! {
     /// the supervisor shuts down. Built directly into the task (no async
     /// wrapper, whose captured future would be copied into a local on its
     /// first poll), and counted by the supervisor's tracker until dropped.
-    struct Supervised<F, S> {
+    struct Supervised<F> {
         #[pin]
         future: F,
-        // Polled only once `future` has to wait: a task that ends in its
-        // first poll never registers with the shutdown signal.
-        #[pin]
-        stopped: S,
+        // Made (boxed: the wait is ~90 bytes that every task would carry
+        // and tokio would copy on every spawn) only once `future` has to
+        // wait: a task that ends in its first poll never registers with
+        // the shutdown signal.
+        stopped: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         shutdown: Arc<Shutdown>,
         tracked: Option<Arc<dyn PollFlag>>,
         _token: TaskTrackerToken,
     }
 }
 
-impl<F: Future, S: Future<Output = ()>> Future for Supervised<F, S> {
+impl<F: Future> Future for Supervised<F> {
     type Output = Option<F::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -292,7 +293,11 @@ impl<F: Future, S: Future<Output = ()>> Future for Supervised<F, S> {
         if let Poll::Ready(out) = out {
             return Poll::Ready(Some(out));
         }
-        this.stopped.poll(cx).map(|()| None)
+        this.stopped
+            .get_or_insert_with(|| Box::pin(stopped(Arc::clone(this.shutdown))))
+            .as_mut()
+            .poll(cx)
+            .map(|()| None)
     }
 }
 
