@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{Action, ActionMetadata, CompensationOptions};
+use super::{Action, ActionMetadata, CompensationOptions, validate_name};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
@@ -41,6 +41,11 @@ pub struct DynAction(Arc<dyn Erased>);
 pub(crate) struct Prepared(pub(super) Box<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: HasMetadata {
+    /// Checks the action's name (`^[a-zA-Z][a-zA-Z0-9_]*$`).
+    fn check_name(&self) -> Result<()> {
+        validate_name(self.metadata().name)
+    }
+
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
     fn run<'a>(
@@ -86,6 +91,19 @@ pub(crate) trait Erased: HasMetadata {
 struct Typed<A> {
     action: A,
     meta: ActionMetadata,
+    /// Whether the name is valid, checked once when erased (Exec checks
+    /// it on every run).
+    name_ok: bool,
+}
+
+impl<A: Action> Typed<A> {
+    fn new(action: A) -> Self {
+        Self {
+            action,
+            meta: A::metadata(),
+            name_ok: validate_name(A::NAME).is_ok(),
+        }
+    }
 }
 
 impl<A: Action> Typed<A> {
@@ -122,6 +140,14 @@ impl<A: Action> HasMetadata for Typed<A> {
 }
 
 impl<A: Action> Erased for Typed<A> {
+    fn check_name(&self) -> Result<()> {
+        if self.name_ok {
+            Ok(())
+        } else {
+            validate_name(A::NAME)
+        }
+    }
+
     fn params_schema(&self) -> Value {
         A::params_schema()
     }
@@ -269,17 +295,11 @@ impl DynAction {
             {
                 return Self(Arc::clone(found));
             }
-            let erased: Arc<dyn Erased> = Arc::new(Typed {
-                action,
-                meta: A::metadata(),
-            });
+            let erased: Arc<dyn Erased> = Arc::new(Typed::new(action));
             let mut map = shared.write().unwrap_or_else(PoisonError::into_inner);
             return Self(Arc::clone(map.entry(id).or_insert(erased)));
         }
-        Self(Arc::new(Typed {
-            action,
-            meta: A::metadata(),
-        }))
+        Self(Arc::new(Typed::new(action)))
     }
 
     /// The action's metadata.

@@ -83,7 +83,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span, field};
 
 use crate::action::{
-    ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name, validate_name,
+    ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name,
 };
 use crate::context::Context;
 use crate::effect::{AttemptHandle, Effect};
@@ -131,7 +131,11 @@ pub const NESTED_MARGIN_DIVISOR: u32 = 10;
 /// assert_eq!(nested_margin(Duration::from_millis(200)), Duration::from_millis(20));
 /// ```
 pub fn nested_margin(budget: Duration) -> Duration {
-    (budget / NESTED_MARGIN_DIVISOR).min(NESTED_MARGIN_MAX)
+    // Budgets of a second or more (the default 30 s) skip the division.
+    if budget >= NESTED_MARGIN_MAX * NESTED_MARGIN_DIVISOR {
+        return NESTED_MARGIN_MAX;
+    }
+    budget / NESTED_MARGIN_DIVISOR
 }
 
 /// A successful run: the action's output (a JSON object) and the effects
@@ -313,7 +317,7 @@ impl Exec {
         }
 
         // 2. Check the action.
-        validate_name(meta.name)?;
+        action.erased().check_name()?;
 
         // 3. Validate params.
         let prepared = action.erased().prepare(params)?;

@@ -337,11 +337,12 @@ impl<T> TrackedTask<T> {
     /// its thread is blocked; when the deadline passes, it returns
     /// `Err(Elapsed)` with the task still running (the caller abandons it).
     pub(crate) async fn join_until(&mut self, deadline: Instant) -> Joined<T> {
-        let shutdown = Arc::clone(&self.shutdown);
-        let stopped = shutdown.notify.notified();
         let joined = {
-            let mut stopped = pin!(stopped);
-            let mut joined = pin!(tokio::time::timeout_at(deadline, &mut self.handle));
+            let TrackedTask {
+                handle, shutdown, ..
+            } = self;
+            let mut stopped = pin!(shutdown.notify.notified());
+            let mut joined = pin!(tokio::time::timeout_at(deadline, handle));
             std::future::poll_fn(|cx| {
                 if let Poll::Ready(joined) = joined.as_mut().poll(cx) {
                     return Poll::Ready(Some(joined));
