@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
+use tracing::Span;
 
 use crate::action::DynAction;
 use crate::action_metadata::HasMetadata;
@@ -95,11 +96,19 @@ pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
 struct AttemptCell {
     effects: Mutex<Vec<Effect>>,
     poll: AtomicU8,
+    /// The attempt's `jido.action` span, entered around each poll of its
+    /// task (kept here rather than in the task's future, which tokio
+    /// copies several times on every spawn).
+    span: Span,
 }
 
 impl PollFlag for AttemptCell {
     fn poll_flag(&self) -> &AtomicU8 {
         &self.poll
+    }
+
+    fn span(&self) -> Option<&Span> {
+        Some(&self.span)
     }
 }
 
@@ -126,16 +135,20 @@ impl Context {
     /// Returns the context and the attempt's own handle on its effects and
     /// poll flag, so that the context itself can be moved into the
     /// attempt's task.
+    ///
+    /// `span` is the attempt's span, entered around each poll of its task.
     pub(crate) fn for_attempt(
         &self,
         action: &DynAction,
         deadline: Option<Instant>,
         nested_deadline: Option<Instant>,
         exec: Exec,
+        span: Span,
     ) -> (Self, AttemptHandle) {
         let cell = Arc::new(AttemptCell {
             effects: Mutex::default(),
             poll: AtomicU8::new(IDLE),
+            span,
         });
         let handle = AttemptHandle(Arc::clone(&cell));
         let action: Arc<dyn HasMetadata> = action.erased().clone();

@@ -10,7 +10,6 @@ use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
 use crate::executor::{PollFlag, TaskSupervisor, TrackedTask};
-use tracing::Instrument;
 
 /// Any action, type-erased, cheap to clone.
 ///
@@ -71,19 +70,19 @@ pub(crate) trait Erased: HasMetadata {
         opts: CompensationOptions,
     ) -> BoxFuture<'static, Result<Value>>;
 
-    /// One attempt in a task of `supervisor`, in `span`, with the poll
-    /// flag `flag` (see [`TaskSupervisor::spawn_tracked`]). Typed actions
+    /// One attempt in a task of `supervisor`, with the poll flag `flag`
+    /// (which also carries the attempt's span, see
+    /// [`TaskSupervisor::spawn_tracked`]). Typed actions
     /// override it so that the action's own future is the task's: no box
     /// per run.
     fn spawn_run(
         self: Arc<Self>,
         prepared: &Prepared,
         ctx: Context,
-        span: tracing::Span,
         supervisor: &TaskSupervisor,
         flag: Arc<dyn PollFlag>,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor.spawn_tracked_with(self.run_owned(prepared, ctx).instrument(span), flag)
+        supervisor.spawn_tracked_with(self.run_owned(prepared, ctx), flag)
     }
 }
 
@@ -185,15 +184,11 @@ impl<A: Action> Erased for Typed<A> {
         self: Arc<Self>,
         prepared: &Prepared,
         ctx: Context,
-        span: tracing::Span,
         supervisor: &TaskSupervisor,
         flag: Arc<dyn PollFlag>,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
         let params = self.params(prepared)?.clone();
-        supervisor.spawn_tracked_with(
-            async move { self.run_with(params, &ctx).await }.instrument(span),
-            flag,
-        )
+        supervisor.spawn_tracked_with(async move { self.run_with(params, &ctx).await }, flag)
     }
 
     fn compensate(

@@ -82,9 +82,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, field};
 
-use crate::action::{
-    ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name,
-};
+use crate::action::{ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name};
 use crate::context::Context;
 use crate::effect::{AttemptHandle, Effect};
 use crate::error::{Error, ErrorKind, Result};
@@ -462,20 +460,22 @@ impl Run<'_> {
         let nested = budget.map(|(deadline, now)| {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
-        let (actx, cell) = self
-            .ctx
-            .for_attempt(self.action, deadline, nested, self.exec.clone());
+        let (actx, cell) = self.ctx.for_attempt(
+            self.action,
+            deadline,
+            nested,
+            self.exec.clone(),
+            span.clone(),
+        );
 
         let result = match budget {
             // Inline: no task, no limit.
             None => self.run_inline(actx).instrument(span.clone()).await,
-            Some((deadline, started)) => {
-                // The context moves into the task; the effects are read
-                // through `cell`.
-                self.run_in_task(actx, &cell, deadline, started, &span)
-                    .instrument(span.clone())
-                    .await
-            }
+            // The context moves into the task, which enters the span around
+            // each poll (the caller only waits, so it does not: that would
+            // wrap and copy the whole wait); the effects are read through
+            // `cell`.
+            Some((deadline, started)) => self.run_in_task(actx, &cell, deadline, started).await,
         };
         let result = match result {
             Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
@@ -509,13 +509,11 @@ impl Run<'_> {
         cell: &AttemptHandle,
         deadline: Instant,
         started: Instant,
-        span: &Span,
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
         let spawned = Arc::clone(self.action.erased()).spawn_run(
             self.prepared,
             actx,
-            span.clone(),
             self.exec.supervisor(),
             cell.poll_flag(),
         );
@@ -560,9 +558,15 @@ impl Run<'_> {
         let deadline = instant_after(Instant::now(), timeout);
         let nested = deadline - nested_margin(timeout);
         // The attempt's context but for its deadlines and effect sink.
-        let (cctx, cell) =
-            self.ctx
-                .for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
+        // Its task runs in the current span (the attempt's), through the
+        // wrapper below, not the cell's.
+        let (cctx, cell) = self.ctx.for_attempt(
+            self.action,
+            Some(deadline),
+            Some(nested),
+            self.exec.clone(),
+            Span::none(),
+        );
         let flag = cell.poll_flag();
         let compensation = Arc::clone(self.action.erased()).compensate(
             self.prepared,

@@ -238,6 +238,11 @@ impl TaskSupervisor {
 pub(crate) trait PollFlag: Send + Sync + 'static {
     /// The flag.
     fn poll_flag(&self) -> &AtomicU8;
+
+    /// A span to enter around each poll of the task, if any.
+    fn span(&self) -> Option<&tracing::Span> {
+        None
+    }
 }
 
 impl PollFlag for AtomicU8 {
@@ -275,8 +280,8 @@ impl<F: Future> Future for Supervised<F> {
         }
         let out = match this.tracked {
             None => this.future.poll(cx),
-            Some(state) => {
-                let state = state.poll_flag();
+            Some(tracked) => {
+                let state = tracked.poll_flag();
                 if state
                     .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
                     .is_err()
@@ -285,7 +290,13 @@ impl<F: Future> Future for Supervised<F> {
                     // future again.
                     return Poll::Pending;
                 }
-                let out = this.future.poll(cx);
+                let out = match tracked.span() {
+                    Some(span) => {
+                        let _entered = span.enter();
+                        this.future.poll(cx)
+                    }
+                    None => this.future.poll(cx),
+                };
                 state.store(IDLE, Ordering::Release);
                 out
             }
