@@ -5,15 +5,17 @@
 //! applies the result; every other effect is a [`Directive`] handed to the
 //! runtime, in order.
 
+use std::sync::atomic::AtomicU8;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::time::Instant;
+use tracing::Span;
 
 use crate::action::DynAction;
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::directive::Directive;
-use crate::executor::Exec;
+use crate::executor::{Exec, IDLE, PollFlag};
 pub use crate::state::StateOp;
 
 /// One effect of an action.
@@ -86,9 +88,29 @@ pub(crate) fn external_directives(effects: Vec<Effect>) -> Vec<Directive> {
         .collect()
 }
 
-/// The effects one attempt pushed, in order: the sink a context built by
-/// Exec holds (type-erased, see [`Context`]'s fields).
-type EffectSink = Mutex<Vec<Effect>>;
+/// What one attempt (or compensation) shares between its caller, its task
+/// and every clone of its context, in one allocation: the effects it
+/// pushed, in order (the sink a context built by Exec holds, type-erased,
+/// see [`Context`]'s fields), and its task's poll flag (see
+/// [`PollFlag`]).
+struct AttemptCell {
+    effects: Mutex<Vec<Effect>>,
+    poll: AtomicU8,
+    /// The attempt's `jido.action` span, entered around each poll of its
+    /// task (kept here rather than in the task's future, which tokio
+    /// copies several times on every spawn).
+    span: Span,
+}
+
+impl PollFlag for AttemptCell {
+    fn poll_flag(&self) -> &AtomicU8 {
+        &self.poll
+    }
+
+    fn span(&self) -> Option<&Span> {
+        Some(&self.span)
+    }
+}
 
 impl Context {
     /// Records an effect (a state operation or a directive) of the running
@@ -97,18 +119,11 @@ impl Context {
     /// action collects effects: on a context built by hand (not yet given
     /// to a run) they are discarded.
     pub fn push_effect(&self, effect: impl Into<Effect>) {
-        if let Some(sink) = self.sink() {
-            sink.lock()
+        if let Some(cell) = self.cell() {
+            cell.effects
+                .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(effect.into());
-        }
-    }
-
-    /// Takes the effects pushed so far (none without a sink).
-    pub(crate) fn take_effects(&self) -> Vec<Effect> {
-        match self.sink() {
-            Some(sink) => std::mem::take(&mut *sink.lock().unwrap_or_else(PoisonError::into_inner)),
-            None => Vec::new(),
         }
     }
 
@@ -116,19 +131,54 @@ impl Context {
     /// caller's values and state, the action's metadata, the resolved
     /// deadline and the one nested runs inherit, the executor running it,
     /// and a fresh effect sink.
+    ///
+    /// Returns the context and the attempt's own handle on its effects and
+    /// poll flag, so that the context itself can be moved into the
+    /// attempt's task.
+    ///
+    /// `span` is the attempt's span, entered around each poll of its task.
     pub(crate) fn for_attempt(
         &self,
         action: &DynAction,
         deadline: Option<Instant>,
         nested_deadline: Option<Instant>,
         exec: Exec,
-    ) -> Self {
-        let sink: Arc<EffectSink> = Arc::default();
+        span: Span,
+    ) -> (Self, AttemptHandle) {
+        let cell = Arc::new(AttemptCell {
+            effects: Mutex::default(),
+            poll: AtomicU8::new(IDLE),
+            span,
+        });
+        let handle = AttemptHandle(Arc::clone(&cell));
         let action: Arc<dyn HasMetadata> = action.erased().clone();
-        self.for_run(action, deadline, nested_deadline, exec, sink)
+        let ctx = self.for_run(action, deadline, nested_deadline, exec, cell);
+        (ctx, handle)
     }
 
-    fn sink(&self) -> Option<&EffectSink> {
-        self.effect_sink()?.downcast_ref::<EffectSink>()
+    fn cell(&self) -> Option<&AttemptCell> {
+        self.effect_sink()?.downcast_ref::<AttemptCell>()
+    }
+}
+
+/// Exec's handle on one attempt's shared cell (see [`Context::for_attempt`]).
+pub(crate) struct AttemptHandle(Arc<AttemptCell>);
+
+impl AttemptHandle {
+    /// Takes the effects pushed so far.
+    pub(crate) fn take_effects(&self) -> Vec<Effect> {
+        std::mem::take(
+            &mut *self
+                .0
+                .effects
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The poll flag for the attempt's task (shared with its effect sink:
+    /// no allocation of its own).
+    pub(crate) fn poll_flag(&self) -> Arc<dyn PollFlag> {
+        Arc::clone(&self.0) as Arc<dyn PollFlag>
     }
 }

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
-use super::{Action, ActionMetadata, CompensationOptions};
+use super::{Action, ActionMetadata, CompensationOptions, validate_name};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
-use crate::executor::{TaskSupervisor, TrackedTask};
-use tracing::Instrument;
+use crate::executor::{PollFlag, TaskSupervisor, TrackedTask};
 
 /// Any action, type-erased, cheap to clone.
 ///
@@ -33,12 +32,19 @@ use tracing::Instrument;
 #[derive(Clone)]
 pub struct DynAction(Arc<dyn Erased>);
 
-/// Params decoded and checked for one particular action; cheap to clone
-/// (attempts and compensations share them).
-#[derive(Clone)]
-pub(crate) struct Prepared(pub(super) Arc<dyn Any + Send + Sync>);
+/// Params decoded and checked for one particular action, owned by the run:
+/// attempts borrow them, and a spawned attempt or compensation takes a
+/// clone of the typed params (the action's `Params: Clone`). Boxed, not
+/// shared, so zero-sized params (the usual `struct Empty {}`) allocate
+/// nothing.
+pub(crate) struct Prepared(pub(super) Box<dyn Any + Send + Sync>);
 
 pub(crate) trait Erased: HasMetadata {
+    /// Checks the action's name (`^[a-zA-Z][a-zA-Z0-9_]*$`).
+    fn check_name(&self) -> Result<()> {
+        validate_name(self.metadata().name)
+    }
+
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
     fn run<'a>(
@@ -46,25 +52,37 @@ pub(crate) trait Erased: HasMetadata {
         prepared: &'a Prepared,
         ctx: &'a Context,
     ) -> BoxFuture<'a, Result<Map<String, Value>>>;
-    fn compensate<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        error: &'a Error,
-        ctx: &'a Context,
-        opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>>;
+    /// One attempt as a `'static` future owning a copy of the params (for
+    /// a task).
+    fn run_owned(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+    ) -> BoxFuture<'static, Result<Map<String, Value>>>;
 
-    /// One attempt in a task of `supervisor`, in `span`. Typed actions
+    /// The compensation of a failed attempt as a `'static` future owning a
+    /// copy of the params (it runs in a task).
+    fn compensate(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        error: Error,
+        ctx: Context,
+        opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>>;
+
+    /// One attempt in a task of `supervisor`, with the poll flag `flag`
+    /// (which also carries the attempt's span, see
+    /// [`TaskSupervisor::spawn_tracked`]). Typed actions
     /// override it so that the action's own future is the task's: no box
     /// per run.
     fn spawn_run(
         self: Arc<Self>,
-        prepared: Prepared,
+        prepared: &Prepared,
         ctx: Context,
-        span: tracing::Span,
         supervisor: &TaskSupervisor,
+        flag: Arc<dyn PollFlag>,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor.spawn_tracked(async move { self.run(&prepared, &ctx).await }.instrument(span))
+        supervisor.spawn_tracked_with(self.run_owned(prepared, ctx), flag)
     }
 }
 
@@ -72,11 +90,28 @@ pub(crate) trait Erased: HasMetadata {
 struct Typed<A> {
     action: A,
     meta: ActionMetadata,
+    /// Whether the name is valid, checked once when erased (Exec checks
+    /// it on every run).
+    name_ok: bool,
+}
+
+impl<A: Action> Typed<A> {
+    fn new(action: A) -> Self {
+        Self {
+            action,
+            meta: A::metadata(),
+            name_ok: validate_name(A::NAME).is_ok(),
+        }
+    }
 }
 
 impl<A: Action> Typed<A> {
     async fn run_typed(&self, prepared: &Prepared, ctx: &Context) -> Result<Map<String, Value>> {
         let params = self.params(prepared)?.clone();
+        self.run_with(params, ctx).await
+    }
+
+    async fn run_with(&self, params: A::Params, ctx: &Context) -> Result<Map<String, Value>> {
         let output = self.action.run(params, ctx).await?;
         self.action.validate_output(&output).map_err(|err| {
             let message = format!("invalid output of action {}: {}", A::NAME, err.message());
@@ -104,6 +139,14 @@ impl<A: Action> HasMetadata for Typed<A> {
 }
 
 impl<A: Action> Erased for Typed<A> {
+    fn check_name(&self) -> Result<()> {
+        if self.name_ok {
+            Ok(())
+        } else {
+            validate_name(A::NAME)
+        }
+    }
+
     fn params_schema(&self) -> Value {
         A::params_schema()
     }
@@ -117,7 +160,7 @@ impl<A: Action> Erased for Typed<A> {
                 err.with_detail("action", A::NAME)
             }
         })?;
-        Ok(Prepared(Arc::new(params)))
+        Ok(Prepared(Box::new(params)))
     }
 
     fn run<'a>(
@@ -128,28 +171,35 @@ impl<A: Action> Erased for Typed<A> {
         Box::pin(self.run_typed(prepared, ctx))
     }
 
-    fn spawn_run(
+    fn run_owned(
         self: Arc<Self>,
-        prepared: Prepared,
+        prepared: &Prepared,
         ctx: Context,
-        span: tracing::Span,
-        supervisor: &TaskSupervisor,
-    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        supervisor
-            .spawn_tracked(async move { self.run_typed(&prepared, &ctx).await }.instrument(span))
+    ) -> BoxFuture<'static, Result<Map<String, Value>>> {
+        let params = self.params(prepared).cloned();
+        Box::pin(async move { self.run_with(params?, &ctx).await })
     }
 
-    fn compensate<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        error: &'a Error,
-        ctx: &'a Context,
-        opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>> {
-        Box::pin(async move {
-            let params = self.params(prepared)?.clone();
-            self.action.on_error(params, error, ctx, opts).await
-        })
+    fn spawn_run(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+        supervisor: &TaskSupervisor,
+        flag: Arc<dyn PollFlag>,
+    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
+        let params = self.params(prepared)?.clone();
+        supervisor.spawn_tracked_with(async move { self.run_with(params, &ctx).await }, flag)
+    }
+
+    fn compensate(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        error: Error,
+        ctx: Context,
+        opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>> {
+        let params = self.params(prepared).cloned();
+        Box::pin(async move { self.action.on_error(params?, &error, &ctx, &opts).await })
     }
 }
 
@@ -240,17 +290,11 @@ impl DynAction {
             {
                 return Self(Arc::clone(found));
             }
-            let erased: Arc<dyn Erased> = Arc::new(Typed {
-                action,
-                meta: A::metadata(),
-            });
+            let erased: Arc<dyn Erased> = Arc::new(Typed::new(action));
             let mut map = shared.write().unwrap_or_else(PoisonError::into_inner);
             return Self(Arc::clone(map.entry(id).or_insert(erased)));
         }
-        Self(Arc::new(Typed {
-            action,
-            meta: A::metadata(),
-        }))
+        Self(Arc::new(Typed::new(action)))
     }
 
     /// The action's metadata.

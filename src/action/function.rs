@@ -196,7 +196,7 @@ impl Erased for JsonAction {
                 .with_detail("reason", reason));
             }
         };
-        Ok(Prepared(Arc::new(params)))
+        Ok(Prepared(Box::new(params)))
     }
 
     fn run<'a>(
@@ -217,13 +217,31 @@ impl Erased for JsonAction {
         })
     }
 
-    fn compensate<'a>(
-        &'a self,
-        _prepared: &'a Prepared,
-        _error: &'a Error,
-        _ctx: &'a Context,
-        _opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>> {
+    fn run_owned(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+    ) -> BoxFuture<'static, Result<Map<String, Value>>> {
+        match prepared.0.downcast_ref::<Map<String, Value>>() {
+            Some(params) => (self.run)(params.clone(), ctx),
+            None => {
+                let name = self.meta.name;
+                Box::pin(async move {
+                    Err(Error::internal(format!(
+                        "params prepared for another action were given to {name}"
+                    )))
+                })
+            }
+        }
+    }
+
+    fn compensate(
+        self: Arc<Self>,
+        _prepared: &Prepared,
+        _error: Error,
+        _ctx: Context,
+        _opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>> {
         Box::pin(async { Ok(Value::Null) })
     }
 }
@@ -273,7 +291,7 @@ where
 
     fn prepare(&self, params: Value) -> Result<Prepared> {
         let params: P = decode_params(self.meta.name, params)?;
-        Ok(Prepared(Arc::new(params)))
+        Ok(Prepared(Box::new(params)))
     }
 
     fn run<'a>(
@@ -293,13 +311,31 @@ where
         })
     }
 
-    fn compensate<'a>(
-        &'a self,
-        _prepared: &'a Prepared,
-        _error: &'a Error,
-        _ctx: &'a Context,
-        _opts: &'a CompensationOptions,
-    ) -> BoxFuture<'a, Result<Value>> {
+    fn run_owned(
+        self: Arc<Self>,
+        prepared: &Prepared,
+        ctx: Context,
+    ) -> BoxFuture<'static, Result<Map<String, Value>>> {
+        let params = prepared.0.downcast_ref::<P>().cloned();
+        Box::pin(async move {
+            let name = self.meta.name;
+            let params = params.ok_or_else(|| {
+                Error::internal(format!(
+                    "params prepared for another action were given to {name}"
+                ))
+            })?;
+            let output = (self.f)(params, ctx).await?;
+            output_to_map(name, &output)
+        })
+    }
+
+    fn compensate(
+        self: Arc<Self>,
+        _prepared: &Prepared,
+        _error: Error,
+        _ctx: Context,
+        _opts: CompensationOptions,
+    ) -> BoxFuture<'static, Result<Value>> {
         Box::pin(async { Ok(Value::Null) })
     }
 }

@@ -82,11 +82,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tracing::{Instrument, Span, field};
 
-use crate::action::{
-    ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name, validate_name,
-};
+use crate::action::{ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name};
 use crate::context::Context;
-use crate::effect::Effect;
+use crate::effect::{AttemptHandle, Effect};
 use crate::error::{Error, ErrorKind, Result};
 pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
@@ -131,7 +129,11 @@ pub const NESTED_MARGIN_DIVISOR: u32 = 10;
 /// assert_eq!(nested_margin(Duration::from_millis(200)), Duration::from_millis(20));
 /// ```
 pub fn nested_margin(budget: Duration) -> Duration {
-    (budget / NESTED_MARGIN_DIVISOR).min(NESTED_MARGIN_MAX)
+    // Budgets of a second or more (the default 30 s) skip the division.
+    if budget >= NESTED_MARGIN_MAX * NESTED_MARGIN_DIVISOR {
+        return NESTED_MARGIN_MAX;
+    }
+    budget / NESTED_MARGIN_DIVISOR
 }
 
 /// A successful run: the action's output (a JSON object) and the effects
@@ -182,22 +184,28 @@ impl Exec {
     /// Runs `action` with `params` (a JSON object) through the whole
     /// pipeline.
     ///
+    /// As with [`execute`](Exec::execute), the params are normalised,
+    /// decoded and validated when `run` is called; the returned future runs
+    /// the attempts (dropped before it is polled, it runs none).
+    ///
     /// # Errors
     ///
     /// Validation errors for bad params or output, a configuration error for
     /// a bad action name, timeout errors, the action's own error (wrapped
     /// in a compensation error when compensation ran), a cancelled error
     /// when the executor shuts down.
-    pub async fn run(
+    pub fn run(
         &self,
         action: impl Into<DynAction>,
         params: Value,
         ctx: Context,
         opts: ExecOptions,
-    ) -> Result<ExecOutput> {
+    ) -> impl Future<Output = Result<ExecOutput>> + Send + '_ {
+        // Mapped, not awaited in an `async fn`: that would hold the
+        // arguments and the run future side by side, and copy the run
+        // future into its state on the first poll.
         self.execute_parts(action.into(), params, Map::new(), opts, ctx)
-            .await
-            .into_result()
+            .map(Outcome::into_result)
     }
 
     /// Runs an instruction with its own context values and options.
@@ -263,7 +271,11 @@ impl Exec {
         base: Context,
     ) -> impl Future<Output = Outcome> + Send + '_ {
         match self.prepare(action, params, context, opts, base) {
-            Ok(ready) => Either::Left(async move { ready.run(self).await }),
+            // Boxed once, whole: the run holds the attempt's task, timer
+            // and shutdown wait (~0.8 KB), and the caller's future (a
+            // `cmd`, a strategy, a chain) is moved several times; in a box
+            // only its pointer moves.
+            Ok(ready) => Either::Left(Box::pin(async move { ready.run(self).await })),
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
         }
     }
@@ -303,7 +315,7 @@ impl Exec {
         }
 
         // 2. Check the action.
-        validate_name(meta.name)?;
+        action.erased().check_name()?;
 
         // 3. Validate params.
         let prepared = action.erased().prepare(params)?;
@@ -448,67 +460,62 @@ impl Run<'_> {
         let nested = budget.map(|(deadline, now)| {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
-        let actx = self
-            .ctx
-            .for_attempt(self.action, deadline, nested, self.exec.clone());
+        let (actx, cell) = self.ctx.for_attempt(
+            self.action,
+            deadline,
+            nested,
+            self.exec.clone(),
+            span.clone(),
+        );
 
-        let result = self
-            .run_attempt(&actx, budget, &span)
-            .instrument(span.clone())
-            .await;
+        let result = match budget {
+            // Inline: no task, no limit.
+            None => self.run_inline(actx).instrument(span.clone()).await,
+            // The context moves into the task, which enters the span around
+            // each poll (the caller only waits, so it does not: that would
+            // wrap and copy the whole wait); the effects are read through
+            // `cell`.
+            Some((deadline, started)) => self.run_in_task(actx, &cell, deadline, started).await,
+        };
         let result = match result {
             Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
                 // Boxed: the cold path would otherwise triple the size of
                 // every run's future.
-                Err(Box::pin(self.compensate(&actx, err, attempt + 1))
+                Err(Box::pin(self.compensate(err, attempt + 1))
                     .instrument(span.clone())
                     .await)
             }
             other => other,
         };
         record(&span, &result);
-        (result, actx.take_effects(), true)
+        (result, cell.take_effects(), true)
     }
 
-    async fn run_attempt(
-        &self,
-        actx: &Context,
-        budget: Option<(Instant, Instant)>,
-        span: &Span,
-    ) -> Result<Map<String, Value>> {
-        let name = self.meta.name;
-        let Some((deadline, started)) = budget else {
-            // Inline: no task, no limit.
-            return match AssertUnwindSafe(self.action.erased().run(self.prepared, actx))
-                .catch_unwind()
-                .await
-            {
-                Ok(result) => result,
-                Err(panic) => Err(panicked(name, &*panic)),
-            };
-        };
-        // Boxed: the task, its timer and the wait for shutdown would
-        // otherwise take most of every run's future (~1.5 KB), which is
-        // built and moved at each level of every `cmd`, inline or not; the
-        // spawned path already allocates (the task), one more is cheaper
-        // than the moves.
-        Box::pin(self.run_in_task(actx, deadline, started, span)).await
+    /// An attempt in the caller, with no time limit, catching panics.
+    async fn run_inline(&self, actx: Context) -> Result<Map<String, Value>> {
+        match AssertUnwindSafe(self.action.erased().run(self.prepared, &actx))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(panicked(self.meta.name, &*panic)),
+        }
     }
 
     /// An attempt in a supervised task under the deadline.
     async fn run_in_task(
         &self,
-        actx: &Context,
+        actx: Context,
+        cell: &AttemptHandle,
         deadline: Instant,
         started: Instant,
-        span: &Span,
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
         let spawned = Arc::clone(self.action.erased()).spawn_run(
-            self.prepared.clone(),
-            actx.clone(),
-            span.clone(),
+            self.prepared,
+            actx,
             self.exec.supervisor(),
+            cell.poll_flag(),
         );
         // Dropping the task (the caller gave up) aborts it.
         let mut task = match spawned {
@@ -541,7 +548,7 @@ impl Run<'_> {
 
     /// Runs the action's compensation after attempt `attempt` (1-based)
     /// failed with `original`.
-    async fn compensate(&self, actx: &Context, original: Error, attempt: u32) -> Error {
+    async fn compensate(&self, original: Error, attempt: u32) -> Error {
         let meta = self.meta;
         let timeout = self
             .opts
@@ -549,19 +556,28 @@ impl Run<'_> {
             .unwrap_or(meta.compensation.timeout);
         let copts = CompensationOptions::new(timeout, *self.opts, attempt);
         let deadline = instant_after(Instant::now(), timeout);
-        let erased = Arc::clone(self.action.erased());
-        let prepared = self.prepared.clone();
-        let task_error = original.clone();
         let nested = deadline - nested_margin(timeout);
-        let cctx = actx.for_attempt(self.action, Some(deadline), Some(nested), self.exec.clone());
-        let spawned = self.exec.supervisor().spawn_tracked(
-            async move {
-                erased
-                    .compensate(&prepared, &task_error, &cctx, &copts)
-                    .await
-            }
-            .in_current_span(),
+        // The attempt's context but for its deadlines and effect sink.
+        // Its task runs in the current span (the attempt's), through the
+        // wrapper below, not the cell's.
+        let (cctx, cell) = self.ctx.for_attempt(
+            self.action,
+            Some(deadline),
+            Some(nested),
+            self.exec.clone(),
+            Span::none(),
         );
+        let flag = cell.poll_flag();
+        let compensation = Arc::clone(self.action.erased()).compensate(
+            self.prepared,
+            original.clone(),
+            cctx,
+            copts,
+        );
+        let spawned = self
+            .exec
+            .supervisor()
+            .spawn_tracked_with(compensation.in_current_span(), flag);
         let envelope = original.to_envelope();
         let retry = original.retryable();
         let orig_msg = original.message().to_owned();

@@ -16,8 +16,8 @@ pub use options::{
     DEFAULT_TIMEOUT, ExecOptions, Telemetry,
 };
 pub use retry::RetryPolicy;
-pub(crate) use supervisor::TrackedTask;
 pub use supervisor::{DEFAULT_SHUTDOWN_GRACE, TaskSupervisor};
+pub(crate) use supervisor::{IDLE, PollFlag, TrackedTask};
 
 use std::any::Any;
 use std::sync::{Arc, OnceLock};

@@ -1,8 +1,8 @@
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -10,6 +10,7 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio::time::error::Elapsed;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::error::{Error, Result};
 
@@ -132,14 +133,14 @@ impl TaskSupervisor {
         self.spawn_inner(future, None)
     }
 
-    /// Spawns `future` in one wrapper (each layer of async wrapping would
-    /// copy the future once more): it ends with `None` at shutdown, and
-    /// with `tracked`, records whether a thread is inside its `poll` (see
-    /// [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
+    /// Spawns `future` in one wrapper, [`Supervised`] (each layer of async
+    /// wrapping would copy the future once more): it ends with `None` at
+    /// shutdown, and with `tracked`, records whether a thread is inside its
+    /// `poll` (see [`spawn_tracked`](TaskSupervisor::spawn_tracked)).
     fn spawn_inner<F>(
         &self,
         future: F,
-        tracked: Option<Arc<AtomicU8>>,
+        tracked: Option<Arc<dyn PollFlag>>,
     ) -> Result<JoinHandle<Option<F::Output>>>
     where
         F: Future + Send + 'static,
@@ -149,37 +150,12 @@ impl TaskSupervisor {
             return Err(Error::cancelled("task supervisor is shut down"));
         }
         let shutdown = Arc::clone(&self.shutdown);
-        Ok(self.tracker.spawn(async move {
-            let mut future = pin!(future);
-            // Made before the flag is first read: a shutdown in between
-            // completes it. Registered only once the future has to wait.
-            let mut stopped = pin!(shutdown.notify.notified());
-            std::future::poll_fn(|cx| {
-                if shutdown.is_set() {
-                    return Poll::Ready(None);
-                }
-                let out = match &tracked {
-                    None => future.as_mut().poll(cx),
-                    Some(state) => {
-                        if state
-                            .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
-                            .is_err()
-                        {
-                            // Abandoned: the task is being aborted; never
-                            // poll the future again.
-                            return Poll::Pending;
-                        }
-                        let out = future.as_mut().poll(cx);
-                        state.store(IDLE, Ordering::Release);
-                        out
-                    }
-                };
-                if let Poll::Ready(out) = out {
-                    return Poll::Ready(Some(out));
-                }
-                stopped.as_mut().poll(cx).map(|()| None)
-            })
-            .await
+        Ok(tokio::spawn(Supervised {
+            future,
+            stopped: None,
+            shutdown,
+            tracked,
+            _token: self.tracker.token(),
         }))
     }
 
@@ -231,17 +207,123 @@ impl TaskSupervisor {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let state = Arc::new(AtomicU8::new(IDLE));
-        let handle = self.spawn_inner(future, Some(Arc::clone(&state)))?;
+        self.spawn_tracked_with(future, Arc::new(AtomicU8::new(IDLE)))
+    }
+
+    /// As [`spawn_tracked`](TaskSupervisor::spawn_tracked), keeping the
+    /// poll flag in `flag` (a fresh [`PollFlag`] per task): a caller that
+    /// allocates per-task state anyway (Exec's attempt, with its effect
+    /// sink) shares that allocation instead of making another.
+    pub(crate) fn spawn_tracked_with<F>(
+        &self,
+        future: F,
+        flag: Arc<dyn PollFlag>,
+    ) -> Result<TrackedTask<F::Output>>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let handle = self.spawn_inner(future, Some(Arc::clone(&flag)))?;
         Ok(TrackedTask {
             handle,
-            state,
+            state: flag,
             shutdown: Arc::clone(&self.shutdown),
         })
     }
 }
 
-const IDLE: u8 = 0;
+/// The poll flag of a tracked task (see
+/// [`TaskSupervisor::spawn_tracked`]): [`IDLE`] when made, then set by the
+/// task around each poll and by its caller when it gives up on it.
+pub(crate) trait PollFlag: Send + Sync + 'static {
+    /// The flag.
+    fn poll_flag(&self) -> &AtomicU8;
+
+    /// A span to enter around each poll of the task, if any.
+    fn span(&self) -> Option<&tracing::Span> {
+        None
+    }
+}
+
+impl PollFlag for AtomicU8 {
+    fn poll_flag(&self) -> &AtomicU8 {
+        self
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A supervised task's future: `future` until it ends, or `None` once
+    /// the supervisor shuts down. Built directly into the task (no async
+    /// wrapper, whose captured future would be copied into a local on its
+    /// first poll), and counted by the supervisor's tracker until dropped.
+    struct Supervised<F> {
+        #[pin]
+        future: F,
+        // Made (boxed: the wait is ~90 bytes that every task would carry
+        // and tokio would copy on every spawn) only once `future` has to
+        // wait: a task that ends in its first poll never registers with
+        // the shutdown signal.
+        stopped: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+        shutdown: Arc<Shutdown>,
+        tracked: Option<Arc<dyn PollFlag>>,
+        _token: TaskTrackerToken,
+    }
+}
+
+impl<F: Future> Future for Supervised<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if this.shutdown.is_set() {
+            return Poll::Ready(None);
+        }
+        let out = match this.tracked {
+            None => this.future.poll(cx),
+            Some(tracked) => {
+                let state = tracked.poll_flag();
+                if state
+                    .compare_exchange(IDLE, POLLING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Abandoned: the task is being aborted; never poll the
+                    // future again.
+                    return Poll::Pending;
+                }
+                let out = match tracked.span() {
+                    Some(span) => {
+                        let _entered = span.enter();
+                        this.future.poll(cx)
+                    }
+                    None => this.future.poll(cx),
+                };
+                state.store(IDLE, Ordering::Release);
+                out
+            }
+        };
+        if let Poll::Ready(out) = out {
+            return Poll::Ready(Some(out));
+        }
+        this.stopped
+            .get_or_insert_with(|| Box::pin(stopped(Arc::clone(this.shutdown))))
+            .as_mut()
+            .poll(cx)
+            .map(|()| None)
+    }
+}
+
+/// Ends when `shutdown` is set. The wait is made before the flag is read,
+/// so a shutdown in between completes it.
+async fn stopped(shutdown: Arc<Shutdown>) {
+    let notified = shutdown.notify.notified();
+    if shutdown.is_set() {
+        return;
+    }
+    notified.await;
+}
+
+/// A tracked task's flag before its first poll and between polls.
+pub(crate) const IDLE: u8 = 0;
 const POLLING: u8 = 1;
 const ABANDONED: u8 = 2;
 
@@ -250,7 +332,7 @@ const ABANDONED: u8 = 2;
 /// aborts the task.
 pub(crate) struct TrackedTask<T> {
     handle: JoinHandle<Option<T>>,
-    state: Arc<AtomicU8>,
+    state: Arc<dyn PollFlag>,
     /// The supervisor's: its shutdown answers the waiting caller at once.
     shutdown: Arc<Shutdown>,
 }
@@ -266,11 +348,12 @@ impl<T> TrackedTask<T> {
     /// its thread is blocked; when the deadline passes, it returns
     /// `Err(Elapsed)` with the task still running (the caller abandons it).
     pub(crate) async fn join_until(&mut self, deadline: Instant) -> Joined<T> {
-        let shutdown = Arc::clone(&self.shutdown);
-        let stopped = shutdown.notify.notified();
         let joined = {
-            let mut stopped = pin!(stopped);
-            let mut joined = pin!(tokio::time::timeout_at(deadline, &mut self.handle));
+            let TrackedTask {
+                handle, shutdown, ..
+            } = self;
+            let mut stopped = pin!(shutdown.notify.notified());
+            let mut joined = pin!(tokio::time::timeout_at(deadline, handle));
             std::future::poll_fn(|cx| {
                 if let Poll::Ready(joined) = joined.as_mut().poll(cx) {
                     return Poll::Ready(Some(joined));
@@ -304,6 +387,7 @@ impl<T> TrackedTask<T> {
         self.handle.abort();
         if self
             .state
+            .poll_flag()
             .compare_exchange(IDLE, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
