@@ -47,10 +47,7 @@ fn script() -> Vec<Command> {
             result: ResultEnvelope::ok(json!({"product": 42})),
             metadata: Map::new(),
         };
-        Command::strategy(
-            commands::TOOL_RESULT,
-            serde_json::to_value(data).unwrap(),
-        )
+        Command::strategy(commands::TOOL_RESULT, serde_json::to_value(data).unwrap())
     };
     let llm = |call: &str, turn: Turn| {
         Command::strategy(
@@ -95,7 +92,10 @@ async fn the_json_is_the_same_whenever_it_is_read() {
         // The conversation is the machine's, message for message.
         let machine = ReAct::machine_of(&every).unwrap();
         let conversation = &every.state()["__strategy__"]["conversation"];
-        assert_eq!(conversation.as_array().unwrap().len(), machine.conversation.len());
+        assert_eq!(
+            conversation.as_array().unwrap().len(),
+            machine.conversation.len()
+        );
         assert_eq!(
             conversation.to_json(),
             serde_json::to_value(machine.conversation.messages()).unwrap()
@@ -110,9 +110,21 @@ async fn the_json_is_the_same_whenever_it_is_read() {
     assert_eq!(
         st.as_object().unwrap().keys().collect::<Vec<_>>(),
         [
-            "module", "status", "iteration", "request_id", "llm_call_id", "call_seq", "result",
-            "termination_reason", "usage", "output", "repaired", "conversation", "tool_calls",
-            "rev", "requests"
+            "module",
+            "status",
+            "iteration",
+            "request_id",
+            "llm_call_id",
+            "call_seq",
+            "result",
+            "termination_reason",
+            "usage",
+            "output",
+            "repaired",
+            "conversation",
+            "tool_calls",
+            "rev",
+            "requests"
         ]
     );
     assert_eq!(st["module"], "react");

@@ -70,7 +70,10 @@ fn a_lazy_value_is_built_on_first_read_once_and_shared_by_clones() {
             cfg: Some(Cfg { depth: 2 })
         }
     );
-    assert_eq!(format!("{:?}", state["doc"]), r#"{"name":"d","tags":["a","b"],"cfg":{"depth":2}}"#);
+    assert_eq!(
+        format!("{:?}", state["doc"]),
+        r#"{"name":"d","tags":["a","b"],"cfg":{"depth":2}}"#
+    );
     // Built once, for every reader and every clone.
     assert_eq!(builds.load(Ordering::SeqCst), 1);
     // Equal to the same JSON held as plain values, and to itself.
@@ -86,7 +89,10 @@ fn writes_through_a_lazy_value_replace_it_with_its_json() {
     // A path write keeps the built keys beside the new one.
     let (mut state, _) = state_with_doc();
     let before = state.clone();
-    apply_state_op(&mut state, StateOp::set_path(["doc", "cfg", "mode"], "fast"));
+    apply_state_op(
+        &mut state,
+        StateOp::set_path(["doc", "cfg", "mode"], "fast"),
+    );
     assert!(matches!(state.get("doc"), Some(StateValue::Object(_))));
     assert_eq!(
         state["doc"],
@@ -105,13 +111,18 @@ fn writes_through_a_lazy_value_replace_it_with_its_json() {
     assert_eq!(state["doc"]["cfg"], json!({}));
     let (mut state, _) = state_with_doc();
     state.deep_merge(StateMap::from(
-        json!({"doc": {"cfg": {"extra": true}}}).as_object().unwrap(),
+        json!({"doc": {"cfg": {"extra": true}}})
+            .as_object()
+            .unwrap(),
     ));
     assert_eq!(state["doc"]["cfg"], json!({"depth": 2, "extra": true}));
     assert_eq!(state["doc"]["name"], "d");
     let (mut state, _) = state_with_doc();
     state.deep_merge_json(json!({"doc": {"name": "e"}}).as_object().unwrap().clone());
-    assert_eq!(state["doc"], json!({"name": "e", "tags": ["a", "b"], "cfg": {"depth": 2}}));
+    assert_eq!(
+        state["doc"],
+        json!({"name": "e", "tags": ["a", "b"], "cfg": {"depth": 2}})
+    );
     let (mut state, _) = state_with_doc();
     state.object_mut("doc").insert("k", 1);
     assert_eq!(state["doc"]["k"], 1);

@@ -689,9 +689,10 @@ impl RequestCore {
         state.insert("last_query", query);
         state.insert("last_answer", "");
         state.insert("error", StateValue::Null);
-        let mut entry = StateMap::with_capacity(6);
-        entry.insert("query", query);
-        entry.insert("status", RequestStatus::Pending.as_str());
+        let entry = StateValue::Lazy(LazyValue::new(Record {
+            query: Arc::from(query),
+            end: None,
+        }));
         self.update_requests(agent, |requests| {
             requests.remove(request_id);
             requests.insert(request_id, entry);
@@ -719,19 +720,43 @@ impl RequestCore {
         usage: &Usage,
         out: &mut Vec<Directive>,
     ) {
+        let value = match &outcome {
+            Ok(v) | Err(v) => StateValue::from(v),
+        };
+        let ok = outcome.is_ok();
         self.update_requests(agent, |requests| {
+            // The record `start` wrote: finished as a new record; any
+            // other entry (none, read from JSON, finished) in place.
+            let started = match requests.get(request_id) {
+                Some(StateValue::Lazy(node)) => node
+                    .source::<Record>()
+                    .filter(|r| r.end.is_none())
+                    .map(|r| Arc::clone(&r.query)),
+                _ => None,
+            };
+            if let Some(query) = started {
+                let end = RecordEnd {
+                    termination: StateValue::from(termination),
+                    usage: *usage,
+                    ok,
+                    value: value.clone(),
+                };
+                let record = Record {
+                    query,
+                    end: Some(end),
+                };
+                requests.insert(request_id, StateValue::Lazy(LazyValue::new(record)));
+                return;
+            }
             let entry = requests.object_mut(request_id);
             entry.insert("termination_reason", termination);
             entry.insert("usage", usage_state(usage));
-            match &outcome {
-                Ok(answer) => {
-                    entry.insert("status", RequestStatus::Completed.as_str());
-                    entry.insert("result", StateValue::from(answer));
-                }
-                Err(error) => {
-                    entry.insert("status", RequestStatus::Failed.as_str());
-                    entry.insert("error", StateValue::from(error));
-                }
+            if ok {
+                entry.insert("status", RequestStatus::Completed.as_str());
+                entry.insert("result", value.clone());
+            } else {
+                entry.insert("status", RequestStatus::Failed.as_str());
+                entry.insert("error", value.clone());
             }
         });
         let state = agent.state_mut();
@@ -740,10 +765,11 @@ impl RequestCore {
             Err(_) => ("error", REQUEST_FAILED, "failed"),
         };
         state.insert("status", status);
-        match &outcome {
-            Ok(answer) => state.insert("last_answer", StateValue::from(answer)),
-            Err(error) => state.insert("error", StateValue::from(error)),
-        };
+        if ok {
+            state.insert("last_answer", value);
+        } else {
+            state.insert("error", value);
+        }
         if self.events.is_some() {
             let value = match outcome {
                 Ok(v) | Err(v) => v,
@@ -796,6 +822,11 @@ impl RequestCore {
     /// The status of tracked request `request_id`, if tracked.
     pub fn request_status(agent: &AgentData, request_id: &str) -> Option<RequestStatus> {
         let st = Self::requests(agent)?.get(request_id)?;
+        if let StateValue::Lazy(node) = st
+            && let Some(record) = node.source::<Record>()
+        {
+            return Some(record.status());
+        }
         RequestStatus::parse(st.get("status")?.as_str()?)
     }
 
@@ -871,6 +902,47 @@ impl RequestCore {
         if let Some(events) = &self.events {
             out.push(Directive::emit_to(Signal::new(ty, data), events.clone()));
         }
+    }
+}
+
+/// A request record (`__strategy__.requests.ID`) as `start` and `finish`
+/// write it: its JSON is built when read.
+struct Record {
+    query: Arc<str>,
+    end: Option<RecordEnd>,
+}
+
+struct RecordEnd {
+    termination: StateValue,
+    usage: Usage,
+    ok: bool,
+    value: StateValue,
+}
+
+impl Record {
+    fn status(&self) -> RequestStatus {
+        match &self.end {
+            None => RequestStatus::Pending,
+            Some(end) if end.ok => RequestStatus::Completed,
+            Some(_) => RequestStatus::Failed,
+        }
+    }
+}
+
+impl StateSource for Record {
+    /// `{query, status, termination_reason, usage, result | error}` (the
+    /// last three once finished), in that order.
+    fn to_state(&self) -> StateValue {
+        let mut m = StateMap::with_capacity(5);
+        m.insert("query", Arc::clone(&self.query));
+        m.insert("status", self.status().as_str());
+        if let Some(end) = &self.end {
+            m.insert("termination_reason", end.termination.clone());
+            m.insert("usage", usage_state(&end.usage));
+            let key = if end.ok { "result" } else { "error" };
+            m.insert(key, end.value.clone());
+        }
+        StateValue::Object(m)
     }
 }
 
