@@ -20,6 +20,7 @@
 //! | any | anything else (stale call ids, unknown tool-call ids, a second result for a call, a cancel of another request) | unchanged | none (not accepted) |
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -529,29 +530,14 @@ pub struct PendingToolCall {
 /// [`Machine::write_since`]).
 #[derive(Clone, Debug, Default)]
 pub struct Conversation {
-    /// The messages, each with a process-unique id: the id at an index
-    /// tells whether another conversation is a prefix of this one.
-    entries: imbl::Vector<Entry>,
+    /// The messages, each in its own allocation: a clone of the vector
+    /// copies handles, never messages, and the same allocation at an
+    /// index tells that another conversation is a prefix of this one.
+    entries: imbl::Vector<Arc<Message>>,
     /// The JSON this conversation was read from, if any, and how many of
     /// `entries` came from it (its elements are kept as they were, those
     /// that are not messages included).
     head: Option<(StateArray, usize)>,
-}
-
-#[derive(Clone, Debug)]
-struct Entry {
-    id: u64,
-    message: Message,
-}
-
-impl Entry {
-    fn new(message: Message) -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Entry {
-            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            message,
-        }
-    }
 }
 
 impl PartialEq for Conversation {
@@ -571,7 +557,7 @@ impl Conversation {
 
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
-        self.entries.push_back(Entry::new(message));
+        self.entries.push_back(Arc::new(message));
     }
 
     /// How many messages.
@@ -591,12 +577,12 @@ impl Conversation {
 
     /// The messages, borrowed.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &Message> + DoubleEndedIterator + '_ {
-        self.entries.iter().map(|e| &e.message)
+        self.entries.iter().map(|e| &**e)
     }
 
     /// The content of the last message, if any.
     pub fn last_content(&self) -> Option<String> {
-        Some(self.entries.last()?.message.content.clone())
+        Some(self.entries.last()?.content.clone())
     }
 
     /// The JSON (`__strategy__.conversation`): the array it was read from
@@ -606,8 +592,8 @@ impl Conversation {
             Some((head, n)) => (head.clone(), *n),
             None => (StateArray::new(), 0),
         };
-        for entry in self.entries.iter().skip(from) {
-            array.push(message_state(&entry.message));
+        for message in self.entries.iter().skip(from) {
+            array.push(message_state(message));
         }
         array
     }
@@ -631,9 +617,12 @@ impl Conversation {
             && prev.len() <= self.len()
             && match prev.len().checked_sub(1) {
                 None => true,
-                Some(last) => {
-                    self.entries.get(last).map(|e| e.id) == prev.entries.get(last).map(|e| e.id)
-                }
+                // `prev` holds its message: the same allocation is the
+                // same push.
+                Some(last) => match (self.entries.get(last), prev.entries.get(last)) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                },
             }
     }
 
@@ -646,8 +635,8 @@ impl Conversation {
             && slot.as_array().is_some_and(|a| a.len() == prev.json_len())
             && let Some(array) = slot.as_array_mut()
         {
-            for entry in self.entries.iter().skip(prev.len()) {
-                array.push(message_state(&entry.message));
+            for message in self.entries.iter().skip(prev.len()) {
+                array.push(message_state(message));
             }
             return;
         }
@@ -657,10 +646,10 @@ impl Conversation {
     /// A conversation over a JSON `array` (entries that are not messages
     /// are skipped; the JSON keeps them).
     pub fn from_array(array: StateArray) -> Self {
-        let entries: imbl::Vector<Entry> = array
+        let entries: imbl::Vector<Arc<Message>> = array
             .iter()
             .filter_map(|v| Message::deserialize(v).ok())
-            .map(Entry::new)
+            .map(Arc::new)
             .collect();
         let n = entries.len();
         Conversation {
