@@ -101,6 +101,16 @@ async fn the_json_is_the_same_whenever_it_is_read() {
             serde_json::to_value(machine.conversation.messages()).unwrap()
         );
     }
+    // What `await_completion` reads (a request's status and result) is
+    // read without building the JSON of the machine.
+    let st = end.state().get("__strategy__").unwrap();
+    assert_eq!(st["requests"]["r2"]["status"], "completed");
+    assert_eq!(st["requests"]["r2"]["result"], "42 again");
+    assert_eq!(st["requests"]["r1"]["status"], "completed");
+    let StateValue::Lazy(node) = st else {
+        panic!("__strategy__ is not a lazy node: {st:?}")
+    };
+    assert!(node.built().is_none());
     assert_eq!(json_of(&end), json_of(&every));
     assert_eq!(json_of(&other), json_of(&every));
 

@@ -141,3 +141,45 @@ fn writes_through_a_lazy_value_replace_it_with_its_json() {
         json!({"other": 1, "name": "d", "tags": ["a", "b"], "cfg": {"depth": 2}})
     );
 }
+
+/// A source that holds some entries as they are: `{"id": ID, "big": …}`.
+struct Entries {
+    id: StateValue,
+    builds: Arc<AtomicUsize>,
+}
+
+impl StateSource for Entries {
+    fn to_state(&self) -> StateValue {
+        self.builds.fetch_add(1, Ordering::SeqCst);
+        let mut m = StateMap::new();
+        m.insert("id", self.id.clone());
+        m.insert("big", json!([1, 2, 3]));
+        StateValue::Object(m)
+    }
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        (key == "id").then_some(&self.id)
+    }
+}
+
+#[test]
+fn a_path_read_of_an_entry_the_source_holds_builds_nothing() {
+    let builds = Arc::new(AtomicUsize::new(0));
+    let v = StateValue::Lazy(LazyValue::new(Entries {
+        id: StateValue::from("x1"),
+        builds: Arc::clone(&builds),
+    }));
+    assert_eq!(v["id"], "x1");
+    assert_eq!(v.get("id").and_then(StateValue::as_str), Some("x1"));
+    assert_eq!(v.get(&"id".to_owned()), Some(&StateValue::from("x1")));
+    assert_eq!(builds.load(Ordering::SeqCst), 0);
+    let StateValue::Lazy(node) = &v else {
+        unreachable!()
+    };
+    assert!(node.built().is_none());
+    // Anything else builds it, once; the entry is then the built one.
+    assert_eq!(v["big"][2], 3);
+    assert!(v.get("missing").is_none());
+    assert_eq!(builds.load(Ordering::SeqCst), 1);
+    assert!(v["id"].ptr_eq(&node.get()["id"]));
+    assert_eq!(v, json!({"id": "x1", "big": [1, 2, 3]}));
+}

@@ -155,7 +155,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value, json};
 
@@ -263,7 +263,8 @@ struct Mirror {
     module: &'static str,
     rev: u64,
     base: Base,
-    requests: Option<StateMap>,
+    /// An object.
+    requests: Option<StateValue>,
     state: Shared,
     write: Writer,
 }
@@ -275,15 +276,21 @@ impl StateSource for Mirror {
         (self.write)(self, &mut json);
         set_u64(&mut json, REV_KEY, self.rev);
         if let Some(requests) = &self.requests {
-            let same = json
-                .get("requests")
-                .and_then(StateValue::as_object)
-                .is_some_and(|r| r.ptr_eq(requests));
+            let same = json.get("requests").is_some_and(|r| r.ptr_eq(requests));
             if !same {
                 json.insert("requests", requests.clone());
             }
         }
         StateValue::Object(json)
+    }
+
+    /// `requests` without building the rest (what `await_completion`
+    /// reads after every signal).
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        match key {
+            "requests" => self.requests.as_ref(),
+            _ => None,
+        }
     }
 }
 
@@ -364,7 +371,7 @@ impl Typed {
             module,
             rev: self.rev,
             base: self.base.clone(),
-            requests: self.requests.clone(),
+            requests: self.requests.clone().map(StateValue::Object),
             state,
             write,
         }))
@@ -683,16 +690,16 @@ impl RequestCore {
         query: &str,
         out: &mut Vec<Directive>,
     ) {
+        static RUNNING: LazyLock<StateValue> = LazyLock::new(|| StateValue::from("running"));
+        static EMPTY: LazyLock<StateValue> = LazyLock::new(|| StateValue::from(""));
+        let query_value = StateValue::from(query);
         let state = agent.state_mut();
-        state.insert("status", "running");
+        state.insert("status", RUNNING.clone());
         state.insert("last_request_id", request_id);
-        state.insert("last_query", query);
-        state.insert("last_answer", "");
+        state.insert("last_query", query_value.clone());
+        state.insert("last_answer", EMPTY.clone());
         state.insert("error", StateValue::Null);
-        let entry = StateValue::Lazy(LazyValue::new(Record {
-            query: Arc::from(query),
-            end: None,
-        }));
+        let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
         self.update_requests(agent, |requests| {
             requests.remove(request_id);
             requests.insert(request_id, entry);
@@ -731,7 +738,7 @@ impl RequestCore {
                 Some(StateValue::Lazy(node)) => node
                     .source::<Record>()
                     .filter(|r| r.end.is_none())
-                    .map(|r| Arc::clone(&r.query)),
+                    .map(|r| r.query.clone()),
                 _ => None,
             };
             if let Some(query) = started {
@@ -741,10 +748,7 @@ impl RequestCore {
                     ok,
                     value: value.clone(),
                 };
-                let record = Record {
-                    query,
-                    end: Some(end),
-                };
+                let record = Record::new(query, Some(end));
                 requests.insert(request_id, StateValue::Lazy(LazyValue::new(record)));
                 return;
             }
@@ -825,7 +829,7 @@ impl RequestCore {
         if let StateValue::Lazy(node) = st
             && let Some(record) = node.source::<Record>()
         {
-            return Some(record.status());
+            return Some(record.request_status());
         }
         RequestStatus::parse(st.get("status")?.as_str()?)
     }
@@ -908,7 +912,8 @@ impl RequestCore {
 /// A request record (`__strategy__.requests.ID`) as `start` and `finish`
 /// write it: its JSON is built when read.
 struct Record {
-    query: Arc<str>,
+    query: StateValue,
+    status: StateValue,
     end: Option<RecordEnd>,
 }
 
@@ -920,7 +925,30 @@ struct RecordEnd {
 }
 
 impl Record {
-    fn status(&self) -> RequestStatus {
+    fn new(query: StateValue, end: Option<RecordEnd>) -> Self {
+        static WORDS: LazyLock<[StateValue; 3]> = LazyLock::new(|| {
+            [
+                RequestStatus::Pending,
+                RequestStatus::Completed,
+                RequestStatus::Failed,
+            ]
+            .map(|s| StateValue::from(s.as_str()))
+        });
+        let mut record = Record {
+            query,
+            status: StateValue::Null,
+            end,
+        };
+        let i = match record.request_status() {
+            RequestStatus::Pending => 0,
+            RequestStatus::Completed => 1,
+            RequestStatus::Failed => 2,
+        };
+        record.status = WORDS[i].clone();
+        record
+    }
+
+    fn request_status(&self) -> RequestStatus {
         match &self.end {
             None => RequestStatus::Pending,
             Some(end) if end.ok => RequestStatus::Completed,
@@ -934,8 +962,8 @@ impl StateSource for Record {
     /// last three once finished), in that order.
     fn to_state(&self) -> StateValue {
         let mut m = StateMap::with_capacity(5);
-        m.insert("query", Arc::clone(&self.query));
-        m.insert("status", self.status().as_str());
+        m.insert("query", self.query.clone());
+        m.insert("status", self.status.clone());
         if let Some(end) = &self.end {
             m.insert("termination_reason", end.termination.clone());
             m.insert("usage", usage_state(&end.usage));
@@ -943,6 +971,17 @@ impl StateSource for Record {
             m.insert(key, end.value.clone());
         }
         StateValue::Object(m)
+    }
+
+    /// `status`, `result` and `error` without building the record.
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        match (key, &self.end) {
+            ("status", _) => Some(&self.status),
+            ("query", _) => Some(&self.query),
+            ("result", Some(end)) if end.ok => Some(&end.value),
+            ("error", Some(end)) if !end.ok => Some(&end.value),
+            _ => None,
+        }
     }
 }
 

@@ -13,6 +13,15 @@ use super::value::StateValue;
 pub trait StateSource: Any + Send + Sync {
     /// The value as state (its JSON form).
     fn to_state(&self) -> StateValue;
+
+    /// The entry `key` of the object [`to_state`](StateSource::to_state)
+    /// builds, when the source holds it as it is (a path read then builds
+    /// nothing); `None` when it does not (the value is built to answer).
+    /// What it returns must be exactly that entry.
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        let _ = key;
+        None
+    }
 }
 
 /// A node of the state whose JSON form is built from a Rust value the
@@ -77,6 +86,17 @@ impl LazyValue {
             }
             value
         })
+    }
+
+    /// The entry `key` of the value (an object): from the source when it
+    /// holds it ([`StateSource::get`]), else from the built value.
+    pub fn entry(&self, key: &str) -> Option<&StateValue> {
+        if self.built().is_none()
+            && let Some(found) = self.0.source.get(key)
+        {
+            return Some(found);
+        }
+        self.get().as_object()?.get(key)
     }
 
     /// The value if it was built already.

@@ -651,12 +651,15 @@ mod private {
 
 impl StateIndex for str {
     fn index_into<'v>(&self, v: &'v StateValue) -> Option<&'v StateValue> {
-        v.as_object()?.get(self)
+        match v {
+            StateValue::Lazy(lazy) => lazy.entry(self),
+            v => v.as_object()?.get(self),
+        }
     }
 }
 impl StateIndex for String {
     fn index_into<'v>(&self, v: &'v StateValue) -> Option<&'v StateValue> {
-        v.as_object()?.get(self)
+        self.as_str().index_into(v)
     }
 }
 impl StateIndex for usize {
