@@ -170,7 +170,7 @@ fn a_path_read_of_an_entry_the_source_holds_builds_nothing() {
     }));
     assert_eq!(v["id"], "x1");
     assert_eq!(v.get("id").and_then(StateValue::as_str), Some("x1"));
-    assert_eq!(v.get(&"id".to_owned()), Some(&StateValue::from("x1")));
+    assert_eq!(v.get("id".to_owned()), Some(&StateValue::from("x1")));
     assert_eq!(builds.load(Ordering::SeqCst), 0);
     let StateValue::Lazy(node) = &v else {
         unreachable!()
