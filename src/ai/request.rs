@@ -6,22 +6,26 @@
 //! or failed. What is common to all of them lives here, so that every
 //! strategy behaves the same way:
 //!
-//! * **Typed state in the strategy ext, JSON in `__strategy__`.** The
-//!   strategy's own state (its machine) is a Rust value implementing
-//!   [`RequestState`], kept in the agent's
+//! * **Typed state in the strategy ext, JSON in `__strategy__`, built
+//!   when read.** The strategy's own state (its machine) is a Rust value
+//!   implementing [`RequestState`], kept in the agent's
 //!   [strategy ext](crate::agent::AgentData::strategy_ext) and read there
 //!   on every signal ([`RequestCore::state`]): no JSON decoding on the hot
-//!   path. After each change, [`RequestCore::commit`] brings the JSON
-//!   mirror under `__strategy__` up to date ([`RequestState::write`] writes
-//!   only what changed) and bumps `__strategy__.rev`. The JSON stays the
-//!   source of truth: checkpoints hold it, and an agent whose ext is
-//!   missing (restored, or built from a state) or does not match the JSON
-//!   rebuilds the typed state from it on first use
-//!   ([`RequestState::read`]). The ext keeps a handle on the
-//!   `__strategy__` object the core last wrote, so any other write to it
-//!   (an action's or a tool's effect, a state op, a replaced state) makes
-//!   a new object and is seen, whether or not it touched `rev`. Apply a
-//!   tool's effects after the commit of the turn that received them.
+//!   path. After each change, [`RequestCore::commit`] bumps the revision
+//!   and sets `__strategy__` to a [lazy node](crate::state::LazyValue)
+//!   holding a snapshot of the state: its JSON is built only when someone
+//!   reads the state as JSON (a query, a checkpoint, serialisation), from
+//!   the JSON built last, brought up to date with
+//!   [`RequestState::write_since`] (only what changed is written, the rest
+//!   stays shared). Readers see exactly the JSON an eager mirror would
+//!   hold; an unchanged `__strategy__` is the same node. An agent whose
+//!   ext is missing (restored, or built from a state) or does not match
+//!   `__strategy__` rebuilds the typed state from its JSON on first use
+//!   ([`RequestState::read`]). The ext keeps the value the core last
+//!   wrote, so any other write to `__strategy__` (an action's or a tool's
+//!   effect, a state op, a replaced state), which turns the node into
+//!   plain JSON first, is seen. Apply a tool's effects after the commit of
+//!   the turn that received them.
 //! * **Requests tracked by id.** `__strategy__.requests.ID` `{query,
 //!   status: pending | completed | failed, result, error,
 //!   termination_reason, usage}` for the latest
