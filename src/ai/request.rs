@@ -6,22 +6,26 @@
 //! or failed. What is common to all of them lives here, so that every
 //! strategy behaves the same way:
 //!
-//! * **Typed state in the strategy ext, JSON in `__strategy__`.** The
-//!   strategy's own state (its machine) is a Rust value implementing
-//!   [`RequestState`], kept in the agent's
+//! * **Typed state in the strategy ext, JSON in `__strategy__`, built
+//!   when read.** The strategy's own state (its machine) is a Rust value
+//!   implementing [`RequestState`], kept in the agent's
 //!   [strategy ext](crate::agent::AgentData::strategy_ext) and read there
 //!   on every signal ([`RequestCore::state`]): no JSON decoding on the hot
-//!   path. After each change, [`RequestCore::commit`] brings the JSON
-//!   mirror under `__strategy__` up to date ([`RequestState::write`] writes
-//!   only what changed) and bumps `__strategy__.rev`. The JSON stays the
-//!   source of truth: checkpoints hold it, and an agent whose ext is
-//!   missing (restored, or built from a state) or does not match the JSON
-//!   rebuilds the typed state from it on first use
-//!   ([`RequestState::read`]). The ext keeps a handle on the
-//!   `__strategy__` object the core last wrote, so any other write to it
-//!   (an action's or a tool's effect, a state op, a replaced state) makes
-//!   a new object and is seen, whether or not it touched `rev`. Apply a
-//!   tool's effects after the commit of the turn that received them.
+//!   path. After each change, [`RequestCore::commit`] bumps the revision
+//!   and sets `__strategy__` to a [lazy node](crate::state::LazyValue)
+//!   holding a snapshot of the state: its JSON is built only when someone
+//!   reads the state as JSON (a query, a checkpoint, serialisation), from
+//!   the JSON built last, brought up to date with
+//!   [`RequestState::write_since`] (only what changed is written, the rest
+//!   stays shared). Readers see exactly the JSON an eager mirror would
+//!   hold; an unchanged `__strategy__` is the same node. An agent whose
+//!   ext is missing (restored, or built from a state) or does not match
+//!   `__strategy__` rebuilds the typed state from its JSON on first use
+//!   ([`RequestState::read`]). The ext keeps the value the core last
+//!   wrote, so any other write to `__strategy__` (an action's or a tool's
+//!   effect, a state op, a replaced state), which turns the node into
+//!   plain JSON first, is seen. Apply a tool's effects after the commit of
+//!   the turn that received them.
 //! * **Requests tracked by id.** `__strategy__.requests.ID` `{query,
 //!   status: pending | completed | failed, result, error,
 //!   termination_reason, usage}` for the latest
@@ -155,7 +159,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value, json};
 
@@ -167,7 +171,7 @@ use crate::error::Error;
 use crate::server::AwaitOptions;
 use crate::signal::Signal;
 use crate::signal::dispatch::DispatchConfig;
-use crate::state::{StateMap, StateValue};
+use crate::state::{LazyValue, StateMap, StateSource, StateValue};
 use crate::strategy::StrategyContext;
 
 /// How many requests a strategy remembers by default (100, Jido's).
@@ -214,48 +218,135 @@ impl RequestStatus {
     }
 }
 
-/// A strategy's typed state, kept in the strategy ext and mirrored as
-/// JSON under `__strategy__` (see the [module docs](self)).
+/// A strategy's typed state, kept in the strategy ext and shown as JSON
+/// under `__strategy__` (see the [module docs](self)).
 pub trait RequestState: Clone + Default + Send + Sync + 'static {
-    /// Rebuilds the state from its mirror (a restored agent); `None` when
-    /// it cannot be read (the strategy then starts from `Default`).
+    /// Rebuilds the state from its JSON (a restored agent, or one whose
+    /// `__strategy__` was written from outside); `None` when it cannot be
+    /// read (the strategy then starts from `Default`).
     fn read(from: &StateMap) -> Option<Self>;
 
-    /// Brings the mirror `into` (the `__strategy__` object) up to date.
-    /// It holds what the previous `write` left (or whatever a restored
+    /// Brings the JSON `into` (the `__strategy__` object) up to date.
+    /// It holds an earlier JSON of the state (or whatever a restored
     /// state had): write only the fields that differ, so that a signal
     /// changing one field costs one write. Leave the keys `module`, `rev`
     /// and `requests` alone (the core's).
     fn write(&self, into: &mut StateMap);
 
+    /// As [`write`](RequestState::write), knowing that `into` is the JSON
+    /// of `prev` (what the core built or read last): a state that grows
+    /// (a conversation) can append what is new instead of comparing.
+    /// `None` when the state `into` shows is not known. By default,
+    /// `write`.
+    fn write_since(&self, into: &mut StateMap, prev: Option<&Self>) {
+        let _ = prev;
+        self.write(into);
+    }
+
     /// The id of the request that runs, if one does (busy).
     fn active_request(&self) -> Option<&str>;
 }
 
-/// The typed state in the ext, with the `__strategy__` object it matches.
+type Shared = Arc<dyn Any + Send + Sync>;
+
+/// Writes the typed state of a [`Mirror`] into a JSON map (one per
+/// state type: `write_typed::<S>`).
+type Writer = fn(&Mirror, &mut StateMap);
+
+/// The latest JSON of `__strategy__` the core knows, and the typed state
+/// it shows (`None`: not known, the next JSON is written in full).
+#[derive(Clone, Default)]
+struct Base {
+    json: StateMap,
+    state: Option<Shared>,
+}
+
+/// What a lazy `__strategy__` is built from: the base JSON, brought up to
+/// date with the typed state, the module, the revision and the requests.
+struct Mirror {
+    module: &'static str,
+    rev: u64,
+    base: Base,
+    /// An object.
+    requests: Option<StateValue>,
+    state: Shared,
+    write: Writer,
+}
+
+impl StateSource for Mirror {
+    fn to_state(&self) -> StateValue {
+        let mut json = self.base.json.clone();
+        set_str(&mut json, "module", Some(self.module));
+        (self.write)(self, &mut json);
+        set_u64(&mut json, REV_KEY, self.rev);
+        if let Some(requests) = &self.requests {
+            let same = json.get("requests").is_some_and(|r| r.ptr_eq(requests));
+            if !same {
+                json.insert("requests", requests.clone());
+            }
+        }
+        StateValue::Object(json)
+    }
+
+    /// `requests` without building the rest (what `await_completion`
+    /// reads after every signal).
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        match key {
+            "requests" => self.requests.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+fn write_typed<S: RequestState>(mirror: &Mirror, into: &mut StateMap) {
+    let Some(state) = mirror.state.downcast_ref::<S>() else {
+        return;
+    };
+    let prev = mirror
+        .base
+        .state
+        .as_deref()
+        .and_then(|p| p.downcast_ref::<S>());
+    state.write_since(into, prev);
+}
+
+/// The typed state in the ext, with the `__strategy__` value it matches.
 ///
-/// `mirror` is a handle on the `__strategy__` map as the core last wrote
-/// (or read) it. Holding it keeps the map shared, so any other write to
-/// `__strategy__` (an action's effect, a state op, a replaced or restored
-/// state) copies the map first and the pointers differ: the typed state
-/// is then rebuilt from the JSON. The core's own writes release the
-/// handle first (the write stays in place) and take a new one after.
+/// `current` is `__strategy__` as the core last wrote it (a lazy node
+/// built from `snapshot`, see [`Mirror`]) or read it (the object the
+/// typed state was rebuilt from). Any other write to `__strategy__` (an
+/// action's effect, a state op, a replaced or restored state) replaces
+/// that value (a write to a lazy node replaces it with its JSON; a write
+/// to a shared map copies it): the pointers differ and the typed state is
+/// rebuilt from the JSON.
 #[derive(Clone)]
 struct Typed {
+    /// The module of the core that set it.
+    module: &'static str,
     rev: u64,
-    mirror: Option<StateMap>,
-    state: Arc<dyn Any + Send + Sync>,
+    current: Option<StateValue>,
+    base: Base,
+    requests: Option<StateMap>,
+    /// The state the strategy changes (through `state`).
+    state: Shared,
+    /// The state `current` shows, and how to write it: `None` until the
+    /// first commit when `__strategy__` is not this strategy's.
+    snapshot: Option<(Shared, Writer)>,
 }
 
 impl Typed {
-    /// Whether `current` (the agent's `__strategy__`) is the map this
+    /// Whether `current` (the agent's `__strategy__`) is the value this
     /// typed state matches.
-    fn matches(&self, current: Option<&StateMap>) -> bool {
-        matches!((&self.mirror, current), (Some(m), Some(c)) if m.ptr_eq(c))
+    fn matches(&self, current: Option<&StateValue>) -> bool {
+        match (&self.current, current) {
+            (Some(StateValue::Lazy(a)), Some(StateValue::Lazy(b))) => a.ptr_eq(b),
+            (Some(StateValue::Object(a)), Some(StateValue::Object(b))) => a.ptr_eq(b),
+            _ => false,
+        }
     }
 
     /// The state, mutably, when it is an `S` (copied first if shared with
-    /// a clone of the agent).
+    /// a clone of the agent or with the published snapshot).
     fn state_mut<S: RequestState>(&mut self) -> Option<&mut S> {
         if !self.state.is::<S>() {
             return None;
@@ -265,6 +356,29 @@ impl Typed {
             self.state = Arc::new(copy);
         }
         Arc::get_mut(&mut self.state)?.downcast_mut::<S>()
+    }
+
+    /// A new lazy `__strategy__` showing the snapshot: the base moves to
+    /// the current node's JSON when someone built it.
+    fn node(&mut self, module: &'static str) -> Option<LazyValue> {
+        let (state, write) = self.snapshot.clone()?;
+        if let Some(StateValue::Lazy(node)) = &self.current
+            && let (Some(StateValue::Object(json)), Some(mirror)) =
+                (node.built(), node.source::<Mirror>())
+        {
+            self.base = Base {
+                json: json.clone(),
+                state: Some(Arc::clone(&mirror.state)),
+            };
+        }
+        Some(LazyValue::new(Mirror {
+            module,
+            rev: self.rev,
+            base: self.base.clone(),
+            requests: self.requests.clone().map(StateValue::Object),
+            state,
+            write,
+        }))
     }
 }
 
@@ -321,7 +435,8 @@ impl RequestCore {
 
     // ------------------------------------------------------ typed state
 
-    /// The mirror's revision when `__strategy__` belongs to this strategy.
+    /// The mirror's revision when `__strategy__` belongs to this strategy
+    /// (reads the JSON).
     fn mirror_rev(&self, agent: &AgentData) -> Option<u64> {
         let st = agent.strategy_state()?;
         if st.get("module").and_then(StateValue::as_str) != Some(self.module) {
@@ -330,31 +445,22 @@ impl RequestCore {
         Some(st.get(REV_KEY).and_then(StateValue::as_u64).unwrap_or(0))
     }
 
-    /// Whether the ext holds an `S` matching `__strategy__` as it is now.
-    fn is_fresh<S: RequestState>(agent: &AgentData) -> bool {
+    /// The ext when it matches `__strategy__` as it is now.
+    fn fresh(agent: &AgentData) -> Option<&Typed> {
         agent
             .strategy_ext::<Typed>()
-            .is_some_and(|t| t.state.is::<S>() && t.matches(agent.strategy_state()))
+            .filter(|t| t.matches(agent.state().get(STRATEGY_KEY)))
     }
 
     /// The typed state of `agent`, mutably: the ext's when `__strategy__`
-    /// is the object the core last wrote, else rebuilt from `__strategy__`
+    /// is the value the core last wrote, else rebuilt from `__strategy__`
     /// (or `Default` when the strategy state is not this strategy's). Any
     /// write to `__strategy__` not made through the core (an action's
     /// effect, a replaced or restored state) is seen here. Changes are not
-    /// in the JSON until [`commit`](RequestCore::commit).
+    /// in `__strategy__` until [`commit`](RequestCore::commit).
     pub fn state<'a, S: RequestState>(&self, agent: &'a mut AgentData) -> &'a mut S {
-        if !Self::is_fresh::<S>(agent) {
-            let rev = self.mirror_rev(agent);
-            let state = match rev {
-                Some(_) => agent.strategy_state().and_then(S::read).unwrap_or_default(),
-                None => S::default(),
-            };
-            agent.set_strategy_ext(Typed {
-                rev: rev.unwrap_or(0),
-                mirror: agent.strategy_state().cloned(),
-                state: Arc::new(state),
-            });
+        if !Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
+            self.rebuild::<S>(agent);
         }
         match agent
             .strategy_ext_mut::<Typed>()
@@ -365,26 +471,67 @@ impl RequestCore {
         }
     }
 
+    /// Sets the ext from `__strategy__` as it is.
+    fn rebuild<S: RequestState>(&self, agent: &mut AgentData) {
+        let json = agent.strategy_state().cloned();
+        let ours = self.mirror_rev(agent);
+        let read = match (&json, ours) {
+            (Some(json), Some(_)) => S::read(json),
+            _ => None,
+        };
+        let known = read.is_some();
+        let state: Shared = Arc::new(read.unwrap_or_default());
+        let snapshot = known.then(|| (Arc::clone(&state), write_typed::<S> as Writer));
+        let requests = json
+            .as_ref()
+            .and_then(|j| j.get("requests"))
+            .and_then(StateValue::as_object)
+            .cloned();
+        agent.set_strategy_ext(Typed {
+            module: self.module,
+            rev: ours.unwrap_or(0),
+            current: json.clone().map(StateValue::Object),
+            base: Base {
+                json: json.unwrap_or_default(),
+                state: snapshot.as_ref().map(|(s, _)| Arc::clone(s)),
+            },
+            requests,
+            state,
+            snapshot,
+        });
+        // `current` must be the object in the state: a lazy node read
+        // above is replaced by the JSON it built (the same contents).
+        if let Some(Some(StateValue::Object(json))) =
+            agent.strategy_ext::<Typed>().map(|t| t.current.clone())
+        {
+            let slot = agent.state().get(STRATEGY_KEY);
+            if !matches!(slot, Some(StateValue::Object(m)) if m.ptr_eq(&json)) {
+                agent.state_mut().insert(STRATEGY_KEY, json);
+            }
+        }
+    }
+
     /// The typed state of `agent` without changing it: borrowed from the
     /// ext when it matches `__strategy__`, else read from it; `None` when
     /// the strategy state is not this strategy's.
     pub fn peek<'a, S: RequestState>(&self, agent: &'a AgentData) -> Option<Cow<'a, S>> {
-        self.mirror_rev(agent)?;
-        let typed = agent
-            .strategy_ext::<Typed>()
-            .filter(|t| t.matches(agent.strategy_state()))
-            .and_then(|t| t.state.downcast_ref::<S>());
-        if let Some(typed) = typed {
+        if let Some(t) = Self::fresh(agent)
+            && t.snapshot.is_some()
+            && t.module == self.module
+            && let Some(typed) = t.state.downcast_ref::<S>()
+        {
             return Some(Cow::Borrowed(typed));
         }
+        self.mirror_rev(agent)?;
         Some(Cow::Owned(
             agent.strategy_state().and_then(S::read).unwrap_or_default(),
         ))
     }
 
-    /// Writes the typed state's changes into `__strategy__` (through
-    /// [`RequestState::write`]) and bumps its revision. Call it after
-    /// every change made through [`state`](RequestCore::state).
+    /// Publishes the typed state's changes as `__strategy__` (a lazy node
+    /// built from a snapshot of the state, see [`RequestState::write`])
+    /// and bumps its revision. Call it after every change made through
+    /// [`state`](RequestCore::state).
     pub fn commit<S: RequestState>(&self, agent: &mut AgentData) {
         if !agent
             .strategy_ext::<Typed>()
@@ -392,44 +539,83 @@ impl RequestCore {
         {
             self.state::<S>(agent);
         }
-        let module = self.module;
-        Self::write_mirror(agent, true, |st, typed| {
-            let Some(typed) = typed else {
-                return;
-            };
-            if st.get("module").and_then(StateValue::as_str) != Some(module) {
-                st.insert("module", module);
-            }
-            if let Some(state) = typed.state_mut::<S>() {
-                state.write(st);
-            }
-            typed.rev += 1;
-            st.insert(REV_KEY, typed.rev);
-        });
+        let fresh = Self::fresh(agent).is_some();
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        let Some(typed) = ext else {
+            return;
+        };
+        if !fresh {
+            // Written from outside since the ext was set: the write is
+            // kept (the base is the JSON as it is now).
+            let json = state
+                .get(STRATEGY_KEY)
+                .and_then(StateValue::as_object)
+                .cloned()
+                .unwrap_or_default();
+            typed.requests = json
+                .get("requests")
+                .and_then(StateValue::as_object)
+                .cloned();
+            typed.base = Base { json, state: None };
+            typed.current = None;
+        }
+        let Some(snapshot) = typed.state.downcast_ref::<S>().cloned() else {
+            return;
+        };
+        typed.snapshot = Some((Arc::new(snapshot), write_typed::<S>));
+        typed.rev += 1;
+        Self::publish(state, typed, self.module);
     }
 
-    /// Runs `f` on `__strategy__` (created when missing) and, when the
-    /// typed state matched it before (or `always`), keeps it matching:
-    /// the handle is released before the write, so that the write is in
-    /// place, and taken again after it.
-    fn write_mirror(
-        agent: &mut AgentData,
-        always: bool,
-        f: impl FnOnce(&mut StateMap, Option<&mut Typed>),
-    ) {
-        let fresh = always
-            || agent
-                .strategy_ext::<Typed>()
-                .is_some_and(|t| t.matches(agent.strategy_state()));
+    /// Sets `__strategy__` to a new node showing the ext.
+    fn publish(state: &mut StateMap, typed: &mut Typed, module: &'static str) {
+        if let Some(node) = typed.node(module) {
+            state.insert(STRATEGY_KEY, StateValue::Lazy(node.clone()));
+            typed.current = Some(StateValue::Lazy(node));
+        }
+    }
+
+    /// Runs `f` on the request records: in the ext (then published) when
+    /// it matches `__strategy__` and knows the state, else on the JSON.
+    fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut StateMap)) {
+        let typed_path = Self::fresh(agent).is_some_and(|t| t.snapshot.is_some());
+        if typed_path {
+            let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+            if let Some(typed) = ext {
+                f(typed.requests.get_or_insert_with(StateMap::new));
+                Self::publish(state, typed, self.module);
+            }
+            return;
+        }
+        let fresh = Self::fresh(agent).is_some();
         let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
         let mut typed = ext.filter(|_| fresh);
         if let Some(t) = typed.as_deref_mut() {
-            t.mirror = None;
+            // Release the handle: the write stays in place.
+            t.current = None;
+            t.base = Base::default();
         }
         let st = state.object_mut(STRATEGY_KEY);
-        f(st, typed.as_deref_mut());
+        f(st.object_mut("requests"));
         if let Some(t) = typed {
-            t.mirror = Some(st.clone());
+            t.current = Some(StateValue::Object(st.clone()));
+            t.requests = st.get("requests").and_then(StateValue::as_object).cloned();
+            t.base = Base {
+                json: st.clone(),
+                state: t.snapshot.as_ref().map(|(s, _)| Arc::clone(s)),
+            };
+        }
+    }
+
+    /// The request records of `agent` (the ext's when current, else the
+    /// JSON's).
+    fn requests(agent: &AgentData) -> Option<&StateMap> {
+        match Self::fresh(agent) {
+            Some(t) if t.snapshot.is_some() => t.requests.as_ref(),
+            _ => agent
+                .strategy_state()?
+                .get("requests")
+                .and_then(StateValue::as_object),
         }
     }
 
@@ -437,12 +623,33 @@ impl RequestCore {
     /// this strategy's yet (a strategy's `init`); a restored state is
     /// kept.
     pub fn init<S: RequestState>(&self, agent: &mut AgentData) {
-        if self.mirror_rev(agent).is_none() {
+        let ours = Self::fresh(agent)
+            .is_some_and(|t| t.snapshot.is_some() && t.module == self.module)
+            || self.mirror_rev(agent).is_some();
+        if !ours {
+            let json = agent.strategy_state().cloned();
+            let requests = json
+                .as_ref()
+                .and_then(|j| j.get("requests"))
+                .and_then(StateValue::as_object)
+                .cloned();
             agent.set_strategy_ext(Typed {
+                module: self.module,
                 rev: 0,
-                mirror: None,
+                current: json.clone().map(StateValue::Object),
+                base: Base {
+                    json: json.unwrap_or_default(),
+                    state: None,
+                },
+                requests,
                 state: Arc::new(S::default()),
+                snapshot: None,
             });
+            if let Some(Some(StateValue::Object(json))) =
+                agent.strategy_ext::<Typed>().map(|t| t.current.clone())
+            {
+                agent.state_mut().insert(STRATEGY_KEY, json);
+            }
             self.commit::<S>(agent);
         }
     }
@@ -487,17 +694,17 @@ impl RequestCore {
         query: &str,
         out: &mut Vec<Directive>,
     ) {
+        static RUNNING: LazyLock<StateValue> = LazyLock::new(|| StateValue::from("running"));
+        static EMPTY: LazyLock<StateValue> = LazyLock::new(|| StateValue::from(""));
+        let query_value = StateValue::from(query);
         let state = agent.state_mut();
-        state.insert("status", "running");
+        state.insert("status", RUNNING.clone());
         state.insert("last_request_id", request_id);
-        state.insert("last_query", query);
-        state.insert("last_answer", "");
+        state.insert("last_query", query_value.clone());
+        state.insert("last_answer", EMPTY.clone());
         state.insert("error", StateValue::Null);
-        let mut entry = StateMap::with_capacity(6);
-        entry.insert("query", query);
-        entry.insert("status", RequestStatus::Pending.as_str());
-        Self::write_mirror(agent, false, |st, _| {
-            let requests = st.object_mut("requests");
+        let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
+        self.update_requests(agent, |requests| {
             requests.remove(request_id);
             requests.insert(request_id, entry);
             self.trim(requests);
@@ -524,19 +731,40 @@ impl RequestCore {
         usage: &Usage,
         out: &mut Vec<Directive>,
     ) {
-        Self::write_mirror(agent, false, |st, _| {
-            let entry = st.object_mut("requests").object_mut(request_id);
+        let value = match &outcome {
+            Ok(v) | Err(v) => StateValue::from(v),
+        };
+        let ok = outcome.is_ok();
+        self.update_requests(agent, |requests| {
+            // The record `start` wrote: finished as a new record; any
+            // other entry (none, read from JSON, finished) in place.
+            let started = match requests.get(request_id) {
+                Some(StateValue::Lazy(node)) => node
+                    .source::<Record>()
+                    .filter(|r| r.end.is_none())
+                    .map(|r| r.query.clone()),
+                _ => None,
+            };
+            if let Some(query) = started {
+                let end = RecordEnd {
+                    termination: StateValue::from(termination),
+                    usage: *usage,
+                    ok,
+                    value: value.clone(),
+                };
+                let record = Record::new(query, Some(end));
+                requests.insert(request_id, StateValue::Lazy(LazyValue::new(record)));
+                return;
+            }
+            let entry = requests.object_mut(request_id);
             entry.insert("termination_reason", termination);
             entry.insert("usage", usage_state(usage));
-            match &outcome {
-                Ok(answer) => {
-                    entry.insert("status", RequestStatus::Completed.as_str());
-                    entry.insert("result", StateValue::from(answer));
-                }
-                Err(error) => {
-                    entry.insert("status", RequestStatus::Failed.as_str());
-                    entry.insert("error", StateValue::from(error));
-                }
+            if ok {
+                entry.insert("status", RequestStatus::Completed.as_str());
+                entry.insert("result", value.clone());
+            } else {
+                entry.insert("status", RequestStatus::Failed.as_str());
+                entry.insert("error", value.clone());
             }
         });
         let state = agent.state_mut();
@@ -545,10 +773,11 @@ impl RequestCore {
             Err(_) => ("error", REQUEST_FAILED, "failed"),
         };
         state.insert("status", status);
-        match &outcome {
-            Ok(answer) => state.insert("last_answer", StateValue::from(answer)),
-            Err(error) => state.insert("error", StateValue::from(error)),
-        };
+        if ok {
+            state.insert("last_answer", value);
+        } else {
+            state.insert("error", value);
+        }
         if self.events.is_some() {
             let value = match outcome {
                 Ok(v) | Err(v) => v,
@@ -570,11 +799,7 @@ impl RequestCore {
         let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
             return;
         };
-        let known = agent
-            .strategy_state()
-            .and_then(|s| s.get("requests"))
-            .and_then(|r| r.get(request_id))
-            .is_some();
+        let known = Self::requests(agent).is_some_and(|r| r.contains_key(request_id));
         if known {
             return;
         }
@@ -587,8 +812,7 @@ impl RequestCore {
         let mut entry = StateMap::with_capacity(2);
         entry.insert("status", RequestStatus::Failed.as_str());
         entry.insert("error", StateValue::from(&error));
-        Self::write_mirror(agent, false, |st, _| {
-            let requests = st.object_mut("requests");
+        self.update_requests(agent, |requests| {
             requests.insert(request_id, entry);
             self.trim(requests);
         });
@@ -605,7 +829,12 @@ impl RequestCore {
 
     /// The status of tracked request `request_id`, if tracked.
     pub fn request_status(agent: &AgentData, request_id: &str) -> Option<RequestStatus> {
-        let st = agent.strategy_state()?.get("requests")?.get(request_id)?;
+        let st = Self::requests(agent)?.get(request_id)?;
+        if let StateValue::Lazy(node) = st
+            && let Some(record) = node.source::<Record>()
+        {
+            return Some(record.request_status());
+        }
         RequestStatus::parse(st.get("status")?.as_str()?)
     }
 
@@ -680,6 +909,82 @@ impl RequestCore {
     pub fn emit(&self, ty: &str, data: Value, out: &mut Vec<Directive>) {
         if let Some(events) = &self.events {
             out.push(Directive::emit_to(Signal::new(ty, data), events.clone()));
+        }
+    }
+}
+
+/// A request record (`__strategy__.requests.ID`) as `start` and `finish`
+/// write it: its JSON is built when read.
+struct Record {
+    query: StateValue,
+    status: StateValue,
+    end: Option<RecordEnd>,
+}
+
+struct RecordEnd {
+    termination: StateValue,
+    usage: Usage,
+    ok: bool,
+    value: StateValue,
+}
+
+impl Record {
+    fn new(query: StateValue, end: Option<RecordEnd>) -> Self {
+        static WORDS: LazyLock<[StateValue; 3]> = LazyLock::new(|| {
+            [
+                RequestStatus::Pending,
+                RequestStatus::Completed,
+                RequestStatus::Failed,
+            ]
+            .map(|s| StateValue::from(s.as_str()))
+        });
+        let mut record = Record {
+            query,
+            status: StateValue::Null,
+            end,
+        };
+        let i = match record.request_status() {
+            RequestStatus::Pending => 0,
+            RequestStatus::Completed => 1,
+            RequestStatus::Failed => 2,
+        };
+        record.status = WORDS[i].clone();
+        record
+    }
+
+    fn request_status(&self) -> RequestStatus {
+        match &self.end {
+            None => RequestStatus::Pending,
+            Some(end) if end.ok => RequestStatus::Completed,
+            Some(_) => RequestStatus::Failed,
+        }
+    }
+}
+
+impl StateSource for Record {
+    /// `{query, status, termination_reason, usage, result | error}` (the
+    /// last three once finished), in that order.
+    fn to_state(&self) -> StateValue {
+        let mut m = StateMap::with_capacity(5);
+        m.insert("query", self.query.clone());
+        m.insert("status", self.status.clone());
+        if let Some(end) = &self.end {
+            m.insert("termination_reason", end.termination.clone());
+            m.insert("usage", usage_state(&end.usage));
+            let key = if end.ok { "result" } else { "error" };
+            m.insert(key, end.value.clone());
+        }
+        StateValue::Object(m)
+    }
+
+    /// `status`, `result` and `error` without building the record.
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        match (key, &self.end) {
+            ("status", _) => Some(&self.status),
+            ("query", _) => Some(&self.query),
+            ("result", Some(end)) if end.ok => Some(&end.value),
+            ("error", Some(end)) if !end.ok => Some(&end.value),
+            _ => None,
         }
     }
 }

@@ -5,10 +5,12 @@
 //! agent state reserves ([`STRATEGY_KEY`], [`PARENT_KEY`], …).
 
 mod keys;
+mod lazy;
 mod ops;
 mod serde_impl;
 mod value;
 
 pub use keys::{ORPHANED_FROM_KEY, PARENT_KEY, RESERVED_KEYS, STRATEGY_KEY, parent_id_of};
+pub use lazy::{LazyValue, StateSource};
 pub use ops::{StateOp, apply_state_op, deep_merge};
 pub use value::{StateArray, StateIndex, StateMap, StateValue};

@@ -200,8 +200,8 @@ fn parent_mut<'a>(state: &'a mut StateMap, parents: &[String]) -> &'a mut StateM
 
 fn set_path(state: &mut StateMap, path: &[String], value: StateValue) {
     let Some((last, parents)) = path.split_last() else {
-        if let StateValue::Object(map) = value {
-            *state = map;
+        if let Some(map) = value.resolved().as_object() {
+            *state = map.clone();
         }
         return;
     };
@@ -214,7 +214,7 @@ fn append(state: &mut StateMap, path: &[String], value: StateValue) {
     };
     let slot = parent_mut(state, parents)
         .entry_or_insert_with(last, || StateValue::Array(Default::default()));
-    match slot {
+    match slot.force() {
         StateValue::Array(array) => array.push(value),
         other => *other = StateValue::from(vec![value]),
     }
@@ -227,8 +227,8 @@ fn delete_path(state: &mut StateMap, path: &[String]) {
     // Check first: a missing path must not copy a shared map.
     let mut probe = &*state;
     for key in parents {
-        match probe.get(key) {
-            Some(StateValue::Object(map)) => probe = map,
+        match probe.get(key).and_then(StateValue::as_object) {
+            Some(map) => probe = map,
             _ => return,
         }
     }
@@ -237,8 +237,8 @@ fn delete_path(state: &mut StateMap, path: &[String]) {
     }
     let mut current = state;
     for key in parents {
-        match current.get_mut(key) {
-            Some(StateValue::Object(map)) => current = map,
+        match current.get_mut(key).and_then(StateValue::as_object_mut) {
+            Some(map) => current = map,
             _ => return,
         }
     }

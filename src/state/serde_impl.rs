@@ -18,6 +18,7 @@ impl Serialize for StateValue {
             StateValue::String(v) => s.serialize_str(v),
             StateValue::Array(a) => a.serialize(s),
             StateValue::Object(m) => m.serialize(s),
+            StateValue::Lazy(lazy) => lazy.get().serialize(s),
         }
     }
 }
@@ -156,11 +157,12 @@ impl<'de> Deserializer<'de> for &'de StateValue {
             StateValue::String(s) => visitor.visit_borrowed_str(s),
             StateValue::Array(a) => visit_array_ref(a, visitor),
             StateValue::Object(m) => visit_map_ref(m, visitor),
+            StateValue::Lazy(lazy) => lazy.get().deserialize_any(visitor),
         }
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self {
+        match self.resolved() {
             StateValue::Null => visitor.visit_none(),
             _ => visitor.visit_some(self),
         }
@@ -180,7 +182,7 @@ impl<'de> Deserializer<'de> for &'de StateValue {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        match self {
+        match self.resolved() {
             StateValue::String(s) => visitor.visit_enum(s.as_ref().into_deserializer()),
             StateValue::Object(m) if m.len() == 1 => visitor.visit_enum(
                 de::value::MapAccessDeserializer::new(MapDeserializer::new(m.iter())),

@@ -10,6 +10,8 @@ use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use serde_json::Number;
 use std::hash::BuildHasher;
 
+use super::lazy::LazyValue;
+
 /// Arrays up to this length are a plain vector (compact, copied shallowly
 /// on a shared write); longer ones are a persistent vector (`imbl`), where
 /// a push or a write copies O(log n).
@@ -35,6 +37,11 @@ pub(crate) const SMALL_ARRAY: usize = 32;
 /// assert!(v["missing"].is_null());
 /// assert_eq!(serde_json::Value::from(v), json!({"a": {"b": [1, 2]}, "s": "x"}));
 /// ```
+///
+/// A [`Lazy`](StateValue::Lazy) node reads as the value it builds: match
+/// on the accessors (`as_object`, `as_str`, …) rather than on the variants,
+/// or call [`resolved`](StateValue::resolved) first.
+#[non_exhaustive]
 #[derive(Clone, Default)]
 pub enum StateValue {
     /// `null`.
@@ -50,6 +57,9 @@ pub enum StateValue {
     Array(StateArray),
     /// An object, shared.
     Object(StateMap),
+    /// A value built from a Rust value on first read (see [`LazyValue`]):
+    /// every read sees the built value, a write replaces the node with it.
+    Lazy(LazyValue),
 }
 
 /// A JSON object of the state: insertion-ordered, shared between clones.
@@ -189,9 +199,9 @@ impl StateMap {
         if !slot.is_object() {
             *slot = StateValue::Object(StateMap::new());
         }
-        match slot {
-            StateValue::Object(map) => map,
-            _ => unreachable!("the slot was just made an object"),
+        match slot.as_object_mut() {
+            Some(map) => map,
+            None => unreachable!("the slot was just made an object"),
         }
     }
 
@@ -262,9 +272,13 @@ impl StateMap {
             return;
         }
         for (key, value) in src.iter() {
-            match (self.get_mut(key), value) {
-                (Some(StateValue::Object(d)), StateValue::Object(s)) => d.deep_merge(s.clone()),
-                (_, value) => {
+            let dst = self
+                .get_mut(key)
+                .filter(|d| d.is_object() && value.is_object())
+                .and_then(StateValue::as_object_mut);
+            match (dst, value.as_object()) {
+                (Some(d), Some(s)) => d.deep_merge(s.clone()),
+                _ => {
                     self.insert(key, value.clone());
                 }
             }
@@ -275,8 +289,12 @@ impl StateMap {
     /// converting only what it writes.
     pub fn deep_merge_json(&mut self, src: serde_json::Map<String, serde_json::Value>) {
         for (key, value) in src {
-            match (self.get_mut(&key), value) {
-                (Some(StateValue::Object(d)), serde_json::Value::Object(s)) => d.deep_merge_json(s),
+            let dst = self
+                .get_mut(&key)
+                .filter(|d| d.is_object() && value.is_object())
+                .and_then(StateValue::as_object_mut);
+            match (dst, value) {
+                (Some(d), serde_json::Value::Object(s)) => d.deep_merge_json(s),
                 (_, value) => {
                     self.insert(&key, value);
                 }
@@ -457,6 +475,38 @@ impl<K: AsRef<str>, V: Into<StateValue>> FromIterator<(K, V)> for StateMap {
 // -------------------------------------------------------------- StateValue
 
 impl StateValue {
+    /// The value itself, or what a [`Lazy`](StateValue::Lazy) node builds
+    /// (never a lazy node).
+    pub fn resolved(&self) -> &StateValue {
+        match self {
+            StateValue::Lazy(lazy) => lazy.get(),
+            v => v,
+        }
+    }
+
+    /// Whether both are the same shared value: the same object, array,
+    /// string or [`Lazy`](StateValue::Lazy) node (a pointer comparison),
+    /// or both `null`. Equal values built apart are not.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StateValue::Null, StateValue::Null) => true,
+            (StateValue::String(a), StateValue::String(b)) => Arc::ptr_eq(a, b),
+            (StateValue::Array(a), StateValue::Array(b)) => a.ptr_eq(b),
+            (StateValue::Object(a), StateValue::Object(b)) => a.ptr_eq(b),
+            (StateValue::Lazy(a), StateValue::Lazy(b)) => a.ptr_eq(b),
+            _ => false,
+        }
+    }
+
+    /// Replaces a [`Lazy`](StateValue::Lazy) node with the value it builds
+    /// (a no-op on any other value): what a write does first.
+    pub fn force(&mut self) -> &mut StateValue {
+        if let StateValue::Lazy(lazy) = self {
+            *self = lazy.get().clone();
+        }
+        self
+    }
+
     /// The value under `key` of an object, or the element at an index of
     /// an array.
     pub fn get<I: StateIndex>(&self, index: I) -> Option<&StateValue> {
@@ -465,37 +515,37 @@ impl StateValue {
 
     /// Whether this is `null`.
     pub fn is_null(&self) -> bool {
-        matches!(self, StateValue::Null)
+        matches!(self.resolved(), StateValue::Null)
     }
 
     /// Whether this is an object.
     pub fn is_object(&self) -> bool {
-        matches!(self, StateValue::Object(_))
+        matches!(self.resolved(), StateValue::Object(_))
     }
 
     /// Whether this is an array.
     pub fn is_array(&self) -> bool {
-        matches!(self, StateValue::Array(_))
+        matches!(self.resolved(), StateValue::Array(_))
     }
 
     /// Whether this is a string.
     pub fn is_string(&self) -> bool {
-        matches!(self, StateValue::String(_))
+        matches!(self.resolved(), StateValue::String(_))
     }
 
     /// Whether this is a number.
     pub fn is_number(&self) -> bool {
-        matches!(self, StateValue::Number(_))
+        matches!(self.resolved(), StateValue::Number(_))
     }
 
     /// Whether this is a boolean.
     pub fn is_boolean(&self) -> bool {
-        matches!(self, StateValue::Bool(_))
+        matches!(self.resolved(), StateValue::Bool(_))
     }
 
     /// The boolean, if this is one.
     pub fn as_bool(&self) -> Option<bool> {
-        match self {
+        match self.resolved() {
             StateValue::Bool(b) => Some(*b),
             _ => None,
         }
@@ -503,7 +553,7 @@ impl StateValue {
 
     /// The number as an `i64`, if it is one.
     pub fn as_i64(&self) -> Option<i64> {
-        match self {
+        match self.resolved() {
             StateValue::Number(n) => n.as_i64(),
             _ => None,
         }
@@ -511,7 +561,7 @@ impl StateValue {
 
     /// The number as a `u64`, if it is one.
     pub fn as_u64(&self) -> Option<u64> {
-        match self {
+        match self.resolved() {
             StateValue::Number(n) => n.as_u64(),
             _ => None,
         }
@@ -519,7 +569,7 @@ impl StateValue {
 
     /// The number as an `f64`, if this is a number.
     pub fn as_f64(&self) -> Option<f64> {
-        match self {
+        match self.resolved() {
             StateValue::Number(n) => n.as_f64(),
             _ => None,
         }
@@ -527,7 +577,7 @@ impl StateValue {
 
     /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
-        match self {
+        match self.resolved() {
             StateValue::String(s) => Some(s),
             _ => None,
         }
@@ -535,7 +585,7 @@ impl StateValue {
 
     /// The object, if this is one.
     pub fn as_object(&self) -> Option<&StateMap> {
-        match self {
+        match self.resolved() {
             StateValue::Object(m) => Some(m),
             _ => None,
         }
@@ -543,7 +593,7 @@ impl StateValue {
 
     /// The object, mutably, if this is one.
     pub fn as_object_mut(&mut self) -> Option<&mut StateMap> {
-        match self {
+        match self.force() {
             StateValue::Object(m) => Some(m),
             _ => None,
         }
@@ -551,7 +601,7 @@ impl StateValue {
 
     /// The array, if this is one.
     pub fn as_array(&self) -> Option<&StateArray> {
-        match self {
+        match self.resolved() {
             StateValue::Array(a) => Some(a),
             _ => None,
         }
@@ -559,7 +609,7 @@ impl StateValue {
 
     /// The array, mutably, if this is one.
     pub fn as_array_mut(&mut self) -> Option<&mut StateArray> {
-        match self {
+        match self.force() {
             StateValue::Array(a) => Some(a),
             _ => None,
         }
@@ -574,6 +624,7 @@ impl StateValue {
             StateValue::String(s) => serde_json::Value::String(s.as_ref().to_owned()),
             StateValue::Array(a) => serde_json::Value::Array(a.to_json()),
             StateValue::Object(m) => serde_json::Value::Object(m.to_json()),
+            StateValue::Lazy(lazy) => lazy.get().to_json(),
         }
     }
 
@@ -600,12 +651,15 @@ mod private {
 
 impl StateIndex for str {
     fn index_into<'v>(&self, v: &'v StateValue) -> Option<&'v StateValue> {
-        v.as_object()?.get(self)
+        match v {
+            StateValue::Lazy(lazy) => lazy.entry(self),
+            v => v.as_object()?.get(self),
+        }
     }
 }
 impl StateIndex for String {
     fn index_into<'v>(&self, v: &'v StateValue) -> Option<&'v StateValue> {
-        v.as_object()?.get(self)
+        self.as_str().index_into(v)
     }
 }
 impl StateIndex for usize {
@@ -825,6 +879,7 @@ impl StateValue {
             (StateValue::String(a), StateValue::String(b)) => Arc::ptr_eq(a, b) || a == b,
             (StateValue::Array(a), StateValue::Array(b)) => a.ptr_eq(b),
             (StateValue::Object(a), StateValue::Object(b)) => a.ptr_eq(b),
+            (StateValue::Lazy(a), StateValue::Lazy(b)) => a.ptr_eq(b),
             _ => false,
         }
     }
@@ -836,7 +891,12 @@ impl StateValue {
     /// comparison.
     #[cfg(feature = "persist")]
     pub(crate) fn identical(&self, other: &Self) -> bool {
-        match (self, other) {
+        if let (StateValue::Lazy(a), StateValue::Lazy(b)) = (self, other)
+            && a.ptr_eq(b)
+        {
+            return true;
+        }
+        match (self.resolved(), other.resolved()) {
             (StateValue::Array(a), StateValue::Array(b)) => {
                 a.ptr_eq(b)
                     || (a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.identical(y)))
@@ -848,7 +908,7 @@ impl StateValue {
                             .zip(b.iter())
                             .all(|((ka, va), (kb, vb))| ka == kb && va.identical(vb)))
             }
-            _ => self.same(other),
+            (a, b) => a.same(b),
         }
     }
 }
@@ -877,7 +937,12 @@ impl StateArray {
 
 impl PartialEq for StateValue {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
+        if let (StateValue::Lazy(a), StateValue::Lazy(b)) = (self, other)
+            && a.ptr_eq(b)
+        {
+            return true;
+        }
+        match (self.resolved(), other.resolved()) {
             (StateValue::Null, StateValue::Null) => true,
             (StateValue::Bool(a), StateValue::Bool(b)) => a == b,
             (StateValue::Number(a), StateValue::Number(b)) => a == b,
@@ -912,7 +977,7 @@ impl Eq for StateArray {}
 impl PartialEq<serde_json::Value> for StateValue {
     fn eq(&self, other: &serde_json::Value) -> bool {
         use serde_json::Value as J;
-        match (self, other) {
+        match (self.resolved(), other) {
             (StateValue::Null, J::Null) => true,
             (StateValue::Bool(a), J::Bool(b)) => a == b,
             (StateValue::Number(a), J::Number(b)) => a == b,

@@ -36,6 +36,10 @@ impl RequestState for Machine {
         Machine::write(self, into);
     }
 
+    fn write_since(&self, into: &mut StateMap, prev: Option<&Self>) {
+        Machine::write_since(self, into, prev);
+    }
+
     fn active_request(&self) -> Option<&str> {
         if self.status.is_busy() {
             self.request_id.as_deref()

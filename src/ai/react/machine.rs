@@ -20,6 +20,7 @@
 //! | any | anything else (stale call ids, unknown tool-call ids, a second result for a call, a cancel of another request) | unchanged | none (not accepted) |
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -522,15 +523,30 @@ pub struct PendingToolCall {
     pub state: ToolCallState,
 }
 
-/// The conversation, twice: the messages (for the model calls, no
-/// decoding per call) and their JSON mirror in a structure-sharing array
-/// (kept in agent state at no cost per signal). Appending costs O(1)
-/// amortised for the messages and O(log n) for the mirror, whoever else
-/// holds either.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The conversation: the messages (for the model calls, no decoding per
+/// call), appended in O(1) amortised whoever else holds them. Its JSON
+/// (`__strategy__.conversation`) is built when the state is read as JSON,
+/// appending to the previous one what is new (see
+/// [`Machine::write_since`]).
+#[derive(Clone, Debug, Default)]
 pub struct Conversation {
-    messages: imbl::Vector<Message>,
-    array: StateArray,
+    /// The messages, each in its own allocation: a clone of the vector
+    /// copies handles, never messages, and the same allocation at an
+    /// index tells that another conversation is a prefix of this one.
+    entries: imbl::Vector<Arc<Message>>,
+    /// The JSON this conversation was read from, if any, and how many of
+    /// `entries` came from it (its elements are kept as they were, those
+    /// that are not messages included).
+    head: Option<(StateArray, usize)>,
+}
+
+impl PartialEq for Conversation {
+    /// The same messages (and the same JSON).
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self.iter().eq(other.iter())
+            && self.to_array() == other.to_array()
+    }
 }
 
 impl Conversation {
@@ -541,48 +557,105 @@ impl Conversation {
 
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
-        self.array.push(message_state(&message));
-        self.messages.push_back(message);
+        self.entries.push_back(Arc::new(message));
     }
 
     /// How many messages.
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.entries.len()
     }
 
     /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.entries.is_empty()
     }
 
     /// The messages, copied (what a model call sends).
     pub fn messages(&self) -> Vec<Message> {
-        self.messages.iter().cloned().collect()
+        self.iter().cloned().collect()
     }
 
     /// The messages, borrowed.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &Message> + DoubleEndedIterator + '_ {
-        self.messages.iter()
+        self.entries.iter().map(|e| &**e)
     }
 
     /// The content of the last message, if any.
     pub fn last_content(&self) -> Option<String> {
-        Some(self.messages.last()?.content.clone())
+        Some(self.entries.last()?.content.clone())
     }
 
-    /// The JSON mirror.
-    pub fn as_array(&self) -> &StateArray {
-        &self.array
+    /// The JSON (`__strategy__.conversation`): the array it was read from
+    /// followed by the messages appended since.
+    pub fn to_array(&self) -> StateArray {
+        let (mut array, from) = match &self.head {
+            Some((head, n)) => (head.clone(), *n),
+            None => (StateArray::new(), 0),
+        };
+        for message in self.entries.iter().skip(from) {
+            array.push(message_state(message));
+        }
+        array
+    }
+
+    /// The length of [`to_array`](Conversation::to_array).
+    fn json_len(&self) -> usize {
+        match &self.head {
+            Some((head, n)) => head.len() + self.len() - n,
+            None => self.len(),
+        }
+    }
+
+    /// Whether `prev` is this conversation before some appends.
+    fn extends(&self, prev: &Conversation) -> bool {
+        let same_head = match (&self.head, &prev.head) {
+            (None, None) => true,
+            (Some((a, n)), Some((b, m))) => a.ptr_eq(b) && n == m,
+            _ => false,
+        };
+        same_head
+            && prev.len() <= self.len()
+            && match prev.len().checked_sub(1) {
+                None => true,
+                // `prev` holds its message: the same allocation is the
+                // same push.
+                Some(last) => match (self.entries.get(last), prev.entries.get(last)) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                },
+            }
+    }
+
+    /// Brings `slot` (the JSON of `prev`, when given) up to date: the
+    /// messages appended since `prev` are added, anything else rebuilds
+    /// the array.
+    fn write_json(&self, slot: &mut StateValue, prev: Option<&Conversation>) {
+        if let Some(prev) = prev
+            && self.extends(prev)
+            && slot.as_array().is_some_and(|a| a.len() == prev.json_len())
+            && let Some(array) = slot.as_array_mut()
+        {
+            for message in self.entries.iter().skip(prev.len()) {
+                array.push(message_state(message));
+            }
+            return;
+        }
+        *slot = StateValue::Array(self.to_array());
     }
 
     /// A conversation over a JSON `array` (entries that are not messages
-    /// are skipped).
+    /// are skipped; the JSON keeps them).
     pub fn from_array(array: StateArray) -> Self {
-        let messages = array
+        let entries: imbl::Vector<Arc<Message>> = array
             .iter()
             .filter_map(|v| Message::deserialize(v).ok())
+            .map(Arc::new)
             .collect();
-        Conversation { messages, array }
+        let n = entries.len();
+        Conversation {
+            entries,
+            head: Some((array, n)),
+        }
     }
 }
 
@@ -954,9 +1027,16 @@ impl Machine {
 
     /// Brings a strategy state map up to date with the machine: only the
     /// fields that differ from what `into` holds are written (a signal that
-    /// changes the status and one tool call writes those), and the
-    /// conversation is shared, not copied.
+    /// changes the status and one tool call writes those); the
+    /// conversation's JSON is rebuilt (see [`Machine::write_since`]).
     pub fn write(&self, into: &mut StateMap) {
+        self.write_since(into, None);
+    }
+
+    /// As [`Machine::write`], knowing that `into` is the JSON of `prev`:
+    /// the messages appended since `prev` are added to its conversation
+    /// (O(new messages)), nothing else of it is touched.
+    pub fn write_since(&self, into: &mut StateMap, prev: Option<&Machine>) {
         // One pass over the mirror's entries (no key hashing), then the
         // keys it lacks (only on a first write).
         const KEYS: [&str; 12] = [
@@ -1009,12 +1089,9 @@ impl Machine {
                         *slot = StateValue::Bool(self.repaired);
                     }
                 }
-                10 => {
-                    let conversation = self.conversation.as_array();
-                    if !slot.as_array().is_some_and(|a| a.ptr_eq(conversation)) {
-                        *slot = StateValue::Array(conversation.clone());
-                    }
-                }
+                10 => self
+                    .conversation
+                    .write_json(slot, prev.map(|p| &p.conversation)),
                 _ => calls_changed = !self.update_tool_calls(slot),
             }
         }
@@ -1033,7 +1110,7 @@ impl Machine {
                 7 => StateValue::Object(usage_state(&self.usage)),
                 8 => StateValue::from(self.output.as_deref()),
                 9 => StateValue::Bool(self.repaired),
-                10 => StateValue::Array(self.conversation.as_array().clone()),
+                10 => StateValue::Array(self.conversation.to_array()),
                 _ => StateValue::Array(self.tool_calls.iter().map(pending_state).collect()),
             };
             into.insert(key, value);
