@@ -20,6 +20,16 @@
 //!
 //!     cargo bench --features cluster --bench cluster
 //!     python3 scripts/bench_report.py
+//!
+//! `JIDO_CLUSTER_PROBE=CASE:ROUNDS` (not a benchmark) sets the two nodes up,
+//! runs one case ROUNDS times in a spawned task on node A and exits, for
+//! counting instructions with callgrind (load-independent): the difference
+//! of two round counts over the difference in rounds. CASE is
+//! `raw_call`, `remote_call`, `local_call`, `raw_cast` or `remote_cast`
+//! (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
+//! node B runs under `valgrind --tool=callgrind --callgrind-out-file=FILE`
+//! too, so both sides are counted; `scripts/cluster_probe_counts.sh`
+//! does both and prints instructions per round on each node.
 
 use std::time::{Duration, Instant};
 
@@ -164,7 +174,18 @@ fn setup() -> Setup {
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
-    let child = std::process::Command::new(std::env::current_exe().expect("exe"))
+    let exe = std::env::current_exe().expect("exe");
+    let mut command = match std::env::var("JIDO_CLUSTER_PROBE_B") {
+        Ok(out) if !out.is_empty() => {
+            let mut c = std::process::Command::new("valgrind");
+            c.arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={out}"))
+                .arg(&exe);
+            c
+        }
+        _ => std::process::Command::new(&exe),
+    };
+    let child = command
         .env(ROLE, "node")
         .env("JIDO_BENCH_PORT", port.to_string())
         .stdin(std::process::Stdio::piped())
@@ -373,11 +394,67 @@ fn percentiles(s: &Setup) {
     });
 }
 
+/// One case of the probe (see the module doc), ROUNDS times in a spawned
+/// task on node A; then node B is told to stop (its stdin closes) and
+/// awaited, so that its callgrind output is written.
+fn probe(spec: &str) {
+    let (case, rounds) = spec.split_once(':').expect("CASE:ROUNDS");
+    let rounds: u64 = rounds.parse().expect("rounds");
+    let Setup {
+        rt,
+        _child: mut child,
+        raw,
+        remote,
+        local,
+        payload,
+    } = setup();
+    let elapsed = match case {
+        "raw_call" => in_task(&rt, rounds, move || {
+            let (raw, payload) = (raw.clone(), payload.clone());
+            async move { ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("raw call") }
+        }),
+        "remote_call" | "local_call" => {
+            let agent = if case == "local_call" { local } else { remote };
+            in_task(&rt, rounds, move || {
+                let agent = agent.clone();
+                async move { agent.call(ping(), T).await.expect("call") }
+            })
+        }
+        "raw_cast" => in_task(&rt, rounds, move || {
+            let (raw, payload) = (raw.clone(), payload.clone());
+            async move {
+                for _ in 0..CASTS {
+                    raw.send_message(RawMsg::Cast(payload.clone()))
+                        .expect("cast");
+                }
+                ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("flush")
+            }
+        }),
+        "remote_cast" => in_task(&rt, rounds, move || {
+            let agent = remote.clone();
+            async move {
+                for _ in 0..CASTS {
+                    agent.cast(ping()).expect("cast");
+                }
+                agent.call(ping(), T).await.expect("flush")
+            }
+        }),
+        other => panic!("unknown probe case {other}"),
+    };
+    println!("{case} {rounds} rounds in {elapsed:?}");
+    drop(child.stdin.take());
+    let _ = child.wait();
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
     if std::env::var(ROLE).as_deref() == Ok("node") {
         node_main();
+        return;
+    }
+    if let Ok(spec) = std::env::var("JIDO_CLUSTER_PROBE") {
+        probe(&spec);
         return;
     }
     benches();
