@@ -218,21 +218,15 @@ fn setup() -> Setup {
         };
         let remote = a.agent(on("node-b"));
         let local = a.agent(on("node-a"));
-        remote
-            .call(ping(), Duration::from_secs(5))
-            .await
-            .expect("warm remote");
-        local
-            .call(ping(), Duration::from_secs(5))
-            .await
-            .expect("warm local");
+        remote.call(ping(), T).await.expect("warm remote");
+        local.call(ping(), T).await.expect("warm local");
         std::mem::forget(a);
         (raw, remote, local)
     });
     // The bytes jido's handle sends for the same call.
     let payload = serde_json::to_vec(&json!({
         "v": 1, "op": "call", "agent": remote.id(), "signal": ping().to_json_value(),
-        "deadline_ms": 5000
+        "deadline_ms": T_MS
     }))
     .expect("json");
     Setup {
@@ -269,7 +263,9 @@ where
     })
 }
 
-const T: Duration = Duration::from_secs(5);
+/// The timeout of every call (long: the probe runs under valgrind).
+const T_MS: u64 = 30_000;
+const T: Duration = Duration::from_millis(T_MS);
 
 fn bench(c: &mut Criterion) {
     let s = setup();
@@ -279,7 +275,7 @@ fn bench(c: &mut Criterion) {
             let (raw, payload) = (s.raw.clone(), s.payload.clone());
             in_task(&s.rt, iters, move || {
                 let (raw, payload) = (raw.clone(), payload.clone());
-                async move { ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("raw call") }
+                async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
             })
         })
     });
@@ -315,7 +311,7 @@ fn bench(c: &mut Criterion) {
                         raw.send_message(RawMsg::Cast(payload.clone()))
                             .expect("cast");
                     }
-                    ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("flush")
+                    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
                 }
             })
         })
@@ -372,8 +368,7 @@ fn percentiles(s: &Setup) {
                     let started = Instant::now();
                     match kind {
                         "raw_ractor_cluster_call" => {
-                            ractor::call_t!(raw, RawMsg::Call, 5_000, payload.clone())
-                                .expect("raw");
+                            ractor::call_t!(raw, RawMsg::Call, T_MS, payload.clone()).expect("raw");
                         }
                         "jido_remote_call" => {
                             remote.call(ping(), T).await.expect("remote");
@@ -411,7 +406,7 @@ fn probe(spec: &str) {
     let elapsed = match case {
         "raw_call" => in_task(&rt, rounds, move || {
             let (raw, payload) = (raw.clone(), payload.clone());
-            async move { ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("raw call") }
+            async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
         }),
         "remote_call" | "local_call" => {
             let agent = if case == "local_call" { local } else { remote };
@@ -427,7 +422,7 @@ fn probe(spec: &str) {
                     raw.send_message(RawMsg::Cast(payload.clone()))
                         .expect("cast");
                 }
-                ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("flush")
+                ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
             }
         }),
         "remote_cast" => in_task(&rt, rounds, move || {

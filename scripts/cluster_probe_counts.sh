@@ -17,11 +17,11 @@ cases=("$@")
 [ ${#cases[@]} -eq 0 ] && cases=(raw_call remote_call local_call raw_cast remote_cast)
 tmp=${KEEP:-$(mktemp -d)}
 mkdir -p "$tmp"
-[ -z "${KEEP:-}" ] && trap 'rm -rf "$tmp"' EXIT
+if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$tmp"' EXIT; fi
 for case in "${cases[@]}"; do
   case $case in
-    *cast) lo=10 hi=60 ;;
-    *) lo=200 hi=1200 ;;
+    *cast) lo=${LO:-10} hi=${HI:-60} ;;
+    *) lo=${LO:-200} hi=${HI:-1200} ;;
   esac
   a=() b=()
   for n in $lo $hi; do

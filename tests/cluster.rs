@@ -643,6 +643,17 @@ async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
         let reply: Value = serde_json::from_slice(&reply).expect("a JSON reply");
         assert_eq!(reply["error"]["type"], "validation_error", "{reply}");
     }
+    // A budget past what the clock can add (u64::MAX ms) for an agent
+    // that must start first is no limit, not a crash.
+    let huge = id_on(&a, "node-b", "garbage-huge");
+    let bytes = serde_json::to_vec(&json!({
+        "v": 1, "op": "call", "agent": huge, "signal": add(7).to_json_value(),
+        "deadline_ms": u64::MAX
+    }))
+    .expect("json");
+    let reply = ractor::call_t!(gateway, GatewayMsg::Call, 20_000, bytes).expect("a reply");
+    let reply: Value = serde_json::from_slice(&reply).expect("a JSON reply");
+    assert_eq!(reply["ok"]["state"]["log"], json!([7]), "{reply}");
     // The gateway still serves.
     let id = id_on(&a, "node-b", "garbage");
     let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call");
