@@ -20,6 +20,16 @@
 //!
 //!     cargo bench --features cluster --bench cluster
 //!     python3 scripts/bench_report.py
+//!
+//! `JIDO_CLUSTER_PROBE=CASE:ROUNDS` (not a benchmark) sets the two nodes up,
+//! runs one case ROUNDS times in a spawned task on node A and exits, for
+//! counting instructions with callgrind (load-independent): the difference
+//! of two round counts over the difference in rounds. CASE is
+//! `raw_call`, `remote_call`, `local_call`, `raw_cast` or `remote_cast`
+//! (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
+//! node B runs under `valgrind --tool=callgrind --callgrind-out-file=FILE`
+//! too, so both sides are counted; `scripts/cluster_probe_counts.sh`
+//! does both and prints instructions per round on each node.
 
 use std::time::{Duration, Instant};
 
@@ -164,7 +174,18 @@ fn setup() -> Setup {
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
-    let child = std::process::Command::new(std::env::current_exe().expect("exe"))
+    let exe = std::env::current_exe().expect("exe");
+    let mut command = match std::env::var("JIDO_CLUSTER_PROBE_B") {
+        Ok(out) if !out.is_empty() => {
+            let mut c = std::process::Command::new("valgrind");
+            c.arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={out}"))
+                .arg(&exe);
+            c
+        }
+        _ => std::process::Command::new(&exe),
+    };
+    let child = command
         .env(ROLE, "node")
         .env("JIDO_BENCH_PORT", port.to_string())
         .stdin(std::process::Stdio::piped())
@@ -197,21 +218,15 @@ fn setup() -> Setup {
         };
         let remote = a.agent(on("node-b"));
         let local = a.agent(on("node-a"));
-        remote
-            .call(ping(), Duration::from_secs(5))
-            .await
-            .expect("warm remote");
-        local
-            .call(ping(), Duration::from_secs(5))
-            .await
-            .expect("warm local");
+        remote.call(ping(), T).await.expect("warm remote");
+        local.call(ping(), T).await.expect("warm local");
         std::mem::forget(a);
         (raw, remote, local)
     });
     // The bytes jido's handle sends for the same call.
     let payload = serde_json::to_vec(&json!({
         "v": 1, "op": "call", "agent": remote.id(), "signal": ping().to_json_value(),
-        "deadline_ms": 5000
+        "deadline_ms": T_MS
     }))
     .expect("json");
     Setup {
@@ -248,7 +263,9 @@ where
     })
 }
 
-const T: Duration = Duration::from_secs(5);
+/// The timeout of every call (long: the probe runs under valgrind).
+const T_MS: u64 = 30_000;
+const T: Duration = Duration::from_millis(T_MS);
 
 fn bench(c: &mut Criterion) {
     let s = setup();
@@ -258,7 +275,7 @@ fn bench(c: &mut Criterion) {
             let (raw, payload) = (s.raw.clone(), s.payload.clone());
             in_task(&s.rt, iters, move || {
                 let (raw, payload) = (raw.clone(), payload.clone());
-                async move { ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("raw call") }
+                async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
             })
         })
     });
@@ -294,7 +311,7 @@ fn bench(c: &mut Criterion) {
                         raw.send_message(RawMsg::Cast(payload.clone()))
                             .expect("cast");
                     }
-                    ractor::call_t!(raw, RawMsg::Call, 5_000, payload).expect("flush")
+                    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
                 }
             })
         })
@@ -351,8 +368,7 @@ fn percentiles(s: &Setup) {
                     let started = Instant::now();
                     match kind {
                         "raw_ractor_cluster_call" => {
-                            ractor::call_t!(raw, RawMsg::Call, 5_000, payload.clone())
-                                .expect("raw");
+                            ractor::call_t!(raw, RawMsg::Call, T_MS, payload.clone()).expect("raw");
                         }
                         "jido_remote_call" => {
                             remote.call(ping(), T).await.expect("remote");
@@ -373,11 +389,67 @@ fn percentiles(s: &Setup) {
     });
 }
 
+/// One case of the probe (see the module doc), ROUNDS times in a spawned
+/// task on node A; then node B is told to stop (its stdin closes) and
+/// awaited, so that its callgrind output is written.
+fn probe(spec: &str) {
+    let (case, rounds) = spec.split_once(':').expect("CASE:ROUNDS");
+    let rounds: u64 = rounds.parse().expect("rounds");
+    let Setup {
+        rt,
+        _child: mut child,
+        raw,
+        remote,
+        local,
+        payload,
+    } = setup();
+    let elapsed = match case {
+        "raw_call" => in_task(&rt, rounds, move || {
+            let (raw, payload) = (raw.clone(), payload.clone());
+            async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
+        }),
+        "remote_call" | "local_call" => {
+            let agent = if case == "local_call" { local } else { remote };
+            in_task(&rt, rounds, move || {
+                let agent = agent.clone();
+                async move { agent.call(ping(), T).await.expect("call") }
+            })
+        }
+        "raw_cast" => in_task(&rt, rounds, move || {
+            let (raw, payload) = (raw.clone(), payload.clone());
+            async move {
+                for _ in 0..CASTS {
+                    raw.send_message(RawMsg::Cast(payload.clone()))
+                        .expect("cast");
+                }
+                ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
+            }
+        }),
+        "remote_cast" => in_task(&rt, rounds, move || {
+            let agent = remote.clone();
+            async move {
+                for _ in 0..CASTS {
+                    agent.cast(ping()).expect("cast");
+                }
+                agent.call(ping(), T).await.expect("flush")
+            }
+        }),
+        other => panic!("unknown probe case {other}"),
+    };
+    println!("{case} {rounds} rounds in {elapsed:?}");
+    drop(child.stdin.take());
+    let _ = child.wait();
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
     if std::env::var(ROLE).as_deref() == Ok("node") {
         node_main();
+        return;
+    }
+    if let Ok(spec) = std::env::var("JIDO_CLUSTER_PROBE") {
+        probe(&spec);
         return;
     }
     benches();

@@ -643,6 +643,17 @@ async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
         let reply: Value = serde_json::from_slice(&reply).expect("a JSON reply");
         assert_eq!(reply["error"]["type"], "validation_error", "{reply}");
     }
+    // A budget past what the clock can add (u64::MAX ms) for an agent
+    // that must start first is no limit, not a crash.
+    let huge = id_on(&a, "node-b", "garbage-huge");
+    let bytes = serde_json::to_vec(&json!({
+        "v": 1, "op": "call", "agent": huge, "signal": add(7).to_json_value(),
+        "deadline_ms": u64::MAX
+    }))
+    .expect("json");
+    let reply = ractor::call_t!(gateway, GatewayMsg::Call, 20_000, bytes).expect("a reply");
+    let reply: Value = serde_json::from_slice(&reply).expect("a JSON reply");
+    assert_eq!(reply["ok"]["state"]["log"], json!([7]), "{reply}");
     // The gateway still serves.
     let id = id_on(&a, "node-b", "garbage");
     let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call");
@@ -1718,6 +1729,25 @@ async fn remote_children_from_directives() {
                 ]
             }),
         )
+        .route(
+            "stop_builtin",
+            effects(|p| {
+                vec![Directive::stop_child_with(
+                    p["tag"].as_str().unwrap_or("worker").to_owned(),
+                    StopReason::Custom("builtin".into()),
+                )]
+            }),
+        )
+        .route(
+            "spawn_local",
+            effects(|_| {
+                vec![
+                    Directive::spawn_agent(TestAgent::new().build("local-worker"), "worker")
+                        .id("directive-parent/local-worker")
+                        .into(),
+                ]
+            }),
+        )
         .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
         .route(
             jido::server::signal_types::CHILD_STARTED,
@@ -1774,6 +1804,49 @@ async fn remote_children_from_directives() {
     let more: Vec<Value> = std::iter::from_fn(|| started.try_recv().ok()).collect();
     assert!(more.len() <= 1, "more announcements than spawns: {more:?}");
     assert!(more.iter().all(|m| *m == announced), "{more:?}");
+
+    // The parent's child table knows its remote children: a third spawn,
+    // then a local SpawnAgent under the remote child's tag is refused, and
+    // the built-in StopChild stops the remote child.
+    parent
+        .call(Signal::new("spawn", json!({})))
+        .await
+        .expect("spawn a third time");
+    assert_eq!(next(&mut started).await, announced);
+    parent
+        .call(Signal::new("spawn_local", json!({})))
+        .await
+        .expect("spawn a local child");
+    parent
+        .cast(Signal::new("stop_builtin", json!({"tag": "worker"})))
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: builtin"})
+    );
+    // The local spawn under the taken tag started nothing.
+    let status = parent.status().await.expect("status");
+    assert!(status.children.is_empty(), "{:?}", status.children);
+    assert!(jido.whereis("directive-parent/local-worker").is_none());
+    assert!(started.try_recv().is_err());
+    // The tag is free again once the remote child's exit was delivered: a
+    // local child takes it, and the built-in StopChild stops it as before.
+    parent
+        .call(Signal::new("spawn_local", json!({})))
+        .await
+        .expect("spawn a local child");
+    let local = next(&mut started).await;
+    assert_eq!(
+        (local["child_id"].clone(), local["tag"].clone()),
+        (json!("directive-parent/local-worker"), json!("worker"))
+    );
+    parent
+        .cast(Signal::new("stop_builtin", json!({"tag": "worker"})))
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": "directive-parent/local-worker", "reason": "shutdown: builtin"})
+    );
     a.shutdown().await;
     jido.shutdown().await;
 }

@@ -54,7 +54,9 @@ pub enum RemoteChildDirective {
     /// StopChild for a remote child: stops the child tagged `tag` with a
     /// shutdown reason (as a local StopChild). A stop that arrives while
     /// the child is still starting is applied once it started; an unknown
-    /// tag is ignored (debug log).
+    /// tag is ignored (debug log). The built-in [`Directive::StopChild`]
+    /// does the same for a remote child's tag (the executor is the
+    /// agent's child table's hook, [`DirectiveExec::stop_child`]).
     Stop {
         /// The child's tag.
         tag: String,
@@ -131,6 +133,13 @@ impl Children {
 /// (`ServerOptions::directive_exec`) or the instance
 /// (`JidoConfig::directive_exec`). Made by
 /// [`Cluster::child_directives`](super::Cluster::child_directives).
+///
+/// It also extends the parent's child table: the built-in
+/// [`Directive::StopChild`] of a remote child's tag stops that child
+/// ([`DirectiveExec::stop_child`]), and a tag held by a remote child
+/// (running or starting) is taken for SpawnAgent and AdoptChild
+/// ([`DirectiveExec::holds_child`]), as a local child's tag is taken for
+/// a remote spawn: one tag names one child.
 #[derive(Clone)]
 pub struct RemoteChildExec {
     pub(crate) cluster: Cluster,
@@ -160,7 +169,8 @@ impl DirectiveExec for RemoteChildExec {
                 let key = (parent_id, tag.clone());
                 {
                     let mut map = inner.children.lock();
-                    if map.contains_key(&key) {
+                    // One tag names one child, local or remote.
+                    if map.contains_key(&key) || ctx.has_local_child(tag) {
                         tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, "remote child tag already taken");
                         return DirectiveResult::Ok;
                     }
@@ -205,28 +215,49 @@ impl DirectiveExec for RemoteChildExec {
                 DirectiveResult::Async(Some(format!("remote_child:{}", directive_tag(directive))))
             }
             RemoteChildDirective::Stop { tag, reason } => {
-                let key = (parent_id, tag.clone());
-                let child = {
-                    let mut map = inner.children.lock();
-                    match map.get_mut(&key) {
-                        Some(Entry::Starting(stops)) => {
-                            stops.push(reason.clone());
-                            return DirectiveResult::Ok;
-                        }
-                        Some(Entry::Running(_)) => match map.remove(&key) {
-                            Some(Entry::Running(child)) => child,
-                            _ => return DirectiveResult::Ok,
-                        },
-                        None => {
-                            tracing::debug!(target: "jido::cluster", agent_id = %key.0, tag, "stop of an unknown remote child");
-                            return DirectiveResult::Ok;
-                        }
-                    }
-                };
-                tokio::spawn(stop(child, reason.clone()));
-                DirectiveResult::Async(Some(format!("remote_child:{tag}")))
+                self.stop_child(tag, reason, ctx).unwrap_or_else(|| {
+                    tracing::debug!(target: "jido::cluster", agent_id = %ctx.agent_id(), tag, "stop of an unknown remote child");
+                    DirectiveResult::Ok
+                })
             }
         }
+    }
+
+    /// The built-in StopChild of a remote child: stops the child the
+    /// agent started under `tag` (see [`RemoteChildDirective::Stop`]).
+    fn stop_child(
+        &self,
+        tag: &str,
+        reason: &StopReason,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        let key = (ctx.agent_id().to_owned(), tag.to_owned());
+        let child = {
+            let mut map = self.cluster.inner.children.lock();
+            match map.get_mut(&key) {
+                Some(Entry::Starting(stops)) => {
+                    stops.push(reason.clone());
+                    return Some(DirectiveResult::Ok);
+                }
+                Some(Entry::Running(_)) => match map.remove(&key) {
+                    Some(Entry::Running(child)) => child,
+                    _ => return Some(DirectiveResult::Ok),
+                },
+                None => return None,
+            }
+        };
+        tokio::spawn(stop(child, reason.clone()));
+        Some(DirectiveResult::Async(Some(format!("remote_child:{tag}"))))
+    }
+
+    /// Whether the agent has a remote child tagged `tag` (running or
+    /// starting): the tag is taken for its SpawnAgent and AdoptChild.
+    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool {
+        self.cluster
+            .inner
+            .children
+            .lock()
+            .contains_key(&(ctx.agent_id().to_owned(), tag.to_owned()))
     }
 }
 

@@ -107,9 +107,33 @@ impl<'a> Outgoing<'a> {
 
     pub(crate) fn encode(&self) -> Vec<u8> {
         // Strings, numbers and a signal (whose JSON form cannot fail):
-        // cannot fail.
-        serde_json::to_vec(self).unwrap_or_default()
+        // cannot fail. Sized for a small signal: no regrowth on the way.
+        let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+        let _ = serde_json::to_writer(&mut out, self);
+        out
     }
+}
+
+/// The first buffer of an envelope being written: a request with a small
+/// signal fits (serde_json's own start, 128 bytes, would grow twice).
+const ENCODE_CAPACITY: usize = 512;
+
+/// Reads JSON from bytes that arrived from the network: their UTF-8 is
+/// checked once for the whole envelope, and the strings in it are then
+/// read without another check each (serde_json checks every string of a
+/// byte slice on its own).
+fn from_network<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> std::result::Result<T, JsonError> {
+    let text = std::str::from_utf8(bytes).map_err(JsonError::Utf8)?;
+    serde_json::from_str(text).map_err(JsonError::Json)
+}
+
+/// Why bytes from the network are not the JSON expected.
+#[derive(Debug, thiserror::Error)]
+enum JsonError {
+    #[error("not utf-8: {0}")]
+    Utf8(#[source] std::str::Utf8Error),
+    #[error(transparent)]
+    Json(serde_json::Error),
 }
 
 /// A request to a gateway, as received: the signal decoded straight
@@ -152,7 +176,7 @@ impl Request {
     /// says why), "unsupported cluster envelope version", "empty agent
     /// id", "cluster request without a signal" for a call or cast.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Request> {
-        let req: Request = serde_json::from_slice(bytes).map_err(|e| {
+        let req: Request = from_network(bytes).map_err(|e| {
             // Another version may have another shape: say so rather than
             // "malformed" when the version is readable.
             match serde_json::from_slice::<Version>(bytes) {
@@ -245,7 +269,17 @@ impl Reply {
     /// The remote error, rebuilt from its envelope; [`ErrorKind::Validation`]
     /// "malformed cluster reply" when the bytes are not a reply.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Value> {
-        let reply: Reply = serde_json::from_slice(bytes)
+        // What this build writes for a success, `{"v":1,"ok":…}`, is read
+        // as the value alone; anything else (an error, another writer's
+        // spacing or order, a malformed reply) takes the full path.
+        if let Some(ok) = bytes
+            .strip_prefix(OK_PREFIX)
+            .and_then(|rest| rest.strip_suffix(b"}"))
+            && let Ok(value) = from_network::<Value>(ok)
+        {
+            return Ok(value);
+        }
+        let reply: Reply = from_network(bytes)
             .map_err(|e| Error::validation("malformed cluster reply").with_source(e))?;
         match (reply.ok, reply.error) {
             (Some(ok), None) => Ok(ok),
@@ -269,9 +303,14 @@ struct ErrorOut {
     error: Value,
 }
 
+/// The start of a success reply as [`ok_bytes`] writes it.
+const OK_PREFIX: &[u8] = br#"{"v":1,"ok":"#;
+
 fn ok_bytes<T: Serialize>(ok: &T) -> Vec<u8> {
     // JSON values and maps of them: cannot fail.
-    serde_json::to_vec(&OkOut { v: VERSION, ok }).unwrap_or_default()
+    let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+    let _ = serde_json::to_writer(&mut out, &OkOut { v: VERSION, ok });
+    out
 }
 
 fn error_bytes(e: &Error) -> Vec<u8> {
@@ -329,7 +368,7 @@ impl Down {
     ///
     /// [`ErrorKind::Validation`] "malformed cluster envelope".
     pub(crate) fn decode(bytes: &[u8]) -> Result<Down> {
-        serde_json::from_slice(bytes)
+        from_network(bytes)
             .map_err(|e| Error::validation("malformed cluster envelope").with_source(e))
     }
 }
@@ -483,6 +522,26 @@ mod tests {
             Reply::decode(b"[]").unwrap_err().message(),
             "malformed cluster reply"
         );
+        // The success prefix with more after the value, or bytes that are
+        // not UTF-8, are not a reply: the fast path does not take them.
+        for bad in [
+            &br#"{"v":1,"ok":1,"error":{"type":"internal"}}"#[..],
+            b"{\"v\":1,\"ok\":\"\xff\"}",
+            br#"{"v":1,"ok":}"#,
+        ] {
+            assert_eq!(
+                Reply::decode(bad).unwrap_err().message(),
+                "malformed cluster reply",
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Another writer's spacing is still a reply.
+        assert_eq!(
+            Reply::decode(br#"{ "ok": {"a": [1]}, "v": 1 }"#).unwrap(),
+            json!({"a": [1]})
+        );
+        assert_eq!(OK_PREFIX, &ok_bytes(&1)[..OK_PREFIX.len()]);
         assert_eq!(
             error_from_envelope(&json!({"type": "nope"})).kind(),
             ErrorKind::Internal

@@ -153,10 +153,40 @@ impl ractor::Message for GatewayMsg {
 
 pub(crate) struct Gateway;
 
+/// When a call's budget (carried from the caller) runs out here.
+#[derive(Clone, Copy)]
+enum Due {
+    /// Handed to the agent in the turn it arrived: all of it is left (no
+    /// clock read on the way).
+    Now(Duration),
+    /// Queued behind the agent's start: at this instant (`None`: a budget
+    /// past what the clock can represent, no limit).
+    At(Option<Instant>),
+}
+
+impl Due {
+    /// The budget of a call that waits from now on.
+    fn queued(self) -> Due {
+        match self {
+            Due::Now(budget) => Due::At(Instant::now().checked_add(budget)),
+            at => at,
+        }
+    }
+
+    /// What is left of it.
+    fn left(self) -> Duration {
+        match self {
+            Due::Now(budget) => budget,
+            Due::At(Some(at)) => at.saturating_duration_since(Instant::now()),
+            Due::At(None) => Duration::MAX,
+        }
+    }
+}
+
 /// A request waiting for its agent to start.
 enum Pending {
     Cast(Signal),
-    Call(Signal, Instant, RpcReplyPort<Vec<u8>>),
+    Call(Signal, Due, RpcReplyPort<Vec<u8>>),
     /// Only the start (a remote child's spawn): answered `{"node"}`, with
     /// the watch of the parent's node registered in the same turn.
     Start(RpcReplyPort<Vec<u8>>, Option<RemoteParent>),
@@ -191,6 +221,17 @@ pub(crate) struct GatewayState {
     silent: BTreeSet<String>,
     /// The heartbeat's timer.
     ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Pending {
+    /// The request, waiting from now on (a call's budget starts to run
+    /// down).
+    fn queued(self) -> Pending {
+        match self {
+            Pending::Call(signal, due, reply) => Pending::Call(signal, due.queued(), reply),
+            other => other,
+        }
+    }
 }
 
 impl Actor for Gateway {
@@ -506,8 +547,8 @@ impl GatewayState {
         match (req.op, reply) {
             (Op::Call, Some(reply)) => match req.take_signal() {
                 Ok(signal) => {
-                    let deadline = Instant::now() + req.budget();
-                    self.deliver(myself, &req, Pending::Call(signal, deadline, reply));
+                    let due = Due::Now(req.budget());
+                    self.deliver(myself, &req, Pending::Call(signal, due, reply));
                 }
                 Err(e) => {
                     let _ = reply.send(Reply::encode(&Err(e)));
@@ -609,7 +650,7 @@ impl GatewayState {
     /// (starting it when nobody did yet).
     fn deliver(&mut self, myself: &ActorRef<GatewayMsg>, req: &Request, item: Pending) {
         if let Some(queue) = self.pending.get_mut(&req.agent) {
-            queue.push_back(item);
+            queue.push_back(item.queued());
             return;
         }
         if let Some(agent) = self.inner.jido.whereis(&req.agent) {
@@ -617,7 +658,7 @@ impl GatewayState {
             return;
         }
         self.pending
-            .insert(req.agent.clone(), VecDeque::from([item]));
+            .insert(req.agent.clone(), VecDeque::from([item.queued()]));
         let inner = Arc::clone(&self.inner);
         let (id, kind) = (req.agent.clone(), req.kind.clone());
         let gateway = myself.clone();
@@ -833,9 +874,8 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
                 tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");
             }
         }
-        Pending::Call(signal, deadline, reply) => {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+        Pending::Call(signal, due, reply) => {
+            if due.left().is_zero() {
                 let _ = reply.send(Reply::encode(&Err(Error::timeout(
                     "cluster call deadline passed before delivery",
                 )
@@ -847,7 +887,7 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
             // wait (the budget was carried in the envelope).
             let answer = Answer {
                 port: Some(reply),
-                agent: agent.id().to_owned(),
+                agent: agent.clone(),
             };
             let then = Box::new(move |result: Result<crate::agent::AgentState>| {
                 answer.send(&result);
@@ -889,7 +929,8 @@ async fn close_sessions(
 /// `Cancelled` "agent stopped before replying".
 struct Answer {
     port: Option<RpcReplyPort<Vec<u8>>>,
-    agent: String,
+    /// The agent answering (for its id in the error).
+    agent: AgentRef,
 }
 
 impl Answer {
@@ -906,10 +947,14 @@ impl Drop for Answer {
             let _ = port.send(Reply::encode(&Err(Error::cancelled(
                 "agent stopped before replying",
             )
-            .with_detail("agent_id", std::mem::take(&mut self.agent)))));
+            .with_detail("agent_id", self.agent.id().to_owned()))));
         }
     }
 }
+
+/// A call timeout from which on a call waits without a limit (a hundred
+/// years: far below what the clock can add to now).
+const NO_LIMIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The reason a watch ends with when the owner's node is lost.
 pub(crate) const NOCONNECTION: &str = "noconnection";
@@ -932,8 +977,9 @@ pub(crate) async fn call_gateway(
     timeout: Duration,
 ) -> Result<serde_json::Value> {
     use ractor::rpc::CallResult;
-    // Beyond what tokio can represent: wait without a limit.
-    let limit = Instant::now().checked_add(timeout).map(|_| timeout);
+    // Beyond what the clock can represent (centuries): wait without a
+    // limit. A bound, not a clock read: this runs on every call.
+    let limit = (timeout < NO_LIMIT).then_some(timeout);
     match gateway
         .call(|reply| GatewayMsg::Call(request, reply), limit)
         .await

@@ -33,6 +33,10 @@
 //!   [`RemoteChild::stop`] (their StopChild). When the parent ends, or
 //!   its node is lost, the child's owner applies the child's
 //!   `on_parent_death` (`stop`: reason `shutdown: parent_down: REASON`).
+//!   From an agent's `cmd`, [`RemoteChildDirective`]s start and stop
+//!   them ([`Cluster::child_directives`]); the parent's child table then
+//!   knows them: the built-in `Directive::StopChild` of a remote child's
+//!   tag stops it, and its tag is taken for `SpawnAgent` and `AdoptChild`.
 //! * **Heartbeat**: the gateways beat to each other
 //!   ([`ClusterConfig::heartbeat`], 1 s × 5 by default); a peer silent
 //!   for that long is treated as lost (members, `noconnection`, failover)

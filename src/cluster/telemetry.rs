@@ -65,7 +65,7 @@ pub(crate) struct CallSpan<'a> {
     agent_id: &'a str,
     owner: &'a str,
     signal_type: &'a str,
-    started: Instant,
+    started: Option<Instant>,
 }
 
 impl<'a> CallSpan<'a> {
@@ -89,12 +89,17 @@ impl<'a> CallSpan<'a> {
             agent_id,
             owner,
             signal_type,
-            started: Instant::now(),
+            // The clock is read only when someone may hear of the call's
+            // end (`.exception` is a warning): this runs on every call.
+            started: tracing::enabled!(target: "jido::cluster", tracing::Level::WARN)
+                .then(Instant::now),
         }
     }
 
     pub(crate) fn finish<T>(self, result: &Result<T>) {
-        let duration_us = self.started.elapsed().as_micros() as u64;
+        let duration_us = self
+            .started
+            .map_or(0, |started| started.elapsed().as_micros() as u64);
         let CallSpan {
             node,
             agent_id,

@@ -83,6 +83,15 @@ impl DirectiveContext<'_> {
     pub fn jido(&self) -> Option<&Jido> {
         self.state.jido.as_ref()
     }
+
+    /// Whether the agent's own child table holds `tag`: a child started by
+    /// SpawnAgent or adopted, tracked or still starting. Children that an
+    /// executor keeps elsewhere ([`DirectiveExec::holds_child`]) are not
+    /// counted: an executor that keeps children checks this before it
+    /// takes a tag, so one tag never names two children.
+    pub fn has_local_child(&self, tag: &str) -> bool {
+        self.state.local_tag_taken(tag)
+    }
 }
 
 /// The executor of a custom directive type (Jido's `DirectiveExec`
@@ -190,6 +199,63 @@ pub trait DirectiveExec: Send + Sync + 'static {
         let _ = data;
         None
     }
+
+    /// The child table's hook, for executors that start children of their
+    /// own (the cluster's remote children): the built-in
+    /// [`Directive::StopChild`] of a tag the agent's own child table does
+    /// not hold is offered to every executor registered on the agent, and
+    /// the one that keeps a child of the agent tagged `tag` stops it and
+    /// answers `Some(result)`. The default `None` means "not one of
+    /// mine"; when no executor claims the tag, the StopChild is the
+    /// no-op of an unknown tag (debug log).
+    ///
+    /// ```
+    /// use jido::directive::{CustomDirective, StopReason};
+    /// use jido::server::{DirectiveContext, DirectiveExec, DirectiveResult};
+    /// use jido::signal::Signal;
+    ///
+    /// #[derive(Debug)]
+    /// struct Lease { tag: String }
+    /// impl CustomDirective for Lease {}
+    ///
+    /// /// Keeps children outside the agent (one tag here: "lease").
+    /// struct LeaseExec;
+    /// impl DirectiveExec for LeaseExec {
+    ///     type Directive = Lease;
+    ///     fn exec(&self, _: &Lease, _: &Signal, _: &DirectiveContext<'_>) -> DirectiveResult {
+    ///         DirectiveResult::Ok
+    ///     }
+    ///     fn holds_child(&self, tag: &str, _: &DirectiveContext<'_>) -> bool {
+    ///         tag == "lease"
+    ///     }
+    ///     fn stop_child(
+    ///         &self,
+    ///         tag: &str,
+    ///         _reason: &StopReason,
+    ///         ctx: &DirectiveContext<'_>,
+    ///     ) -> Option<DirectiveResult> {
+    ///         self.holds_child(tag, ctx).then(|| DirectiveResult::Async(Some(tag.to_owned())))
+    ///     }
+    /// }
+    /// ```
+    fn stop_child(
+        &self,
+        tag: &str,
+        reason: &StopReason,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        let _ = (tag, reason, ctx);
+        None
+    }
+
+    /// Whether this executor keeps a child of the agent tagged `tag`
+    /// (running or starting): such a tag is taken, and a SpawnAgent or
+    /// AdoptChild under it is refused as for a tag of the agent's own
+    /// table. Default `false`.
+    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool {
+        let _ = (tag, ctx);
+        false
+    }
 }
 
 pub(crate) trait ErasedExec: Send + Sync + 'static {
@@ -208,6 +274,17 @@ pub(crate) trait ErasedExec: Send + Sync + 'static {
     /// Rebuilds a stored directive of this type.
     #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     fn decode(&self, data: &Value) -> Option<crate::error::Result<Arc<dyn CustomDirective>>>;
+
+    /// [`DirectiveExec::stop_child`].
+    fn stop_child(
+        &self,
+        tag: &str,
+        reason: &StopReason,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult>;
+
+    /// [`DirectiveExec::holds_child`].
+    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool;
 }
 
 pub(crate) struct TypedExec<E> {
@@ -242,6 +319,19 @@ impl<E: DirectiveExec> ErasedExec for TypedExec<E> {
     fn decode(&self, data: &Value) -> Option<crate::error::Result<Arc<dyn CustomDirective>>> {
         let decoded = self.exec.decode(data)?;
         Some(decoded.map(|d| Arc::new(d) as Arc<dyn CustomDirective>))
+    }
+
+    fn stop_child(
+        &self,
+        tag: &str,
+        reason: &StopReason,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        self.exec.stop_child(tag, reason, ctx)
+    }
+
+    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool {
+        self.exec.holds_child(tag, ctx)
     }
 }
 
@@ -419,6 +509,43 @@ impl AgentServerState {
             .with_detail("directive_type", directive_type)
             .with_detail("agent_id", self.id.to_string());
         self.apply_error_policy(myself, input, &error, error_context::DIRECTIVE)
+    }
+
+    /// The child table's hook: a StopChild of `tag`, which the agent's own
+    /// table does not hold, offered to the registered executors
+    /// ([`DirectiveExec::stop_child`]). `None` when none keeps the child. A
+    /// panic crashes the agent, as in [`DirectiveExec::exec`].
+    pub(crate) fn offer_stop_child(
+        &mut self,
+        tag: &str,
+        reason: &StopReason,
+    ) -> Option<DirectiveResult> {
+        let executors = self.settings.executors.clone();
+        let ctx = DirectiveContext { state: self };
+        let found = catch_unwind(AssertUnwindSafe(|| {
+            executors
+                .values()
+                .find_map(|exec| exec.stop_child(tag, reason, &ctx))
+        }));
+        match found {
+            Ok(result) => result,
+            Err(panic) => {
+                self.extras_mut().crash = Some(format!(
+                    "stop_child hook panicked: {}",
+                    panic_message(&*panic)
+                ));
+                Some(DirectiveResult::Ok)
+            }
+        }
+    }
+
+    /// Whether a registered executor keeps a child of this agent tagged
+    /// `tag` ([`DirectiveExec::holds_child`]; a panic there counts as no).
+    pub(crate) fn executor_holds_child(&self, tag: &str) -> bool {
+        let ctx = DirectiveContext { state: self };
+        self.settings.executors.values().any(|exec| {
+            catch_unwind(AssertUnwindSafe(|| exec.holds_child(tag, &ctx))).unwrap_or(false)
+        })
     }
 
     /// The signal of a Schedule message: a signal as is, JSON wrapped as

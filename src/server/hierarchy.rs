@@ -128,10 +128,17 @@ impl AgentServerState {
         &mut self.extras_mut().pending
     }
 
-    /// Whether `tag` names a tracked child or one being spawned or adopted.
-    fn tag_taken(&self, tag: &str) -> bool {
+    /// Whether `tag` names a tracked child or one being spawned or
+    /// adopted, in this agent's own table.
+    pub(crate) fn local_tag_taken(&self, tag: &str) -> bool {
         self.extras()
             .is_some_and(|e| e.children.contains_key(tag) || e.pending.reserved.contains_key(tag))
+    }
+
+    /// Whether `tag` names a child: in this agent's own table, or one a
+    /// registered executor keeps (a remote child).
+    fn tag_taken(&self, tag: &str) -> bool {
+        self.local_tag_taken(tag) || self.executor_holds_child(tag)
     }
 
     fn tracks_actor(&self, actor: ActorId) -> bool {
@@ -344,7 +351,7 @@ impl AgentServerState {
 
     /// The first start waiting for `tag`, now that the tag is free.
     fn resume_waiting(&mut self, myself: &ActorRef<AgentMsg>, tag: &str) {
-        if self.tag_taken(tag) {
+        if self.local_tag_taken(tag) {
             return;
         }
         let Some(pos) = self
@@ -613,9 +620,15 @@ impl AgentServerState {
     }
 
     /// StopChild: asks the child to stop with a shutdown reason; the entry
-    /// goes when its exit arrives. An unknown tag is a no-op.
+    /// goes when its exit arrives. A tag this agent's table does not hold
+    /// is offered to the registered executors (a remote child,
+    /// [`DirectiveExec::stop_child`](super::DirectiveExec::stop_child));
+    /// one nobody holds is a no-op.
     pub(crate) fn stop_child(&mut self, tag: &str, reason: &StopReason) -> DirectiveResult {
         let Some(child) = self.extras().and_then(|e| e.children.get(tag)) else {
+            if let Some(result) = self.offer_stop_child(tag, reason) {
+                return result;
+            }
             tracing::debug!(target: "jido::agent_server", agent_id = %self.id, tag, "stop_child: unknown tag");
             return DirectiveResult::Ok;
         };

@@ -89,7 +89,6 @@ impl Executors {
     }
 
     /// Every executor, in no particular order.
-    #[cfg(feature = "persist")]
     pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<dyn ErasedExec>> {
         self.0.iter().flat_map(|map| map.values())
     }
