@@ -683,10 +683,7 @@ enum Split<'a> {
 /// `buf` for up to [`INLINE_SEGMENTS`] segments, into a vector beyond. `None` when a segment is empty or holds other
 /// characters than `[a-zA-Z0-9_-]`. The buffer belongs to the caller, so
 /// nothing is moved on return.
-fn split_segments<'a>(
-    ty: &'a str,
-    buf: &mut [&'a str; INLINE_SEGMENTS],
-) -> Option<Split<'a>> {
+fn split_segments<'a>(ty: &'a str, buf: &mut [&'a str; INLINE_SEGMENTS]) -> Option<Split<'a>> {
     let bytes = ty.as_bytes();
     let mut n = 0;
     let mut heap: Option<Vec<&'a str>> = None;
