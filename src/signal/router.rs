@@ -996,6 +996,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn types_split_inline_and_past_the_buffer() {
+        let mut buf = [""; INLINE_SEGMENTS];
+        assert!(matches!(
+            split_segments("a.b_c.d-1", &mut buf),
+            Some(Split::Inline(3))
+        ));
+        assert_eq!(&buf[..3], ["a", "b_c", "d-1"]);
+        let long: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+        let joined = long.join(".");
+        match split_segments(&joined, &mut buf) {
+            Some(Split::Heap(segs)) => assert_eq!(segs, long),
+            _ => panic!("20 segments go to the heap"),
+        }
+        for bad in ["", ".", "a.", ".a", "a..b", "a.b c", "a.é", "a/b"] {
+            assert!(split_segments(bad, &mut buf).is_none(), "{bad:?}");
+        }
+        // Past the buffer too: an invalid segment after the sixteenth.
+        let bad = format!("{joined}.x!");
+        assert!(split_segments(&bad, &mut buf).is_none());
+
+        // Routing beyond 16 segments, exact and through `**`.
+        let mut router = Router::new();
+        router.add_route(Route::new(long.join("."), 1)).unwrap();
+        router.add_route(Route::new("s0.**", 2)).unwrap();
+        let signal = Signal::new(long.join("."), serde_json::Value::Null);
+        assert_eq!(router.route(&signal).unwrap(), [&1, &2]);
+    }
+
+    #[test]
     fn complexity_follows_jido() {
         assert_eq!(complexity("**"), 0);
         assert_eq!(complexity("*"), 1000);
