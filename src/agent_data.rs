@@ -39,7 +39,9 @@ use crate::state::{STRATEGY_KEY, StateMap, StateOp, StateValue, parent_id_of};
 /// ```
 #[derive(Clone, Default)]
 pub struct AgentData {
-    id: String,
+    /// Shared between copies: the runtime copies the agent for every
+    /// signal's `cmd` and every reply.
+    id: Arc<str>,
     state: StateMap,
     ext: Option<Arc<dyn Any + Send + Sync>>,
 }
@@ -50,7 +52,7 @@ impl AgentData {
     /// by hand to drive a strategy in a test.
     pub fn new(id: impl Into<String>, state: impl Into<StateMap>) -> Self {
         Self {
-            id: id.into(),
+            id: Arc::from(id.into()),
             state: state.into(),
             ext: None,
         }
@@ -66,7 +68,7 @@ impl AgentData {
     pub fn set_id(&mut self, id: impl Into<String>) {
         let id = id.into();
         if !id.is_empty() {
-            self.id = id;
+            self.id = Arc::from(id);
         }
     }
 

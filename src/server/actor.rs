@@ -694,6 +694,7 @@ impl AgentServerState {
     /// reserved, with `QueueOverflow` when `max_pending_signals` signals
     /// already wait; else queued (`start_signal` refuses it with
     /// `Cancelled` once the instance is gone).
+    #[inline]
     pub(crate) fn accept_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -801,6 +802,7 @@ impl AgentServerState {
         }
     }
 
+    #[inline]
     pub(crate) fn enqueue_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -889,11 +891,12 @@ impl AgentServerState {
         let Work { signal, reply } = work;
         // The signal's data, copied once for each route that takes it as
         // its params (an instruction owns its params); no other copy.
-        let data = || {
-            signal
-                .data()
-                .cloned()
-                .unwrap_or_else(|| Value::Object(Map::new()))
+        let data = || match signal.data() {
+            // An empty object is made, not cloned (a clone of an empty
+            // `IndexMap` still copies its table header).
+            Some(Value::Object(map)) if map.is_empty() => Value::Object(Map::new()),
+            Some(data) => data.clone(),
+            None => Value::Object(Map::new()),
         };
         // The instructions share the signal's id (no second UUIDv7 per
         // signal); a signal whose id is not a UUIDv7 gives them a new one.
@@ -1751,9 +1754,16 @@ fn local_cmd(
         commands,
         tick: _,
     } = p;
-    let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
     async move {
-        let result = AssertUnwindSafe(agent.cmd_commands(commands, &opts))
+        // The options are only read when the `cmd` starts: built here and
+        // dropped before the first await, they take no room in this future
+        // (boxed for every signal; below 1 KB, glibc serves it from its
+        // per-thread cache).
+        let cmd = {
+            let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
+            agent.cmd_commands(commands, &opts)
+        };
+        let result = AssertUnwindSafe(cmd)
             .catch_unwind()
             .await
             .map_err(|p| Error::execution(format!("agent cmd panicked: {}", panic_message(&*p))));

@@ -126,7 +126,7 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
     Ok(Signal {
         id,
         source: (source != super::DEFAULT_SOURCE).then(|| source.into_boxed_str()),
-        ty: ty.into_boxed_str(),
+        ty: super::text::Short::from_string(ty),
         subject: subject.map(String::into_boxed_str),
         time: time.map(super::Text::from),
         datacontenttype: super::MediaType::from_text(datacontenttype),

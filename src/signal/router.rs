@@ -668,50 +668,58 @@ impl<T> Node<T> {
     }
 }
 
-/// Segments of a type, without allocating for types of up to 16
-/// segments.
-#[allow(clippy::large_enum_variant)] // lives on the stack on purpose
-enum Segments<'a> {
-    Inline([&'a str; 16], usize),
+/// How many segments of a type are split without allocating.
+const INLINE_SEGMENTS: usize = 16;
+
+/// Where [`split_segments`] put a type's segments.
+enum Split<'a> {
+    /// The first `n` entries of the caller's buffer.
+    Inline(usize),
+    /// More than [`INLINE_SEGMENTS`] segments.
     Heap(Vec<&'a str>),
 }
 
-impl<'a> Segments<'a> {
-    /// Splits a routable type; `None` when a segment is empty or holds
-    /// other characters than `[a-zA-Z0-9_-]`.
-    fn split(ty: &'a str) -> Option<Self> {
-        let mut inline = [""; 16];
-        let mut n = 0;
-        let mut heap: Option<Vec<&'a str>> = None;
-        for seg in ty.split('.') {
-            if seg.is_empty() || !seg.bytes().all(is_segment_byte) {
+/// Splits a routable type into segments, in one pass over its bytes: into
+/// `buf` for up to [`INLINE_SEGMENTS`] segments, into a vector beyond. `None` when a segment is empty or holds other
+/// characters than `[a-zA-Z0-9_-]`. The buffer belongs to the caller, so
+/// nothing is moved on return.
+fn split_segments<'a>(ty: &'a str, buf: &mut [&'a str; INLINE_SEGMENTS]) -> Option<Split<'a>> {
+    let bytes = ty.as_bytes();
+    let mut n = 0;
+    let mut heap: Option<Vec<&'a str>> = None;
+    let mut start = 0;
+    for end in 0..=bytes.len() {
+        if let Some(&b) = bytes.get(end)
+            && b != b'.'
+        {
+            if !is_segment_byte(b) {
                 return None;
             }
-            match &mut heap {
-                Some(v) => v.push(seg),
-                None if n < inline.len() => {
-                    inline[n] = seg;
-                    n += 1;
-                }
-                None => {
-                    let mut v = inline.to_vec();
-                    v.push(seg);
-                    heap = Some(v);
-                }
+            continue;
+        }
+        if end == start {
+            return None;
+        }
+        // Every byte so far is ASCII: any index is a char boundary.
+        let seg = ty.get(start..end)?;
+        start = end + 1;
+        match &mut heap {
+            Some(v) => v.push(seg),
+            None if n < INLINE_SEGMENTS => {
+                buf[n] = seg;
+                n += 1;
+            }
+            None => {
+                let mut v = buf.to_vec();
+                v.push(seg);
+                heap = Some(v);
             }
         }
-        Some(match heap {
-            Some(v) => Segments::Heap(v),
-            None => Segments::Inline(inline, n),
-        })
     }
-
-    fn as_slice(&self) -> &[&'a str] {
-        match self {
-            Segments::Inline(a, n) => &a[..*n],
-            Segments::Heap(v) => v,
-        }
-    }
+    Some(match heap {
+        Some(v) => Split::Heap(v),
+        None => Split::Inline(n),
+    })
 }
 
 /// Routes signals to targets of type `T`. See the [module docs](self).
@@ -898,12 +906,18 @@ impl<T> Router<T> {
     /// up to [`INLINE_MATCHES`] of them.
     fn matched(&self, signal: &Signal) -> Matched<'_, T> {
         let mut found = Matched::new();
-        let Some(segs) = Segments::split(signal.ty()) else {
-            return found;
+        let mut buf = [""; INLINE_SEGMENTS];
+        let heap;
+        let segs: &[&str] = match split_segments(signal.ty(), &mut buf) {
+            Some(Split::Inline(n)) => &buf[..n],
+            Some(Split::Heap(v)) => {
+                heap = v;
+                &heap
+            }
+            None => return found,
         };
         let mut memo = None;
-        self.root
-            .collect(segs.as_slice(), 0, false, &mut found, &mut memo);
+        self.root.collect(segs, 0, false, &mut found, &mut memo);
         found.retain(|e| e.route.accepts(signal));
         if found.len() > 1 {
             found.sort_unstable_by(|a, b| {
@@ -980,6 +994,35 @@ fn no_route(signal: &Signal) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn types_split_inline_and_past_the_buffer() {
+        let mut buf = [""; INLINE_SEGMENTS];
+        assert!(matches!(
+            split_segments("a.b_c.d-1", &mut buf),
+            Some(Split::Inline(3))
+        ));
+        assert_eq!(&buf[..3], ["a", "b_c", "d-1"]);
+        let long: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+        let joined = long.join(".");
+        match split_segments(&joined, &mut buf) {
+            Some(Split::Heap(segs)) => assert_eq!(segs, long),
+            _ => panic!("20 segments go to the heap"),
+        }
+        for bad in ["", ".", "a.", ".a", "a..b", "a.b c", "a.é", "a/b"] {
+            assert!(split_segments(bad, &mut buf).is_none(), "{bad:?}");
+        }
+        // Past the buffer too: an invalid segment after the sixteenth.
+        let bad = format!("{joined}.x!");
+        assert!(split_segments(&bad, &mut buf).is_none());
+
+        // Routing beyond 16 segments, exact and through `**`.
+        let mut router = Router::new();
+        router.add_route(Route::new(long.join("."), 1)).unwrap();
+        router.add_route(Route::new("s0.**", 2)).unwrap();
+        let signal = Signal::new(long.join("."), serde_json::Value::Null);
+        assert_eq!(router.route(&signal).unwrap(), [&1, &2]);
+    }
 
     #[test]
     fn complexity_follows_jido() {

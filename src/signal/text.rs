@@ -59,9 +59,102 @@ impl<const N: usize> fmt::Debug for Text<N> {
     }
 }
 
+/// How many bytes of a [`Short`] text are kept inline.
+const SHORT: usize = 22;
+
+/// Text kept inline when it has at most 22 bytes (a signal's type, almost
+/// always), boxed otherwise: making a signal of a short type allocates
+/// nothing for it, and the actor that receives it frees nothing. Compares
+/// and prints as the text.
+#[derive(Clone)]
+pub(crate) enum Short {
+    /// The first `len` bytes of the array (a copy of a `str`).
+    Inline(u8, [u8; SHORT]),
+    /// Longer text.
+    Heap(Box<str>),
+}
+
+impl Short {
+    /// A copy of `text`.
+    pub(crate) fn new(text: &str) -> Self {
+        match u8::try_from(text.len()) {
+            Ok(len) if text.len() <= SHORT => {
+                let mut bytes = [0; SHORT];
+                bytes[..text.len()].copy_from_slice(text.as_bytes());
+                Short::Inline(len, bytes)
+            }
+            _ => Short::Heap(text.into()),
+        }
+    }
+
+    /// `text`, inline when short (its buffer is then freed), else in its
+    /// own buffer.
+    pub(crate) fn from_string(text: String) -> Self {
+        if text.len() <= SHORT {
+            Short::new(&text)
+        } else {
+            Short::Heap(text.into_boxed_str())
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // A copy of a whole `str`: never the empty fallback.
+            Short::Inline(len, bytes) => bytes
+                .get(..usize::from(*len))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            Short::Heap(text) => text,
+        }
+    }
+
+    pub(crate) fn into_string(self) -> String {
+        match self {
+            Short::Inline(..) => self.as_str().to_owned(),
+            Short::Heap(text) => text.into(),
+        }
+    }
+}
+
+impl PartialEq for Short {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl fmt::Debug for Short {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Text;
+    use super::{Short, Text};
+
+    #[test]
+    fn short_text_is_inline_up_to_22_bytes() {
+        for text in [
+            "",
+            "noop",
+            "jido.agent.child.exit",
+            "é.ü",
+            "abcdefghijklmnopqrstuv",
+        ] {
+            let short = Short::new(text);
+            assert!(matches!(short, Short::Inline(..)), "{text}");
+            assert_eq!(short.as_str(), text);
+            assert_eq!(Short::from_string(text.to_owned()), short);
+            assert_eq!(short.clone().into_string(), text);
+        }
+        let long = "com.example.order.created.v1";
+        let short = Short::new(long);
+        assert!(matches!(short, Short::Heap(_)));
+        assert_eq!(short.as_str(), long);
+        assert_eq!(Short::from_string(long.to_owned()), short);
+        assert_eq!(format!("{short:?}"), format!("{long:?}"));
+        assert_ne!(Short::new("a"), Short::new("b"));
+    }
 
     #[test]
     fn inline_and_heap_compare_as_text() {

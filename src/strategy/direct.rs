@@ -1,5 +1,6 @@
 //! The Direct strategy: run every instruction now, in order.
 
+
 use super::{
     Command, Strategy, StrategyContext, apply_instruction_result, apply_outcome,
     parse_instruction_result, unknown_command,
@@ -61,6 +62,9 @@ impl Strategy for Direct {
 
 /// Starts the run of an instruction; handles a strategy command at once
 /// (only the instruction result is known to Direct) and returns `None`.
+///
+/// Exec boxes the run whole, so the future held across the await is a
+/// pointer: the `cmd` future the runtime boxes for each signal stays small.
 fn start<'a>(
     agent: &mut AgentData,
     command: Command,
