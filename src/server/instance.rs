@@ -1041,13 +1041,28 @@ impl Actor for InstanceSupervisor {
             SupervisionEvent::ActorFailed(cell, err) => (cell, Exit::Failed(err.to_string())),
             _ => return Ok(()),
         };
-        state.on_exit(&myself, cell.get_id(), exit).await;
+        if let Some(args) = state.on_exit(cell.get_id(), exit) {
+            // Boxed: the spawn future is large (~2 KB) and inline it would
+            // be built and moved for every exit, restarts or not.
+            Box::pin(restart(myself, args)).await;
+        }
         Ok(())
     }
 }
 
+/// Starts a supervised agent again from its first arguments.
+async fn restart(myself: ActorRef<RootMsg>, args: Box<AgentServerArgs>) {
+    let id = args.id().to_owned();
+    if let Err(err) = Actor::spawn_linked(None, AgentServer, *args, myself.get_cell()).await {
+        let err = spawn_error(err);
+        tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
+    }
+}
+
 impl RootState {
-    async fn on_exit(&mut self, myself: &ActorRef<RootMsg>, actor: ActorId, exit: Exit) {
+    /// Records the exit of the agent that ran as `actor`; the arguments
+    /// to restart it with when its policy says so.
+    fn on_exit(&mut self, actor: ActorId, exit: Exit) -> Option<Box<AgentServerArgs>> {
         let reason = exit.to_reason();
         let id = self.shared.exits().record(actor, &reason);
         let next = self.after_exit(actor, &exit);
@@ -1070,13 +1085,9 @@ impl RootState {
                 });
             }
         }
-        if let AfterExit::Restart(args) = next {
-            let id = args.id().to_owned();
-            if let Err(err) = Actor::spawn_linked(None, AgentServer, *args, myself.get_cell()).await
-            {
-                let err = spawn_error(err);
-                tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
-            }
+        match next {
+            AfterExit::Restart(args) => Some(args),
+            _ => None,
         }
     }
 
