@@ -58,8 +58,8 @@ impl AgentServer {
     ///
     /// The start error: invalid options, an invalid route (a configuration
     /// error naming it), an id already registered in the instance.
-    pub async fn start(args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
-        let id = args.id().to_owned();
+    pub async fn start(mut args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
+        let id = args.shared_id();
         let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn(None, AgentServer, args)
             .await
@@ -74,10 +74,10 @@ impl AgentServer {
     ///
     /// As [`AgentServer::start`].
     pub async fn start_linked(
-        args: AgentServerArgs,
+        mut args: AgentServerArgs,
         supervisor: ractor::ActorCell,
     ) -> Result<(AgentRef, JoinHandle<()>)> {
-        let id = args.id().to_owned();
+        let id = args.shared_id();
         let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn_linked(None, AgentServer, args, supervisor)
             .await
@@ -201,6 +201,9 @@ pub struct AgentServerState {
     pub(crate) stopping: bool,
     /// In the instance registry (removed once, however the agent ends).
     pub(crate) registered: bool,
+    /// The instance keeps a restart spec for this agent (its policy is
+    /// not `temporary`): a stop through its own API forgets it.
+    pub(crate) restartable: bool,
     pub(crate) parent: Option<Box<ParentRef>>,
     pub(crate) error_count: u32,
     pub(crate) next_id: u64,
@@ -512,13 +515,14 @@ impl AgentServerState {
         let restart_args = (args.supervised && may_restart).then(|| args.clone());
         let AgentServerArgs {
             mut agent,
-            options,
+            mut options,
             supervised,
+            shared_id,
         } = args;
-        let options = match options.jido.clone() {
-            Some(jido) => options.or(jido.defaults()),
-            None => options,
-        };
+        if let Some(jido) = options.jido.take() {
+            options.fill_from(jido.defaults());
+            options.jido = Some(jido);
+        }
         options.validate()?;
         if let Some(id) = options.id.as_ref().filter(|id| id.as_str() != agent.id()) {
             agent.set_id(id.clone());
@@ -534,7 +538,10 @@ impl AgentServerState {
             .jido
             .as_ref()
             .map_or_else(|| Exec::global().clone(), |j| j.exec().clone());
-        let id: Arc<str> = Arc::from(agent.id());
+        let id: Arc<str> = match shared_id {
+            Some(id) if *id == *agent.id() => id,
+            _ => Arc::from(agent.id()),
+        };
         let restart = options
             .restart
             .unwrap_or(crate::directive::Restart::Temporary);
@@ -565,6 +572,7 @@ impl AgentServerState {
             drain_scheduled: false,
             stopping: false,
             registered: false,
+            restartable: false,
             parent: None,
             error_count: 0,
             next_id: 0,
@@ -607,6 +615,7 @@ impl AgentServerState {
                 .filter(|_| supervised && restart != crate::directive::Restart::Temporary)
             {
                 jido.register_restart(myself.get_id(), restart_args);
+                state.restartable = true;
             }
         }
         if let Some(parent) = parent {
@@ -1497,8 +1506,12 @@ impl AgentServerState {
             }
             Internal::Stop(reason) => {
                 // Asked to stop through the agent's own API: it is never
-                // brought back, whatever the reason.
-                if let Some(jido) = &self.jido {
+                // brought back, whatever the reason. (A handle that knows
+                // the instance forgot the spec already; one that does not,
+                // e.g. from `AgentRef::from_actor`, relies on this.)
+                if self.restartable
+                    && let Some(jido) = &self.jido
+                {
                     jido.forget_restart(myself.get_id());
                 }
                 self.stop_self(myself, reason);
@@ -1668,7 +1681,8 @@ impl AgentServerState {
         if std::mem::take(&mut self.registered)
             && let Some(jido) = &self.jido
         {
-            jido.unregister(&self.id, self.myself.get_id());
+            // Only a durable agent can have marked itself hibernating.
+            jido.unregister(&self.id, self.myself.get_id(), self.durable.is_some());
         }
     }
 
