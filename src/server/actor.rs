@@ -402,18 +402,19 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         args: AgentServerArgs,
     ) -> std::result::Result<AgentServerState, ActorProcessingErr> {
-        // Boxed: ractor keeps this future's state (the start arguments,
-        // the storage read) in the actor's loop future for the agent's
-        // whole life, idle or not, so inline it would cost every agent
-        // its size in memory.
-        Box::pin(async move {
-            // A durable agent resumes from its storage (nothing is written).
-            let loaded = super::durable::load(&args).await.map_err(boxed)?;
-            let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
-            state.attach_durable(loaded);
-            Ok(state)
-        })
-        .await
+        // ractor boxes this future itself and drops it once the agent has
+        // started (the agent's own task never holds it): no box of ours,
+        // which would only copy it once more. A durable agent resumes from
+        // its storage (nothing is written); that read is a large future,
+        // boxed so the common start does not build and move it.
+        let loaded = if args.may_be_durable() {
+            Box::pin(super::durable::load(&args)).await.map_err(boxed)?
+        } else {
+            None
+        };
+        let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
+        state.attach_durable(loaded);
+        Ok(state)
     }
 
     async fn post_start(
@@ -481,12 +482,16 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
+        // Both waits are boxed, being large and rare: ractor builds and
+        // moves this future on every stop.
         if !state.stopping {
             // Stopped from outside through ractor (`stop`, `drain`, a
             // supervisor): the work the agent accepted is finished first.
-            state.finish_accepted(&myself).await;
+            Box::pin(state.finish_accepted(&myself)).await;
         }
-        state.persist_on_stop().await;
+        if state.durable.is_some() {
+            Box::pin(state.persist_on_stop()).await;
+        }
         state.status = ServerStatus::Stopping;
         state.cleanup(&myself);
         // A directive executor that panicked while the work was finished

@@ -614,6 +614,22 @@ impl AgentServerArgs {
         }
     }
 
+    /// Whether the agent has a storage (its own or the instance's
+    /// default), so its start reads a checkpoint.
+    pub(crate) fn may_be_durable(&self) -> bool {
+        #[cfg(feature = "persist")]
+        {
+            self.options.storage.is_some()
+                || self
+                    .options
+                    .jido
+                    .as_ref()
+                    .is_some_and(|j| j.defaults().storage.is_some())
+        }
+        #[cfg(not(feature = "persist"))]
+        false
+    }
+
     /// The id as a shared string, kept for the agent: the starter's handle
     /// and the agent's own state hold one allocation of it.
     pub(crate) fn shared_id(&mut self) -> Arc<str> {
