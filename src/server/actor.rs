@@ -1694,6 +1694,9 @@ impl AgentServerState {
     /// Answers every waiting call with `Cancelled`; waiting casts are
     /// dropped (counted in a debug event).
     fn cancel_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.pending);
         let dropped = pending.len();
         for work in pending {
