@@ -265,3 +265,23 @@ async fn state_as_names_the_failing_field() {
     agent.set(json!({"count": 7}).as_object().unwrap());
     assert_eq!(agent.state_as::<Count>().unwrap().count, 7);
 }
+
+#[test]
+fn empty_maps_allocate_nothing_until_written() {
+    let first = StateMap::new();
+    let before = allocated();
+    let mut a = StateMap::new();
+    let b = StateMap::default();
+    assert_eq!(
+        allocated() - before,
+        0,
+        "an empty map is a handle, not an allocation"
+    );
+    assert!(a.ptr_eq(&b) && a.ptr_eq(&first));
+    // The first write makes the map its own; the other empty maps stay empty.
+    a.insert("k", 1);
+    assert!(!a.ptr_eq(&b));
+    assert_eq!((a.len(), b.len(), first.len()), (1, 0, 0));
+    assert_eq!(a["k"], 1);
+    assert!(StateMap::new().is_empty());
+}

@@ -58,8 +58,8 @@ impl AgentServer {
     ///
     /// The start error: invalid options, an invalid route (a configuration
     /// error naming it), an id already registered in the instance.
-    pub async fn start(args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
-        let id = args.id().to_owned();
+    pub async fn start(mut args: AgentServerArgs) -> Result<(AgentRef, JoinHandle<()>)> {
+        let id = args.shared_id();
         let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn(None, AgentServer, args)
             .await
@@ -74,10 +74,10 @@ impl AgentServer {
     ///
     /// As [`AgentServer::start`].
     pub async fn start_linked(
-        args: AgentServerArgs,
+        mut args: AgentServerArgs,
         supervisor: ractor::ActorCell,
     ) -> Result<(AgentRef, JoinHandle<()>)> {
-        let id = args.id().to_owned();
+        let id = args.shared_id();
         let jido = args.options.jido.clone();
         let (actor, handle) = Actor::spawn_linked(None, AgentServer, args, supervisor)
             .await
@@ -201,6 +201,9 @@ pub struct AgentServerState {
     pub(crate) stopping: bool,
     /// In the instance registry (removed once, however the agent ends).
     pub(crate) registered: bool,
+    /// The instance keeps a restart spec for this agent (its policy is
+    /// not `temporary`): a stop through its own API forgets it.
+    pub(crate) restartable: bool,
     pub(crate) parent: Option<Box<ParentRef>>,
     pub(crate) error_count: u32,
     pub(crate) next_id: u64,
@@ -399,18 +402,19 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         args: AgentServerArgs,
     ) -> std::result::Result<AgentServerState, ActorProcessingErr> {
-        // Boxed: ractor keeps this future's state (the start arguments,
-        // the storage read) in the actor's loop future for the agent's
-        // whole life, idle or not, so inline it would cost every agent
-        // its size in memory.
-        Box::pin(async move {
-            // A durable agent resumes from its storage (nothing is written).
-            let loaded = super::durable::load(&args).await.map_err(boxed)?;
-            let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
-            state.attach_durable(loaded);
-            Ok(state)
-        })
-        .await
+        // ractor boxes this future itself and drops it once the agent has
+        // started (the agent's own task never holds it): no box of ours,
+        // which would only copy it once more. A durable agent resumes from
+        // its storage (nothing is written); that read is a large future,
+        // boxed so the common start does not build and move it.
+        let loaded = if args.may_be_durable() {
+            Box::pin(super::durable::load(&args)).await.map_err(boxed)?
+        } else {
+            None
+        };
+        let mut state = AgentServerState::init(myself, args).map_err(boxed)?;
+        state.attach_durable(loaded);
+        Ok(state)
     }
 
     async fn post_start(
@@ -478,12 +482,16 @@ impl Actor for AgentServer {
         myself: ActorRef<AgentMsg>,
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
+        // Both waits are boxed, being large and rare: ractor builds and
+        // moves this future on every stop.
         if !state.stopping {
             // Stopped from outside through ractor (`stop`, `drain`, a
             // supervisor): the work the agent accepted is finished first.
-            state.finish_accepted(&myself).await;
+            Box::pin(state.finish_accepted(&myself)).await;
         }
-        state.persist_on_stop().await;
+        if state.durable.is_some() {
+            Box::pin(state.persist_on_stop()).await;
+        }
         state.status = ServerStatus::Stopping;
         state.cleanup(&myself);
         // A directive executor that panicked while the work was finished
@@ -512,13 +520,14 @@ impl AgentServerState {
         let restart_args = (args.supervised && may_restart).then(|| args.clone());
         let AgentServerArgs {
             mut agent,
-            options,
+            mut options,
             supervised,
+            shared_id,
         } = args;
-        let options = match options.jido.clone() {
-            Some(jido) => options.or(jido.defaults()),
-            None => options,
-        };
+        if let Some(jido) = options.jido.take() {
+            options.fill_from(jido.defaults());
+            options.jido = Some(jido);
+        }
         options.validate()?;
         if let Some(id) = options.id.as_ref().filter(|id| id.as_str() != agent.id()) {
             agent.set_id(id.clone());
@@ -534,7 +543,10 @@ impl AgentServerState {
             .jido
             .as_ref()
             .map_or_else(|| Exec::global().clone(), |j| j.exec().clone());
-        let id: Arc<str> = Arc::from(agent.id());
+        let id: Arc<str> = match shared_id {
+            Some(id) if *id == *agent.id() => id,
+            _ => Arc::from(agent.id()),
+        };
         let restart = options
             .restart
             .unwrap_or(crate::directive::Restart::Temporary);
@@ -565,6 +577,7 @@ impl AgentServerState {
             drain_scheduled: false,
             stopping: false,
             registered: false,
+            restartable: false,
             parent: None,
             error_count: 0,
             next_id: 0,
@@ -607,6 +620,7 @@ impl AgentServerState {
                 .filter(|_| supervised && restart != crate::directive::Restart::Temporary)
             {
                 jido.register_restart(myself.get_id(), restart_args);
+                state.restartable = true;
             }
         }
         if let Some(parent) = parent {
@@ -1500,8 +1514,12 @@ impl AgentServerState {
             }
             Internal::Stop(reason) => {
                 // Asked to stop through the agent's own API: it is never
-                // brought back, whatever the reason.
-                if let Some(jido) = &self.jido {
+                // brought back, whatever the reason. (A handle that knows
+                // the instance forgot the spec already; one that does not,
+                // e.g. from `AgentRef::from_actor`, relies on this.)
+                if self.restartable
+                    && let Some(jido) = &self.jido
+                {
                     jido.forget_restart(myself.get_id());
                 }
                 self.stop_self(myself, reason);
@@ -1671,13 +1689,17 @@ impl AgentServerState {
         if std::mem::take(&mut self.registered)
             && let Some(jido) = &self.jido
         {
-            jido.unregister(&self.id, self.myself.get_id());
+            // Only a durable agent can have marked itself hibernating.
+            jido.unregister(&self.id, self.myself.get_id(), self.durable.is_some());
         }
     }
 
     /// Answers every waiting call with `Cancelled`; waiting casts are
     /// dropped (counted in a debug event).
     fn cancel_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.pending);
         let dropped = pending.len();
         for work in pending {

@@ -507,20 +507,32 @@ impl AgentRef {
     /// (details `agent_id`, `timeout_ms`) when even the kill did not finish
     /// in time (its handler is blocked): the agent still runs.
     pub async fn stop_timeout(&self, reason: impl Into<StopReason>, grace: Duration) -> Result<()> {
+        self.stop_reporting_kill(reason.into().to_string(), grace)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`stop_timeout`](AgentRef::stop_timeout); `true` when the agent had
+    /// to be killed (its `post_stop` did not run).
+    pub(crate) async fn stop_reporting_kill(
+        &self,
+        reason: String,
+        grace: Duration,
+    ) -> Result<bool> {
         if !self.is_alive() {
             return Err(not_alive(&self.id));
         }
-        self.request_stop(reason.into().to_string());
+        self.request_stop(reason);
         let cell = self.actor.get_cell();
         if cell.wait(Some(grace)).await.is_ok() {
-            return Ok(());
+            return Ok(false);
         }
         match cell.kill_and_wait(Some(grace)).await {
             Err(ractor::RactorErr::Timeout) => Err(Error::timeout("agent did not stop")
                 .with_detail("agent_id", self.id.to_string())
                 .with_detail("timeout_ms", grace.as_millis() as u64)),
             // Killed, or it was already gone.
-            _ => Ok(()),
+            _ => Ok(true),
         }
     }
 }

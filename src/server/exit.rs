@@ -67,13 +67,16 @@ impl ExitReason {
     pub(crate) fn from_ractor(stopped: std::result::Result<Option<String>, String>) -> Self {
         match stopped {
             Err(failure) => ExitReason::Failed(failure),
-            Ok(reason) => match super::exit_reason(reason).as_str() {
-                "normal" => ExitReason::Normal,
+            // The stop reason is moved, never copied: no allocation for
+            // the usual reasons.
+            Ok(None) => ExitReason::Normal,
+            Ok(Some(reason)) => match reason.as_str() {
+                "normal" | super::instance::DRAINED => ExitReason::Normal,
                 "shutdown" => ExitReason::Shutdown,
                 "killed" => ExitReason::Killed,
                 FENCED => ExitReason::Fenced,
                 HIBERNATE => ExitReason::Hibernated,
-                other => ExitReason::Stopped(other.to_owned()),
+                _ => ExitReason::Stopped(reason),
             },
         }
     }

@@ -173,12 +173,17 @@ impl AgentServerState {
     }
 
     /// Ties this agent to `parent`: each monitors the other.
-    pub(crate) fn bind_parent(&mut self, myself: &ActorRef<AgentMsg>, parent: ParentRef) {
+    pub(crate) fn bind_parent(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        parent: impl Into<Box<ParentRef>>,
+    ) {
+        let parent = parent.into();
         let me = myself.get_cell();
         let them = parent.actor.get_cell();
         me.monitor(them.clone());
         them.monitor(me);
-        self.parent = Some(Box::new(parent));
+        self.parent = Some(parent);
         if let Some(extras) = self.extras.as_mut() {
             extras.orphaned_from = None;
         }
@@ -548,7 +553,11 @@ impl AgentServerState {
             .clone()
             .unwrap_or_else(|| format!("{}/{}", self.id, tag));
         options.id = Some(child_id.clone());
-        options.parent = Some(self.parent_ref_for_child(myself, tag.clone(), meta));
+        options.parent = Some(Box::new(self.parent_ref_for_child(
+            myself,
+            tag.clone(),
+            meta,
+        )));
         options.restart = Some(restart);
         options.jido = self.jido.clone();
         options.executors = options.executors.merged_over(&self.settings.executors);

@@ -407,7 +407,7 @@ impl Jido {
         }
         let mut args = AgentServerArgs::new(agent, options.jido(self.clone()));
         args.supervised = true;
-        let id = args.id().to_owned();
+        let id = args.shared_id();
         let (actor, _) = Actor::spawn_linked(None, AgentServer, args, self.supervisor_cell())
             .await
             .map_err(spawn_error)?;
@@ -681,9 +681,15 @@ impl Jido {
     /// finish — the agent still runs, and keeps its registry entry.
     pub async fn stop_agent(&self, id: &str) -> Result<()> {
         let agent = self.whereis(id).ok_or_else(|| not_alive(id))?;
-        agent.stop("shutdown").await?;
-        let mut reg = self.inner.shared.registry_mut();
-        reg.remove(id, agent.actor_ref().get_id());
+        let killed = agent
+            .stop_reporting_kill("shutdown".to_owned(), DEFAULT_STOP_TIMEOUT)
+            .await?;
+        if killed {
+            // A graceful stop left the registry in `post_stop`; a killed
+            // agent's state (which would) may not be dropped yet.
+            let mut reg = self.inner.shared.registry_mut();
+            reg.remove(id, agent.actor_ref().get_id());
+        }
         Ok(())
     }
 
@@ -803,13 +809,17 @@ impl Jido {
         Ok(())
     }
 
-    pub(crate) fn unregister(&self, id: &str, actor: ActorId) {
-        self.inner
-            .shared
-            .hibernating
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&actor);
+    /// Removes `id` (running as `actor`) from the registry; `durable`: it
+    /// may have marked itself hibernating.
+    pub(crate) fn unregister(&self, id: &str, actor: ActorId, durable: bool) {
+        if durable {
+            self.inner
+                .shared
+                .hibernating
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&actor);
+        }
         if self.inner.shared.shutting_down.load(Ordering::SeqCst) {
             // `shutdown` clears the registry at the end: no lock per agent.
             return;
@@ -844,7 +854,7 @@ impl Jido {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(args) = specs.get_mut(&actor) {
-            args.options.parent = parent;
+            args.options.parent = parent.map(Box::new);
         }
     }
 }
@@ -875,38 +885,50 @@ impl Registry {
     }
 }
 
-/// How an agent ended, as its supervisor saw it.
+/// How an agent ended, as its supervisor saw it: the reason, and whether
+/// ractor drained it (reported as `Normal`, but never restarted).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Exit {
-    Stopped(Option<String>),
-    Failed(String),
+pub(crate) struct Exit {
+    reason: ExitReason,
+    drained: bool,
 }
 
 impl Exit {
-    fn to_reason(&self) -> ExitReason {
-        match self {
-            Exit::Stopped(reason) => ExitReason::from_ractor(Ok(reason.clone())),
-            Exit::Failed(error) => ExitReason::from_ractor(Err(error.clone())),
+    /// Stopped, with ractor's stop reason.
+    pub(crate) fn stopped(reason: Option<String>) -> Self {
+        let drained = reason.as_deref() == Some(DRAINED);
+        Exit {
+            reason: ExitReason::from_ractor(Ok(reason)),
+            drained,
+        }
+    }
+
+    /// Failed (a panic or a handler error).
+    pub(crate) fn failed(error: String) -> Self {
+        Exit {
+            reason: ExitReason::from_ractor(Err(error)),
+            drained: false,
         }
     }
 
     /// A shutdown, a drain (ractor's `drain`: the agent finished its work
-    /// and stopped normally) or a fenced agent (a newer owner holds it):
-    /// never restarted.
+    /// and stopped normally) or a fenced or hibernated agent (a newer
+    /// owner holds it, or it sleeps until thawed): never restarted.
     fn is_shutdown(&self) -> bool {
-        matches!(self, Exit::Stopped(Some(r)) if r == "shutdown" || r.starts_with("shutdown:") || r == DRAINED || r == super::exit::FENCED || r == super::exit::HIBERNATE)
+        self.drained
+            || match &self.reason {
+                ExitReason::Shutdown | ExitReason::Fenced | ExitReason::Hibernated => true,
+                ExitReason::Stopped(r) => r.starts_with("shutdown:"),
+                _ => false,
+            }
     }
 
     fn is_clean(&self) -> bool {
-        match self {
-            Exit::Stopped(None) => true,
-            Exit::Stopped(Some(r)) => r == "normal" || self.is_shutdown(),
-            Exit::Failed(_) => false,
-        }
+        matches!(self.reason, ExitReason::Normal) || self.is_shutdown()
     }
 
     fn reason(&self) -> String {
-        self.to_reason().to_string()
+        self.reason.to_string()
     }
 }
 
@@ -1037,22 +1059,39 @@ impl Actor for InstanceSupervisor {
     ) -> std::result::Result<(), ActorProcessingErr> {
         // Never the ractor default (stop the supervisor when a child ends).
         let (cell, exit) = match event {
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, Exit::Stopped(reason)),
-            SupervisionEvent::ActorFailed(cell, err) => (cell, Exit::Failed(err.to_string())),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, Exit::stopped(reason)),
+            SupervisionEvent::ActorFailed(cell, err) => (cell, Exit::failed(err.to_string())),
             _ => return Ok(()),
         };
-        state.on_exit(&myself, cell.get_id(), exit).await;
+        if let Some(args) = state.on_exit(cell.get_id(), exit) {
+            // Boxed: the spawn future is large (~2 KB) and inline it would
+            // be built and moved for every exit, restarts or not.
+            Box::pin(restart(myself, args)).await;
+        }
         Ok(())
     }
 }
 
+/// Starts a supervised agent again from its first arguments.
+async fn restart(myself: ActorRef<RootMsg>, args: Box<AgentServerArgs>) {
+    let id = args.id().to_owned();
+    if let Err(err) = Actor::spawn_linked(None, AgentServer, *args, myself.get_cell()).await {
+        let err = spawn_error(err);
+        tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
+    }
+}
+
 impl RootState {
-    async fn on_exit(&mut self, myself: &ActorRef<RootMsg>, actor: ActorId, exit: Exit) {
-        let reason = exit.to_reason();
-        let id = self.shared.exits().record(actor, &reason);
+    /// Records the exit of the agent that ran as `actor`; the arguments
+    /// to restart it with when its policy says so.
+    fn on_exit(&mut self, actor: ActorId, exit: Exit) -> Option<Box<AgentServerArgs>> {
+        // The registry and restart spec first, then the exit book under
+        // one lock: a waiter woken by the record finds the registry
+        // already without the agent.
         let next = self.after_exit(actor, &exit);
-        if let Some(id) = id {
-            let mut exits = self.shared.exits();
+        let reason = exit.reason;
+        let mut exits = self.shared.exits();
+        if let Some(id) = exits.record(actor, &reason) {
             let restarting = matches!(next, AfterExit::Restart(_));
             if !restarting {
                 exits.notify_final(&id, &reason);
@@ -1070,13 +1109,9 @@ impl RootState {
                 });
             }
         }
-        if let AfterExit::Restart(args) = next {
-            let id = args.id().to_owned();
-            if let Err(err) = Actor::spawn_linked(None, AgentServer, *args, myself.get_cell()).await
-            {
-                let err = spawn_error(err);
-                tracing::error!(target: "jido::agent_server", agent_id = %id, error = %err, "agent restart failed");
-            }
+        match next {
+            AfterExit::Restart(args) => Some(args),
+            _ => None,
         }
     }
 
@@ -1212,17 +1247,23 @@ mod tests {
 
     #[test]
     fn restart_rules() {
-        let failed = Exit::Failed("boom".into());
-        let killed = Exit::Stopped(Some("killed".into()));
-        let normal = Exit::Stopped(Some("normal".into()));
-        let none = Exit::Stopped(None);
-        let shutdown = Exit::Stopped(Some("shutdown".into()));
-        let drained = Exit::Stopped(Some(DRAINED.into()));
+        let failed = Exit::failed("boom".into());
+        let killed = Exit::stopped(Some("killed".into()));
+        let normal = Exit::stopped(Some("normal".into()));
+        let none = Exit::stopped(None);
+        let shutdown = Exit::stopped(Some("shutdown".into()));
+        let drained = Exit::stopped(Some(DRAINED.into()));
         assert!(!should_restart(Restart::Permanent, &drained));
         assert!(!should_restart(Restart::Transient, &drained));
         assert_eq!(drained.reason(), "normal");
-        let parent_down = Exit::Stopped(Some("shutdown: parent_down: killed".into()));
-        let custom = Exit::Stopped(Some("agent_error: x".into()));
+        let parent_down = Exit::stopped(Some("shutdown: parent_down: killed".into()));
+        let custom = Exit::stopped(Some("agent_error: x".into()));
+        let fenced = Exit::stopped(Some(super::super::exit::FENCED.into()));
+        let hibernated = Exit::stopped(Some(super::super::exit::HIBERNATE.into()));
+        for e in [&fenced, &hibernated] {
+            assert!(!should_restart(Restart::Permanent, e));
+            assert!(!should_restart(Restart::Transient, e));
+        }
         for e in [
             &failed,
             &killed,

@@ -139,13 +139,16 @@ impl Executors {
 #[derive(Clone, Default)]
 pub struct ServerOptions {
     pub(crate) id: Option<String>,
-    pub(crate) initial_state: Option<Map<String, Value>>,
+    /// Boxed, as `parent`: rarely set, and the options travel by value
+    /// through every start (ractor's spawn futures hold the arguments
+    /// several times over).
+    pub(crate) initial_state: Option<Box<Map<String, Value>>>,
     pub(crate) default_dispatch: Option<DispatchConfig>,
     pub(crate) error_policy: Option<ErrorPolicy>,
     pub(crate) max_queue_size: Option<usize>,
     pub(crate) max_pending_signals: Option<usize>,
     pub(crate) max_concurrent_dispatches: Option<usize>,
-    pub(crate) parent: Option<ParentRef>,
+    pub(crate) parent: Option<Box<ParentRef>>,
     pub(crate) on_parent_death: Option<OnParentDeath>,
     pub(crate) debug: Option<bool>,
     pub(crate) restart: Option<Restart>,
@@ -216,7 +219,7 @@ impl ServerOptions {
     /// State merged (shallowly) over the agent's state at start.
     #[must_use]
     pub fn initial_state(mut self, state: Map<String, Value>) -> Self {
-        self.initial_state = Some(state);
+        self.initial_state = Some(Box::new(state));
         self
     }
 
@@ -277,7 +280,7 @@ impl ServerOptions {
     /// The parent agent.
     #[must_use]
     pub fn parent(mut self, parent: ParentRef) -> Self {
-        self.parent = Some(parent);
+        self.parent = Some(Box::new(parent));
         self
     }
 
@@ -472,38 +475,50 @@ impl ServerOptions {
     /// These options with every unset one taken from `defaults`
     /// (executors merge, these win).
     pub(crate) fn or(mut self, defaults: &ServerOptions) -> Self {
-        self.id = self.id.or_else(|| defaults.id.clone());
-        self.initial_state = self
-            .initial_state
-            .or_else(|| defaults.initial_state.clone());
-        self.default_dispatch = self
-            .default_dispatch
-            .or_else(|| defaults.default_dispatch.clone());
-        self.error_policy = self.error_policy.or_else(|| defaults.error_policy.clone());
-        self.max_queue_size = self.max_queue_size.or(defaults.max_queue_size);
-        self.max_pending_signals = self.max_pending_signals.or(defaults.max_pending_signals);
-        self.max_concurrent_dispatches = self
-            .max_concurrent_dispatches
-            .or(defaults.max_concurrent_dispatches);
-        self.parent = self.parent.or_else(|| defaults.parent.clone());
-        self.on_parent_death = self.on_parent_death.or(defaults.on_parent_death);
-        self.debug = self.debug.or(defaults.debug);
-        self.restart = self.restart.or(defaults.restart);
-        self.allow_untrusted_runtime_signals = self
-            .allow_untrusted_runtime_signals
-            .or(defaults.allow_untrusted_runtime_signals);
-        self.fail_calls_on_action_error = self
-            .fail_calls_on_action_error
-            .or(defaults.fail_calls_on_action_error);
-        self.jido = self.jido.or_else(|| defaults.jido.clone());
+        self.fill_from(defaults);
+        self
+    }
+
+    /// Takes every unset option from `defaults` (executors merge, these
+    /// win), in place: the options are large and moved enough already.
+    pub(crate) fn fill_from(&mut self, defaults: &ServerOptions) {
+        fn fill<T: Clone>(own: &mut Option<T>, default: &Option<T>) {
+            if own.is_none() {
+                own.clone_from(default);
+            }
+        }
+        fill(&mut self.id, &defaults.id);
+        fill(&mut self.initial_state, &defaults.initial_state);
+        fill(&mut self.default_dispatch, &defaults.default_dispatch);
+        fill(&mut self.error_policy, &defaults.error_policy);
+        fill(&mut self.max_queue_size, &defaults.max_queue_size);
+        fill(&mut self.max_pending_signals, &defaults.max_pending_signals);
+        fill(
+            &mut self.max_concurrent_dispatches,
+            &defaults.max_concurrent_dispatches,
+        );
+        fill(&mut self.parent, &defaults.parent);
+        fill(&mut self.on_parent_death, &defaults.on_parent_death);
+        fill(&mut self.debug, &defaults.debug);
+        fill(&mut self.restart, &defaults.restart);
+        fill(
+            &mut self.allow_untrusted_runtime_signals,
+            &defaults.allow_untrusted_runtime_signals,
+        );
+        fill(
+            &mut self.fail_calls_on_action_error,
+            &defaults.fail_calls_on_action_error,
+        );
+        fill(&mut self.jido, &defaults.jido);
         #[cfg(feature = "persist")]
         {
-            self.storage = self.storage.or_else(|| defaults.storage.clone());
-            self.durability = self.durability.or(defaults.durability);
-            self.idle_timeout = self.idle_timeout.or(defaults.idle_timeout);
+            fill(&mut self.storage, &defaults.storage);
+            fill(&mut self.durability, &defaults.durability);
+            fill(&mut self.idle_timeout, &defaults.idle_timeout);
         }
-        self.executors = self.executors.merged_over(&defaults.executors);
-        self
+        if defaults.executors.0.is_some() {
+            self.executors = self.executors.merged_over(&defaults.executors);
+        }
     }
 
     /// Checks the values.
@@ -548,7 +563,7 @@ impl From<ChildOptions> for ServerOptions {
     fn from(o: ChildOptions) -> Self {
         Self {
             id: o.id,
-            initial_state: o.initial_state,
+            initial_state: o.initial_state.map(Box::new),
             default_dispatch: o.default_dispatch,
             error_policy: o.error_policy,
             max_queue_size: o.max_queue_size,
@@ -582,6 +597,9 @@ pub struct AgentServerArgs {
     pub(crate) options: ServerOptions,
     /// Spawned linked under the instance supervisor (restarts apply).
     pub(crate) supervised: bool,
+    /// The id, shared with the handle the starter returns (see
+    /// [`AgentServerArgs::shared_id`]); used when it is still the id.
+    pub(crate) shared_id: Option<Arc<str>>,
 }
 
 impl AgentServerArgs {
@@ -591,6 +609,36 @@ impl AgentServerArgs {
             agent,
             options,
             supervised: false,
+            shared_id: None,
+        }
+    }
+
+    /// Whether the agent has a storage (its own or the instance's
+    /// default), so its start reads a checkpoint.
+    pub(crate) fn may_be_durable(&self) -> bool {
+        #[cfg(feature = "persist")]
+        {
+            self.options.storage.is_some()
+                || self
+                    .options
+                    .jido
+                    .as_ref()
+                    .is_some_and(|j| j.defaults().storage.is_some())
+        }
+        #[cfg(not(feature = "persist"))]
+        false
+    }
+
+    /// The id as a shared string, kept for the agent: the starter's handle
+    /// and the agent's own state hold one allocation of it.
+    pub(crate) fn shared_id(&mut self) -> Arc<str> {
+        match &self.shared_id {
+            Some(id) if **id == *self.id() => Arc::clone(id),
+            _ => {
+                let id: Arc<str> = Arc::from(self.id());
+                self.shared_id = Some(Arc::clone(&id));
+                id
+            }
         }
     }
 

@@ -65,8 +65,17 @@ pub enum StateValue {
 /// A JSON object of the state: insertion-ordered, shared between clones.
 /// A write to a shared map first copies its entries' handles (O(keys),
 /// values are not copied).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct StateMap(Arc<Entries>);
+
+impl Default for StateMap {
+    /// An empty map: a handle on one shared empty map (no allocation; the
+    /// first write makes the map its own).
+    fn default() -> Self {
+        static EMPTY: LazyLock<Arc<Entries>> = LazyLock::new(|| Arc::new(Entries::default()));
+        Self(Arc::clone(&EMPTY))
+    }
+}
 
 /// A JSON array of the state, shared between clones. Short arrays are a
 /// plain vector; from 33 elements on it is a persistent vector where
