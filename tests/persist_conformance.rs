@@ -208,6 +208,10 @@ async fn the_suite_names_the_cases_a_broken_adapter_fails() {
         .unwrap_err();
     assert_eq!(
         (err.kind(), err.message(), err.retryable()),
-        (jido::ErrorKind::Storage, "storage cannot list timers", false)
+        (
+            jido::ErrorKind::Storage,
+            "storage cannot list timers",
+            false
+        )
     );
 }

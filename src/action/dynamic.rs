@@ -61,14 +61,17 @@ pub(crate) trait Erased: HasMetadata {
     ) -> BoxFuture<'static, Result<Map<String, Value>>>;
 
     /// The compensation of a failed attempt as a `'static` future owning a
-    /// copy of the params (it runs in a task).
+    /// copy of the params (it runs in a task); by default none (`null`).
     fn compensate(
         self: Arc<Self>,
         prepared: &Prepared,
         error: Error,
         ctx: Context,
         opts: CompensationOptions,
-    ) -> BoxFuture<'static, Result<Value>>;
+    ) -> BoxFuture<'static, Result<Value>> {
+        let _ = (prepared, error, ctx, opts);
+        Box::pin(async { Ok(Value::Null) })
+    }
 
     /// One attempt in a task of `supervisor`, with the poll flag `flag`
     /// (which also carries the attempt's span, see

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::dynamic::{Erased, Prepared, decode_params, output_to_map};
-use super::{ActionMetadata, Compensation, CompensationOptions, DynAction};
+use super::{ActionMetadata, Compensation, DynAction};
 use crate::action_metadata::HasMetadata;
 use crate::context::Context;
 use crate::error::{Error, Result, json_type_name};
@@ -234,16 +234,6 @@ impl Erased for JsonAction {
             }
         }
     }
-
-    fn compensate(
-        self: Arc<Self>,
-        _prepared: &Prepared,
-        _error: Error,
-        _ctx: Context,
-        _opts: CompensationOptions,
-    ) -> BoxFuture<'static, Result<Value>> {
-        Box::pin(async { Ok(Value::Null) })
-    }
 }
 
 /// The one `&'static str` of each distinct name.
@@ -327,15 +317,5 @@ where
             let output = (self.f)(params, ctx).await?;
             output_to_map(name, &output)
         })
-    }
-
-    fn compensate(
-        self: Arc<Self>,
-        _prepared: &Prepared,
-        _error: Error,
-        _ctx: Context,
-        _opts: CompensationOptions,
-    ) -> BoxFuture<'static, Result<Value>> {
-        Box::pin(async { Ok(Value::Null) })
     }
 }

@@ -627,29 +627,9 @@ impl RequestCore {
             .is_some_and(|t| t.snapshot.is_some() && t.module == self.module)
             || self.mirror_rev(agent).is_some();
         if !ours {
-            let json = agent.strategy_state().cloned();
-            let requests = json
-                .as_ref()
-                .and_then(|j| j.get("requests"))
-                .and_then(StateValue::as_object)
-                .cloned();
-            agent.set_strategy_ext(Typed {
-                module: self.module,
-                rev: 0,
-                current: json.clone().map(StateValue::Object),
-                base: Base {
-                    json: json.unwrap_or_default(),
-                    state: None,
-                },
-                requests,
-                state: Arc::new(S::default()),
-                snapshot: None,
-            });
-            if let Some(Some(StateValue::Object(json))) =
-                agent.strategy_ext::<Typed>().map(|t| t.current.clone())
-            {
-                agent.state_mut().insert(STRATEGY_KEY, json);
-            }
+            // Not this strategy's: the ext from `__strategy__` as it is
+            // (the default typed state), then the default written.
+            self.rebuild::<S>(agent);
             self.commit::<S>(agent);
         }
     }

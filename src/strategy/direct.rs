@@ -1,6 +1,5 @@
 //! The Direct strategy: run every instruction now, in order.
 
-
 use super::{
     Command, Strategy, StrategyContext, apply_instruction_result, apply_outcome,
     parse_instruction_result, unknown_command,
