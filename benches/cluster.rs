@@ -267,16 +267,35 @@ where
 const T_MS: u64 = 30_000;
 const T: Duration = Duration::from_millis(T_MS);
 
+/// One raw call round: the envelope bytes there and back.
+async fn raw_call(raw: ActorRef<RawMsg>, payload: Vec<u8>) -> Vec<u8> {
+    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call")
+}
+
+/// One raw cast round: `CASTS` casts of the bytes, then a call to sync.
+async fn raw_casts(raw: ActorRef<RawMsg>, payload: Vec<u8>) -> Vec<u8> {
+    for _ in 0..CASTS {
+        raw.send_message(RawMsg::Cast(payload.clone()))
+            .expect("cast");
+    }
+    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
+}
+
+/// One cast round through jido: `CASTS` casts, then a call to sync.
+async fn agent_casts(agent: ClusterAgent) -> serde_json::Value {
+    for _ in 0..CASTS {
+        agent.cast(ping()).expect("cast");
+    }
+    agent.call(ping(), T).await.expect("flush")
+}
+
 fn bench(c: &mut Criterion) {
     let s = setup();
     let mut g = c.benchmark_group("cluster_call");
     g.bench_function("raw_ractor_cluster_call", |b| {
         b.iter_custom(|iters| {
             let (raw, payload) = (s.raw.clone(), s.payload.clone());
-            in_task(&s.rt, iters, move || {
-                let (raw, payload) = (raw.clone(), payload.clone());
-                async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
-            })
+            in_task(&s.rt, iters, move || raw_call(raw.clone(), payload.clone()))
         })
     });
     g.bench_function("jido_remote_call", |b| {
@@ -305,29 +324,14 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let (raw, payload) = (s.raw.clone(), s.payload.clone());
             in_task(&s.rt, iters, move || {
-                let (raw, payload) = (raw.clone(), payload.clone());
-                async move {
-                    for _ in 0..CASTS {
-                        raw.send_message(RawMsg::Cast(payload.clone()))
-                            .expect("cast");
-                    }
-                    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
-                }
+                raw_casts(raw.clone(), payload.clone())
             })
         })
     });
     g.bench_function("jido_remote_cast", |b| {
         b.iter_custom(|iters| {
             let agent = s.remote.clone();
-            in_task(&s.rt, iters, move || {
-                let agent = agent.clone();
-                async move {
-                    for _ in 0..CASTS {
-                        agent.cast(ping()).expect("cast");
-                    }
-                    agent.call(ping(), T).await.expect("flush")
-                }
-            })
+            in_task(&s.rt, iters, move || agent_casts(agent.clone()))
         })
     });
     g.finish();
@@ -404,10 +408,7 @@ fn probe(spec: &str) {
         payload,
     } = setup();
     let elapsed = match case {
-        "raw_call" => in_task(&rt, rounds, move || {
-            let (raw, payload) = (raw.clone(), payload.clone());
-            async move { ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("raw call") }
-        }),
+        "raw_call" => in_task(&rt, rounds, move || raw_call(raw.clone(), payload.clone())),
         "remote_call" | "local_call" => {
             let agent = if case == "local_call" { local } else { remote };
             in_task(&rt, rounds, move || {
@@ -415,25 +416,8 @@ fn probe(spec: &str) {
                 async move { agent.call(ping(), T).await.expect("call") }
             })
         }
-        "raw_cast" => in_task(&rt, rounds, move || {
-            let (raw, payload) = (raw.clone(), payload.clone());
-            async move {
-                for _ in 0..CASTS {
-                    raw.send_message(RawMsg::Cast(payload.clone()))
-                        .expect("cast");
-                }
-                ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
-            }
-        }),
-        "remote_cast" => in_task(&rt, rounds, move || {
-            let agent = remote.clone();
-            async move {
-                for _ in 0..CASTS {
-                    agent.cast(ping()).expect("cast");
-                }
-                agent.call(ping(), T).await.expect("flush")
-            }
-        }),
+        "raw_cast" => in_task(&rt, rounds, move || raw_casts(raw.clone(), payload.clone())),
+        "remote_cast" => in_task(&rt, rounds, move || agent_casts(remote.clone())),
         other => panic!("unknown probe case {other}"),
     };
     println!("{case} {rounds} rounds in {elapsed:?}");
