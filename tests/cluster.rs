@@ -351,6 +351,11 @@ async fn wait_event(events: &mut jido::cluster::ClusterEvents, event: ClusterEve
     }
 }
 
+/// Waits for the event that `node` is down.
+async fn node_down(events: &mut jido::cluster::ClusterEvents, node: &str) {
+    wait_event(events, ClusterEvent::NodeDown { node: node.into() }).await;
+}
+
 fn add(n: i64) -> Signal {
     Signal::new("counter.add", json!({"n": n}))
 }
@@ -557,13 +562,7 @@ async fn losing_a_node_ends_its_watches_with_noconnection_and_its_ids_move() {
         next(&mut down).await,
         json!({"id": id, "node": "node-b", "reason": "noconnection"})
     );
-    wait_event(
-        &mut events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut events, "node-b").await;
     assert_eq!(a.members(), ["node-a", "node-c"]);
 
     // The id has a new owner, and without storage it starts afresh there.
@@ -589,13 +588,7 @@ async fn the_connector_redials_a_node_that_restarts() {
     a.wait_for_members(2, LIMIT).await.expect("node-b joins");
     b.start_kill().expect("kill");
     let _ = b.wait().await;
-    wait_event(
-        &mut events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut events, "node-b").await;
     assert_eq!(a.members(), ["node-a"]);
     // Restart node-b on the same port: only node-a's connector can bring
     // it back (node-b has no seeds).
@@ -731,13 +724,7 @@ async fn a_lost_nodes_agent_is_thawed_on_its_new_owner_with_its_durable_state() 
     assert_eq!(state(&cp)["ran_on"], "node-b");
 
     b.start_kill().expect("SIGKILL node-b");
-    wait_event(
-        &mut events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut events, "node-b").await;
     let owner = agent.owner().unwrap();
     assert_ne!(owner, "node-b");
     // Every answered call of node-b was durable: the new owner has them.
@@ -1400,13 +1387,7 @@ async fn a_partitioned_owner_is_fenced_when_it_writes_and_stops() {
     // The partition heals (the sessions end and are redialled): the
     // stale writes never landed.
     proxy.heal();
-    wait_event(
-        &mut events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut events, "node-b").await;
     wait_event(
         &mut events,
         ClusterEvent::NodeUp {
@@ -1452,13 +1433,7 @@ async fn a_silent_peer_misses_its_heartbeats_and_is_treated_as_down() {
         next(&mut down).await,
         json!({"id": id, "node": "node-b", "reason": "noconnection"})
     );
-    wait_event(
-        &mut events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut events, "node-b").await;
     assert_eq!(a.members(), ["node-a"]);
     assert_eq!(a.gateway_of("node-b").map(|_| ()), None);
     // Its ids fail over (no storage: a fresh agent).
@@ -1690,13 +1665,7 @@ async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
     );
 
     b.start_kill().expect("SIGKILL node-b");
-    wait_event(
-        &mut cluster_events,
-        ClusterEvent::NodeDown {
-            node: "node-b".into(),
-        },
-    )
-    .await;
+    node_down(&mut cluster_events, "node-b").await;
     assert_eq!(
         seen(&events, "jido.cluster.node.down", &["node", "peer"]),
         [[json!("node-a"), json!("node-b")]]

@@ -531,36 +531,10 @@ impl PostgresStorage {
         expect: Expect,
         epoch: u64,
     ) -> Result<u64> {
-        let data = cp.to_json_vec();
-        let applied = big(cp.applied_seq, "applied_seq")?;
-        let epoch_i = big(epoch, "epoch")?;
-        let (mode, want): (i32, i64) = match expect {
-            Expect::Any => (0, 0),
-            Expect::Absent => (1, 0),
-            Expect::Rev(rev) => (2, big(rev, "revision")?),
-        };
-        let pending = cp.outbox_pending();
-        let next_due = cp.next_due_ms();
+        let w = WriteArgs::new(cp.to_json_vec(), cp, expect, epoch)?;
         // Fast path: one statement when the key exists and the write holds.
-        let rows = self
-            .query(
-                &self.sql.put_fast,
-                &[
-                    &key.namespace(),
-                    &key.kind(),
-                    &key.id(),
-                    &data,
-                    &applied,
-                    &pending,
-                    &epoch_i,
-                    &mode,
-                    &want,
-                    &next_due,
-                ],
-            )
-            .await?;
-        if let Some(row) = rows.first() {
-            return unbig(get_col(row, 0)?, "revision");
+        if let Some(rev) = self.put_fast(&self.sql.put_fast, key, &w).await? {
+            return Ok(rev);
         }
         // Slow path: a new key, or a write that loses (find out why).
         let sql = &self.sql;
@@ -579,10 +553,10 @@ impl PostgresStorage {
                     &key.kind(),
                     &key.id(),
                     &big(rev, "revision")?,
-                    &data,
-                    &applied,
-                    &pending,
-                    &next_due,
+                    &w.data,
+                    &w.applied,
+                    &w.pending,
+                    &w.next_due,
                 ],
             )
             .await
@@ -594,7 +568,7 @@ impl PostgresStorage {
             let truncate = tx.prepare_cached(&sql.truncate).await.map_err(backend)?;
             tx.execute(
                 &truncate,
-                &[&key.namespace(), &key.kind(), &key.id(), &applied],
+                &[&key.namespace(), &key.kind(), &key.id(), &w.applied],
             )
             .await
             .map_err(backend)?;
@@ -610,37 +584,11 @@ impl PostgresStorage {
         expect: Expect,
         epoch: u64,
     ) -> Result<u64> {
-        let data = delta.to_json_vec();
-        let applied = big(delta.checkpoint.applied_seq, "applied_seq")?;
-        let epoch_i = big(epoch, "epoch")?;
-        let (mode, want): (i32, i64) = match expect {
-            Expect::Any => (0, 0),
-            Expect::Absent => (1, 0),
-            Expect::Rev(rev) => (2, big(rev, "revision")?),
-        };
-        let pending = delta.checkpoint.outbox_pending();
-        let next_due = delta.checkpoint.next_due_ms();
+        let w = WriteArgs::new(delta.to_json_vec(), &delta.checkpoint, expect, epoch)?;
         // Fast path: one statement when the checkpoint exists and the
         // write holds.
-        let rows = self
-            .query(
-                &self.sql.put_delta_fast,
-                &[
-                    &key.namespace(),
-                    &key.kind(),
-                    &key.id(),
-                    &data,
-                    &applied,
-                    &pending,
-                    &epoch_i,
-                    &mode,
-                    &want,
-                    &next_due,
-                ],
-            )
-            .await?;
-        if let Some(row) = rows.first() {
-            return unbig(get_col(row, 0)?, "revision");
+        if let Some(rev) = self.put_fast(&self.sql.put_delta_fast, key, &w).await? {
+            return Ok(rev);
         }
         // Slow path: the write loses (find out why), or it raced a claim.
         let sql = &self.sql;
@@ -659,9 +607,9 @@ impl PostgresStorage {
                     &key.kind(),
                     &key.id(),
                     &rev,
-                    &applied,
-                    &pending,
-                    &next_due,
+                    &w.applied,
+                    &w.pending,
+                    &w.next_due,
                 ],
             )
             .await
@@ -672,14 +620,14 @@ impl PostgresStorage {
                 .map_err(backend)?;
             tx.execute(
                 &insert,
-                &[&key.namespace(), &key.kind(), &key.id(), &rev, &data],
+                &[&key.namespace(), &key.kind(), &key.id(), &rev, &w.data],
             )
             .await
             .map_err(backend)?;
             let truncate = tx.prepare_cached(&sql.truncate).await.map_err(backend)?;
             tx.execute(
                 &truncate,
-                &[&key.namespace(), &key.kind(), &key.id(), &applied],
+                &[&key.namespace(), &key.kind(), &key.id(), &w.applied],
             )
             .await
             .map_err(backend)?;
@@ -751,6 +699,32 @@ impl PostgresStorage {
         .await
     }
 
+    /// A checkpoint write's fast path (`sql`: one statement when the
+    /// key's checkpoint exists and the write holds): the new revision, or
+    /// `None` when the statement did not apply.
+    async fn put_fast(&self, sql: &str, key: &StorageKey, w: &WriteArgs) -> Result<Option<u64>> {
+        let rows = self
+            .query(
+                sql,
+                &[
+                    &key.namespace(),
+                    &key.kind(),
+                    &key.id(),
+                    &w.data,
+                    &w.applied,
+                    &w.pending,
+                    &w.epoch,
+                    &w.mode,
+                    &w.want,
+                    &w.next_due,
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|row| unbig(get_col(row, 0)?, "revision"))
+            .transpose()
+    }
+
     async fn query(
         &self,
         sql: &str,
@@ -759,6 +733,38 @@ impl PostgresStorage {
         let client = self.pool.get().await.map_err(backend)?;
         let stmt = client.prepare_cached(sql).await.map_err(backend)?;
         client.query(&stmt, params).await.map_err(backend)
+    }
+}
+
+/// The values of a checkpoint or delta write as PostgreSQL takes them.
+struct WriteArgs {
+    /// The stored JSON (the checkpoint or the delta).
+    data: Vec<u8>,
+    applied: i64,
+    pending: bool,
+    next_due: Option<i64>,
+    epoch: i64,
+    /// The expectation: 0 any, 1 absent, 2 revision `want`.
+    mode: i32,
+    want: i64,
+}
+
+impl WriteArgs {
+    fn new(data: Vec<u8>, cp: &Checkpoint, expect: Expect, epoch: u64) -> Result<Self> {
+        let (mode, want) = match expect {
+            Expect::Any => (0, 0),
+            Expect::Absent => (1, 0),
+            Expect::Rev(rev) => (2, big(rev, "revision")?),
+        };
+        Ok(Self {
+            data,
+            applied: big(cp.applied_seq, "applied_seq")?,
+            pending: cp.outbox_pending(),
+            next_due: cp.next_due_ms(),
+            epoch: big(epoch, "epoch")?,
+            mode,
+            want,
+        })
     }
 }
 
