@@ -421,7 +421,7 @@ impl BehaviorTree {
 
     /// Reads the strategy state: O(1) (every value is shared, not copied).
     fn load(&self, state: &StateMap) -> BtState {
-        let Some(StateValue::Object(s)) = state.get(STRATEGY_KEY) else {
+        let Some(s) = state.get(STRATEGY_KEY).and_then(StateValue::as_object) else {
             return self.fresh();
         };
         if s.get("module").and_then(StateValue::as_str) != Some(MARKER) {
@@ -439,10 +439,10 @@ impl BehaviorTree {
                 .unwrap_or(0),
             last_result: s.get("last_result").cloned().unwrap_or_default(),
             error: s.get("error").cloned().unwrap_or_default(),
-            blackboard: match s.get("blackboard") {
-                Some(StateValue::Object(bb)) => bb.clone(),
-                _ => self.blackboard.clone(),
-            },
+            blackboard: s
+                .get("blackboard")
+                .and_then(StateValue::as_object)
+                .map_or_else(|| self.blackboard.clone(), StateMap::clone),
             tree: s.get("tree").cloned().unwrap_or_default(),
         }
     }
@@ -641,10 +641,11 @@ impl BehaviorTree {
 
 /// Whether `agent` holds behaviour-tree state.
 fn has_state(agent: &AgentData) -> bool {
-    matches!(
-        agent.state().get(STRATEGY_KEY),
-        Some(StateValue::Object(s)) if s.get("module").and_then(StateValue::as_str) == Some(MARKER)
-    )
+    agent
+        .state()
+        .get(STRATEGY_KEY)
+        .and_then(StateValue::as_object)
+        .is_some_and(|s| s.get("module").and_then(StateValue::as_str) == Some(MARKER))
 }
 
 /// The nodes of `tree` with their `statuses`, pre-order.
