@@ -239,17 +239,34 @@ impl Inner {
     }
 
     /// Finds or starts agent `id` on this node (see "The model").
-    pub(crate) async fn activate(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
+    /// `options` (the JSON form of a remote child's `ChildOptions`) go
+    /// over the kind factory's when the agent starts here; an agent
+    /// already running keeps its own.
+    pub(crate) async fn activate(
+        &self,
+        kind: Option<&str>,
+        id: &str,
+        options: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<AgentRef> {
         if let Some(agent) = self.jido.whereis(id) {
             return Ok(agent);
         }
         let span = telemetry::ActivationSpan::start(&self.node, id);
-        let result = self.start_agent(kind, id).await;
+        let result = self.start_agent(kind, id, options).await;
         span.finish(&result);
         result
     }
 
-    async fn start_agent(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
+    async fn start_agent(
+        &self,
+        kind: Option<&str>,
+        id: &str,
+        child: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<AgentRef> {
+        // Checked before the factory runs: a bad option starts nothing.
+        let child = child
+            .map(crate::directive::ChildOptions::from_json)
+            .transpose()?;
         let kind = kind.or_else(|| kind_of(id)).ok_or_else(|| {
             Error::not_found("agent not running and its id names no kind")
                 .with_detail("agent_id", id.to_owned())
@@ -266,7 +283,11 @@ impl Inner {
                     .with_detail("agent_id", id.to_owned())
                     .with_detail("node", self.node.clone())
             })?;
-        let (agent, options) = factory(id)?;
+        let (agent, mut options) = factory(id)?;
+        if let Some(child) = child {
+            // The id is the request's (checked below), not the options'.
+            options = options.overlaid(child.id(String::new()));
+        }
         if agent.id() != id {
             return Err(
                 Error::configuration("kind factory made an agent with another id")
@@ -333,6 +354,8 @@ pub struct Cluster {
     server: ActorRef<NodeServerMessage>,
     gateway: ActorRef<GatewayMsg>,
     listen: SocketAddr,
+    /// The child host installed on the instance (removed at shutdown).
+    host: Arc<dyn crate::server::ChildHost>,
 }
 
 impl fmt::Debug for Cluster {
@@ -402,6 +425,9 @@ impl Cluster {
                 server.stop(None);
                 Error::internal("cluster gateway did not start").with_source(e)
             })?;
+        let host: Arc<dyn crate::server::ChildHost> =
+            Arc::new(children::ClusterChildHost::new(&inner, gateway.clone()));
+        jido.set_child_host(Some(Arc::clone(&host)));
         tokio::spawn(forward_exits(
             jido.final_exits(),
             gateway.clone(),
@@ -422,6 +448,7 @@ impl Cluster {
             server,
             gateway,
             listen: config.listen,
+            host,
         })
     }
 
@@ -519,6 +546,14 @@ impl Cluster {
     /// peers end; they see this node down). The `Jido` instance and its
     /// agents keep running.
     pub async fn shutdown(&self) {
+        // Ours only: another host installed since stays.
+        let jido = &self.inner.jido;
+        if jido
+            .child_host()
+            .is_some_and(|h| std::ptr::addr_eq(Arc::as_ptr(&h), Arc::as_ptr(&self.host)))
+        {
+            jido.set_child_host(None);
+        }
         let _ = self
             .gateway
             .stop_and_wait(None, Some(Duration::from_secs(5)))

@@ -62,7 +62,7 @@ mod error_policy;
 
 pub use builders::{Cron, RunInstruction};
 pub(crate) use child::ChildValue;
-pub use child::{ChildAgent, ChildOptions, OnParentDeath, SpawnAgent};
+pub use child::{ChildAgent, ChildKind, ChildOptions, OnParentDeath, Placement, SpawnAgent};
 pub use error_policy::{ErrorDecision, ErrorEvent, ErrorPolicy};
 
 /// The `context` values of the Error directives built by the pure core.
