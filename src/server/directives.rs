@@ -86,8 +86,9 @@ impl DirectiveContext<'_> {
 
     /// Whether the agent's own child table holds `tag`: a child started by
     /// SpawnAgent or adopted, tracked or still starting. Children that an
-    /// executor keeps elsewhere ([`DirectiveExec::holds_child`]) are not
-    /// counted: an executor that keeps children checks this before it
+    /// executor or the instance's child host keeps elsewhere
+    /// ([`DirectiveExec::holds_child`], [`ChildHost::holds_child`](super::ChildHost::holds_child))
+    /// are not counted: one that keeps children checks this before it
     /// takes a tag, so one tag never names two children.
     pub fn has_local_child(&self, tag: &str) -> bool {
         self.state.local_tag_taken(tag)
@@ -201,13 +202,15 @@ pub trait DirectiveExec: Send + Sync + 'static {
     }
 
     /// The child table's hook, for executors that start children of their
-    /// own (the cluster's remote children): the built-in
+    /// own (as the instance's [`ChildHost`](super::ChildHost) does for
+    /// every agent): the built-in
     /// [`Directive::StopChild`] of a tag the agent's own child table does
     /// not hold is offered to every executor registered on the agent, and
     /// the one that keeps a child of the agent tagged `tag` stops it and
     /// answers `Some(result)`. The default `None` means "not one of
-    /// mine"; when no executor claims the tag, the StopChild is the
-    /// no-op of an unknown tag (debug log).
+    /// mine"; when no executor claims the tag, the instance's child host
+    /// is asked, and when it does not either, the StopChild is the no-op
+    /// of an unknown tag (debug log).
     ///
     /// ```
     /// use jido::directive::{CustomDirective, StopReason};

@@ -335,7 +335,7 @@ impl Jido {
     /// children a [`ChildKind`](crate::directive::ChildKind) describes,
     /// for every agent of the instance, those already running included;
     /// returns the one it replaces. Without a host such a SpawnAgent
-    /// fails (see [`ChildHost`]). Feature `cluster`: `Cluster::start`
+    /// fails (see [`ChildHost`](super::ChildHost)). Feature `cluster`: `Cluster::start`
     /// installs the cluster's, `Cluster::shutdown` removes it.
     pub fn set_child_host(
         &self,
