@@ -575,23 +575,20 @@ impl AgentServerState {
     }
 
     /// Hands a SpawnAgent of a spec child to the instance's child host
-    /// ([`ChildHost::spawn`](super::ChildHost::spawn)); `Err(spawn)` when
-    /// there is none. A panic crashes the agent, as in
-    /// [`DirectiveExec::exec`].
+    /// ([`ChildHost::spawn`](super::ChildHost::spawn)). A panic crashes the
+    /// agent, as in [`DirectiveExec::exec`].
     pub(crate) fn host_spawn(
         &mut self,
+        host: &dyn super::ChildHost,
         spawn: super::ChildSpawn,
-    ) -> Result<DirectiveResult, super::ChildSpawn> {
-        let Some(host) = self.jido.as_ref().and_then(Jido::child_host) else {
-            return Err(spawn);
-        };
+    ) -> DirectiveResult {
         let ctx = DirectiveContext { state: self };
         match catch_unwind(AssertUnwindSafe(|| host.spawn(spawn, &ctx))) {
-            Ok(result) => Ok(result),
+            Ok(result) => result,
             Err(panic) => {
                 self.extras_mut().crash =
                     Some(format!("child host panicked: {}", panic_message(&*panic)));
-                Ok(DirectiveResult::Ok)
+                DirectiveResult::Ok
             }
         }
     }

@@ -613,6 +613,14 @@ impl AgentServerState {
         let child_id = options
             .get_id()
             .map_or_else(|| format!("{}/{}", self.id, tag), str::to_owned);
+        let Some(host) = self.jido.as_ref().and_then(super::Jido::child_host) else {
+            let err = Error::configuration("no child host for a child spec")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("tag", tag.clone())
+                .with_detail("child_id", child_id.clone());
+            self.report_start_failed(myself, &tag, &child_id, &err);
+            return self.apply_error_policy(myself, input, &err, "spawn_agent");
+        };
         let spawn = ChildSpawn {
             spec,
             tag,
@@ -620,17 +628,7 @@ impl AgentServerState {
             id: child_id,
             meta,
         };
-        match self.host_spawn(spawn) {
-            Ok(result) => result,
-            Err(spawn) => {
-                let err = Error::configuration("no child host for a child spec")
-                    .with_detail("agent_id", self.id.to_string())
-                    .with_detail("tag", spawn.tag.clone())
-                    .with_detail("child_id", spawn.id.clone());
-                self.report_start_failed(myself, &spawn.tag, &spawn.id, &err);
-                self.apply_error_policy(myself, input, &err, "spawn_agent")
-            }
-        }
+        self.host_spawn(&*host, spawn)
     }
 
     /// Processes `jido.agent.child.start_failed` for a child of this
