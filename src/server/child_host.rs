@@ -81,14 +81,21 @@ impl ChildStatus {
 /// ```
 /// use std::sync::Arc;
 /// use jido::server::{ChildHost, ChildSpawn, ChildStatus, DirectiveContext, DirectiveResult, Jido, JidoConfig};
+/// use jido::server::signal_types::CHILD_START_FAILED;
 /// use jido::directive::StopReason;
+/// use jido::signal::Signal;
+/// use serde_json::json;
 ///
-/// /// Refuses every spec child (a host that starts them would record
-/// /// them and answer the queries from that record).
+/// /// Refuses every spec child, and tells the parent (a host that starts
+/// /// them would record them and answer the queries from that record).
 /// struct NoHost;
 /// impl ChildHost for NoHost {
 ///     fn spawn(&self, spawn: ChildSpawn, ctx: &DirectiveContext<'_>) -> DirectiveResult {
-///         println!("{} cannot start {}", ctx.agent_id(), spawn.id);
+///         let error = jido::Error::not_found("no such agent kind");
+///         let _ = ctx.myself().cast(Signal::new(CHILD_START_FAILED, json!({
+///             "parent_id": ctx.agent_id(), "child_id": spawn.id, "tag": spawn.tag,
+///             "error": error.to_envelope(),
+///         })));
 ///         DirectiveResult::Ok
 ///     }
 ///     fn stop_child(&self, _: &str, _: &StopReason, _: &DirectiveContext<'_>) -> Option<DirectiveResult> { None }
