@@ -1845,18 +1845,35 @@ async fn spawner(
                 let placement: Placement =
                     serde_json::from_value(p["placement"].clone()).unwrap_or_default();
                 let spec = ChildKind::new(p["kind"].as_str().unwrap_or("counter")).place(placement);
-                ctx.push_effect(
-                    Directive::spawn_agent(spec, p["tag"].as_str().unwrap_or("worker"))
-                        .id(p["id"].as_str().unwrap_or_default())
-                        .initial_state(p["state"].as_object().cloned().unwrap_or_default())
-                        .meta(
-                            json!({"by": "spawner"})
-                                .as_object()
-                                .cloned()
-                                .unwrap_or_default(),
-                        ),
-                );
+                let opts = p["opts"].as_object().cloned().unwrap_or_default();
+                let mut spawn = Directive::spawn_agent(spec, p["tag"].as_str().unwrap_or("worker"))
+                    .options(jido::directive::ChildOptions::from_json(&opts)?)
+                    .id(p["id"].as_str().unwrap_or_default())
+                    .meta(
+                        json!({"by": "spawner"})
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                if let Some(state) = p["state"].as_object() {
+                    spawn = spawn.initial_state(state.clone());
+                }
+                ctx.push_effect(spawn);
                 Ok(json!({}))
+            }),
+        )
+        .route(
+            "spawn_coded",
+            effects(|_| {
+                // An error policy that is code: it cannot cross nodes.
+                let policy = jido::directive::ErrorPolicy::custom(|_| {
+                    Ok(jido::server::ErrorDecision::Continue)
+                });
+                vec![
+                    Directive::spawn_agent(ChildKind::new("counter").on_node("node-b"), "coded")
+                        .options(jido::directive::ChildOptions::new().error_policy(policy))
+                        .into(),
+                ]
             }),
         )
         .route(
@@ -2035,6 +2052,61 @@ async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
         (json!("ghost"), json!(a.owner_of("counter:hashed")))
     );
     assert!(exits.try_recv().is_err() && failed.try_recv().is_err());
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_agents_options_reach_its_remote_child() {
+    let (_serial, _b, jido, a) = joined_pair("t-spawn-options").await;
+    let (w, mut down) = watcher(&jido, "watcher-spawn-options").await;
+    let (parent, mut started, mut failed, _exits) = spawner(&jido, "options-parent").await;
+
+    // An `orphan` child keeps running when its parent ends (its factory
+    // says `emit_orphan`); the SpawnAgent's `on_parent_death: stop` goes
+    // over that, so the parent's end stops it.
+    let id = "orphan:spawned";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "o", "id": id, "kind": "orphan", "placement": {"node": "node-b"},
+                   "opts": {"on_parent_death": "stop"}}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await["child_id"], id);
+    a.agent_on(id, Place::Node("node-b".into()))
+        .watch(&w)
+        .await
+        .expect("watch");
+    parent.stop("done").await.expect("parent stops");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "shutdown: parent_down: done"})
+    );
+
+    // An option that is code has no data form: a typed error signal,
+    // nothing started.
+    let (parent, _started, mut failed2, _exits) = spawner(&jido, "options-parent-2").await;
+    parent
+        .call(Signal::new("spawn_coded", json!({})))
+        .await
+        .expect("spawn");
+    let coded = next(&mut failed2).await;
+    assert_eq!(
+        (
+            coded["child_id"].clone(),
+            coded["error"]["type"].clone(),
+            coded["error"]["message"].clone(),
+        ),
+        (
+            json!("options-parent-2/coded"),
+            json!("configuration_error"),
+            json!("child option has no data form: error_policy"),
+        )
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+    assert!(failed.try_recv().is_err());
     a.shutdown().await;
     jido.shutdown().await;
 }
