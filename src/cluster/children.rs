@@ -329,8 +329,9 @@ fn spawn_remote(
                 Ok(child) if stops.is_empty() => {
                     map.insert(key.clone(), Entry::Running(child.clone()));
                     // As a local child's start, with its node.
-                    let _ = parent.cast(Signal::new(
+                    let _ = parent.cast(runtime_signal(
                         signal_types::CHILD_STARTED,
+                        &key.0,
                         json!({
                             "parent_id": key.0,
                             "child_id": child.id(),
@@ -372,10 +373,21 @@ fn start_failed(
         data.insert("node".into(), Value::from(node));
     }
     data.insert("error".into(), err.to_envelope());
-    let _ = parent.cast(Signal::new(
+    let _ = parent.cast(runtime_signal(
         signal_types::CHILD_START_FAILED,
+        parent_id,
         Value::Object(data),
     ));
+}
+
+/// A runtime signal about a child of `parent_id`, from `/agent/<parent_id>`
+/// as the runtime's own.
+fn runtime_signal(ty: &str, parent_id: &str, data: Value) -> Signal {
+    Signal::builder(ty)
+        .source(format!("/agent/{parent_id}"))
+        .data(data.clone())
+        .build()
+        .unwrap_or_else(|_| Signal::new(ty, data))
 }
 
 /// The built-in StopChild of a remote child of the agent of `ctx`.
