@@ -2107,6 +2107,10 @@ async fn a_spawn_agents_options_reach_its_remote_child() {
     );
     assert!(parent.status().await.expect("status").children.is_empty());
     assert!(failed.try_recv().is_err());
+    // The cluster installed its child host on the instance, and takes it
+    // away when it shuts down.
+    assert!(jido.child_host().is_some());
     a.shutdown().await;
+    assert!(jido.child_host().is_none());
     jido.shutdown().await;
 }
