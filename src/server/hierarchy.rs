@@ -543,18 +543,19 @@ impl AgentServerState {
             Some(jido) => Some(jido.supervisor_cell()),
             None => myself.get_cell().try_get_supervisor(),
         };
-        let policy = options.on_parent_death.unwrap_or_default();
-        if supervisor.is_none() && policy != OnParentDeath::Stop {
-            let err = Error::configuration("a child that outlives its parent needs a supervisor")
-                .with_detail("agent_id", self.id.to_string())
-                .with_detail("tag", tag)
-                .with_detail("on_parent_death", policy.as_str());
-            return self.apply_error_policy(myself, input, &err, "spawn_agent");
-        }
         let child_id = options
             .id
             .clone()
             .unwrap_or_else(|| format!("{}/{}", self.id, tag));
+        let policy = options.on_parent_death.unwrap_or_default();
+        if supervisor.is_none() && policy != OnParentDeath::Stop {
+            let err = Error::configuration("a child that outlives its parent needs a supervisor")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("tag", tag.clone())
+                .with_detail("on_parent_death", policy.as_str());
+            self.report_start_failed(myself, &tag, &child_id, &err);
+            return self.apply_error_policy(myself, input, &err, "spawn_agent");
+        }
         options.id = Some(child_id.clone());
         options.parent = Some(Box::new(self.parent_ref_for_child(
             myself,
