@@ -89,7 +89,7 @@
 //! | 4 | [`context`] | [`Context`]: what an action sees (values, deadline, state, signal, executor, the running action's metadata) |
 //! | 5 | [`action`](mod@action) | the [`Action`] trait, [`DynAction`], `action_fn`, `json_action` |
 //! | 6 | [`instruction`] | [`Instruction`]: an action, its params, context values and options |
-//! | 7 | [`directive`] | [`Directive`] and its builders; a spawned child agent is held as a [`ChildAgent`](directive::ChildAgent) |
+//! | 7 | [`directive`] | [`Directive`] and its builders; a spawned child agent is held as a [`ChildAgent`](directive::ChildAgent): a value, or a [`ChildKind`](directive::ChildKind) (a registered kind and a placement, which the instance's [`ChildHost`](server::ChildHost) starts, on another node with feature `cluster`) |
 //! | 8 | [`effect`] | [`Effect`](effect::Effect) (a state op or a directive), [`Context::push_effect`] |
 //! | 9 | [`exec`] | running an action: validation, deadline, retries, compensation, chains |
 //! | 10 | `agent_data` (private, read at [`agent`]) | [`AgentData`](agent::AgentData): an agent's id, state and strategy data |

@@ -1755,7 +1755,7 @@ async fn remote_children_from_directives() {
         .expect("spawn again");
     assert_eq!(
         next(&mut started).await,
-        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b"})
+        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b", "meta": {}})
     );
     a.agent(&id)
         .cast(Signal::new("counter.stop", json!({"reason": "done"})))
@@ -1768,8 +1768,7 @@ async fn remote_children_from_directives() {
     // Two spawns, and one announcement each at most: the first child
     // announced itself only if it had started before its stop came (a race
     // this test does not control); one stopped while starting never does.
-    let announced =
-        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b"});
+    let announced = json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b", "meta": {}});
     let more: Vec<Value> = std::iter::from_fn(|| started.try_recv().ok()).collect();
     assert!(more.len() <= 1, "more announcements than spawns: {more:?}");
     assert!(more.iter().all(|m| *m == announced), "{more:?}");
@@ -1817,5 +1816,301 @@ async fn remote_children_from_directives() {
         json!({"tag": "worker", "id": "directive-parent/local-worker", "reason": "shutdown: builtin"})
     );
     a.shutdown().await;
+    jido.shutdown().await;
+}
+
+/// A parent whose `spawn` is the built-in SpawnAgent of a child described
+/// by its kind (`kind`, `placement`, `tag`, `id`, `state`), whose `stop`
+/// is the built-in StopChild of `tag` with `reason`, and which forwards
+/// its children's starts, failed starts and exits to the channels. No
+/// executor registered: the cluster's child host does it.
+async fn spawner(
+    jido: &Jido,
+    id: &str,
+) -> (
+    jido::server::AgentRef,
+    mpsc::UnboundedReceiver<Value>,
+    mpsc::UnboundedReceiver<Value>,
+    mpsc::UnboundedReceiver<Value>,
+) {
+    use jido::directive::{ChildKind, Placement};
+    use jido::server::signal_types::{CHILD_EXIT, CHILD_START_FAILED, CHILD_STARTED};
+    let (started_tx, started) = mpsc::unbounded_channel();
+    let (failed_tx, failed) = mpsc::unbounded_channel();
+    let (exit_tx, exits) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(
+            "spawn",
+            act(|p, ctx| async move {
+                let placement: Placement =
+                    serde_json::from_value(p["placement"].clone()).unwrap_or_default();
+                let spec = ChildKind::new(p["kind"].as_str().unwrap_or("counter")).place(placement);
+                let opts = p["opts"].as_object().cloned().unwrap_or_default();
+                let mut spawn = Directive::spawn_agent(spec, p["tag"].as_str().unwrap_or("worker"))
+                    .options(jido::directive::ChildOptions::from_json(&opts)?)
+                    .id(p["id"].as_str().unwrap_or_default())
+                    .meta(
+                        json!({"by": "spawner"})
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                if let Some(state) = p["state"].as_object() {
+                    spawn = spawn.initial_state(state.clone());
+                }
+                ctx.push_effect(spawn);
+                Ok(json!({}))
+            }),
+        )
+        .route(
+            "spawn_coded",
+            effects(|_| {
+                // An error policy that is code: it cannot cross nodes.
+                let policy = jido::directive::ErrorPolicy::custom(|_| {
+                    Ok(jido::server::ErrorDecision::Continue)
+                });
+                vec![
+                    Directive::spawn_agent(ChildKind::new("counter").on_node("node-b"), "coded")
+                        .options(jido::directive::ChildOptions::new().error_policy(policy))
+                        .into(),
+                ]
+            }),
+        )
+        .route(
+            "stop",
+            effects(|p| {
+                vec![Directive::stop_child_with(
+                    p["tag"].as_str().unwrap_or("worker").to_owned(),
+                    StopReason::from(p["reason"].as_str().unwrap_or("normal")),
+                )]
+            }),
+        )
+        .route(CHILD_STARTED, forward(started_tx))
+        .route(CHILD_START_FAILED, forward(failed_tx))
+        .route(CHILD_EXIT, forward(exit_tx))
+        .build(id);
+    let parent = jido
+        .start_agent(agent, ServerOptions::new())
+        .await
+        .expect("parent");
+    (parent, started, failed, exits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
+    use jido::server::ChildStatus;
+    let _serial = SERIAL.lock().await;
+    let (port_b, port_c) = (free_port(), free_port());
+    let _b = spawn_node("t-spawn-agent", "node-b", port_b);
+    let mut c = spawn_node("t-spawn-agent", "node-c", port_c);
+    let (jido, a) = node_a("t-spawn-agent", &[port_b, port_c]).await;
+    a.wait_for_members(3, LIMIT).await.expect("b and c join");
+    let (parent, mut started, mut failed, mut exits) = spawner(&jido, "spawner").await;
+
+    // On node-b, with the SpawnAgent's id, initial state and meta.
+    let id = "counter:spawned-b";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "worker", "id": id, "placement": {"node": "node-b"}, "state": {"note": "from node-a"}}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(
+        next(&mut started).await,
+        json!({"parent_id": "spawner", "child_id": id, "tag": "worker", "node": "node-b", "meta": {"by": "spawner"}})
+    );
+    assert!(jido.whereis(id).is_none(), "it runs on node-b, not here");
+    // The child answers, there, with the state its parent gave it over
+    // its kind factory's.
+    let cp = a
+        .agent_on(id, Place::Node("node-b".into()))
+        .call(add(1), LIMIT)
+        .await
+        .expect("the child answers");
+    assert_eq!(
+        (
+            state(&cp)["node"].clone(),
+            state(&cp)["log"].clone(),
+            state(&cp)["note"].clone()
+        ),
+        (json!("node-b"), json!([1]), json!("from node-a"))
+    );
+    // The status lists it with its node.
+    let status = parent.status().await.expect("status");
+    assert_eq!(status.children, ["worker"]);
+    assert_eq!(
+        status.child_details,
+        [ChildStatus::new("worker", id, Some("node-b".into()))]
+    );
+
+    // The built-in StopChild stops it; the parent learns its exit and
+    // why.
+    parent
+        .call(Signal::new(
+            "stop",
+            json!({"tag": "worker", "reason": "quota"}),
+        ))
+        .await
+        .expect("stop");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "shutdown: quota"})
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+
+    // Its node SIGKILLed: `noconnection`.
+    let far = "counter:spawned-c";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "far", "id": far, "placement": {"node": "node-c"}}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await["node"], "node-c");
+    assert_eq!(
+        parent.status().await.expect("status").child_details,
+        [ChildStatus::new("far", far, Some("node-c".into()))]
+    );
+    c.start_kill().expect("SIGKILL node-c");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "far", "id": far, "node": "node-c", "reason": "noconnection"})
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+
+    // A kind nobody registered, a node that is not a member: typed error
+    // signals, and the tags stay free.
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "ghost", "id": "ghost:1", "kind": "ghost", "placement": {"node": "node-b"}}),
+        ))
+        .await
+        .expect("spawn");
+    let ghost = next(&mut failed).await;
+    assert_eq!(
+        (
+            ghost["parent_id"].clone(),
+            ghost["child_id"].clone(),
+            ghost["tag"].clone(),
+            ghost["node"].clone(),
+            ghost["error"]["type"].clone(),
+            ghost["error"]["message"].clone(),
+            ghost["error"]["details"]["kind"].clone(),
+        ),
+        (
+            json!("spawner"),
+            json!("ghost:1"),
+            json!("ghost"),
+            json!("node-b"),
+            json!("not_found"),
+            json!("no such agent kind"),
+            json!("ghost"),
+        )
+    );
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "lost", "id": "counter:lost", "placement": {"node": "node-z"}}),
+        ))
+        .await
+        .expect("spawn");
+    let lost = next(&mut failed).await;
+    assert_eq!(
+        (
+            lost["child_id"].clone(),
+            lost["tag"].clone(),
+            lost.get("node").cloned(),
+            lost["error"]["type"].clone(),
+            lost["error"]["message"].clone(),
+            lost["error"]["details"]["node"].clone(),
+        ),
+        (
+            json!("counter:lost"),
+            json!("lost"),
+            None,
+            json!("not_found"),
+            json!("cluster node not a member"),
+            json!("node-z"),
+        )
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+    // The tag is free again: the same tag starts a child (placed by
+    // rendezvous hashing this time).
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "ghost", "id": "counter:hashed"}),
+        ))
+        .await
+        .expect("spawn");
+    let hashed = next(&mut started).await;
+    assert_eq!(
+        (hashed["tag"].clone(), hashed["node"].clone()),
+        (json!("ghost"), json!(a.owner_of("counter:hashed")))
+    );
+    assert!(exits.try_recv().is_err() && failed.try_recv().is_err());
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawn_agents_options_reach_its_remote_child() {
+    let (_serial, _b, jido, a) = joined_pair("t-spawn-options").await;
+    let (w, mut down) = watcher(&jido, "watcher-spawn-options").await;
+    let (parent, mut started, mut failed, _exits) = spawner(&jido, "options-parent").await;
+
+    // An `orphan` child keeps running when its parent ends (its factory
+    // says `emit_orphan`); the SpawnAgent's `on_parent_death: stop` goes
+    // over that, so the parent's end stops it.
+    let id = "orphan:spawned";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "o", "id": id, "kind": "orphan", "placement": {"node": "node-b"},
+                   "opts": {"on_parent_death": "stop"}}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await["child_id"], id);
+    a.agent_on(id, Place::Node("node-b".into()))
+        .watch(&w)
+        .await
+        .expect("watch");
+    parent.stop("done").await.expect("parent stops");
+    assert_eq!(
+        next(&mut down).await,
+        json!({"id": id, "node": "node-b", "reason": "shutdown: parent_down: done"})
+    );
+
+    // An option that is code has no data form: a typed error signal,
+    // nothing started.
+    let (parent, _started, mut failed2, _exits) = spawner(&jido, "options-parent-2").await;
+    parent
+        .call(Signal::new("spawn_coded", json!({})))
+        .await
+        .expect("spawn");
+    let coded = next(&mut failed2).await;
+    assert_eq!(
+        (
+            coded["child_id"].clone(),
+            coded["error"]["type"].clone(),
+            coded["error"]["message"].clone(),
+        ),
+        (
+            json!("options-parent-2/coded"),
+            json!("configuration_error"),
+            json!("child option has no data form: error_policy"),
+        )
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+    assert!(failed.try_recv().is_err());
+    // The cluster installed its child host on the instance, and takes it
+    // away when it shuts down.
+    assert!(jido.child_host().is_some());
+    a.shutdown().await;
+    assert!(jido.child_host().is_none());
     jido.shutdown().await;
 }

@@ -895,10 +895,10 @@ impl From<AgentState> for ChildAgent {
 }
 
 impl ChildAgent {
-    /// The child agent (`None` never happens for a `ChildAgent` built
-    /// from an [`AgentState`], the only way to build one).
+    /// The child agent (`None` for a child described by a
+    /// [`ChildKind`](crate::directive::ChildKind)).
     pub fn agent(&self) -> Option<&AgentState> {
-        let value: &dyn Any = &**self.value();
+        let value: &dyn Any = &**self.value()?;
         value.downcast_ref::<AgentState>()
     }
 

@@ -1,48 +1,71 @@
-//! Remote children as directives: an agent's `cmd` returns
-//! [`RemoteChildDirective`]s, and the executor from
-//! [`Cluster::child_directives`](super::Cluster::child_directives) runs
-//! them with [`ClusterAgent::spawn_as_child`](super::ClusterAgent::spawn_as_child)
-//! and [`RemoteChild::stop`].
+//! Children on other nodes: the cluster's [`ChildHost`], which starts the
+//! children of the built-in `SpawnAgent` that a [`ChildKind`] describes on
+//! the node its [`Placement`] names (a watch plus a start on the owner,
+//! [`ClusterAgent::spawn_as_child`](super::ClusterAgent::spawn_as_child)),
+//! keeps them in the parent's child table and stops them for the built-in
+//! `StopChild`. [`RemoteChildDirective`] is a shorthand for those two
+//! built-ins.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::handle::RemoteChild;
-use super::{Cluster, Place};
-use crate::directive::{CustomDirective, Directive, StopReason};
-use crate::server::{DirectiveContext, DirectiveExec, DirectiveResult};
+use ractor::ActorRef;
+use serde_json::{Map, Value, json};
+
+use super::gateway::GatewayMsg;
+use super::handle::{ClusterAgent, RemoteChild};
+use super::{Cluster, Inner, Place};
+use crate::directive::{
+    ChildKind, ChildOptions, CustomDirective, Directive, Placement, SpawnAgent, StopReason,
+};
+use crate::error::Error;
+use crate::server::{
+    AgentRef, ChildHost, ChildSpawn, ChildStatus, DirectiveContext, DirectiveExec, DirectiveResult,
+    signal_types,
+};
 use crate::signal::Signal;
 
 /// How long a directive's spawn or stop waits for the child's node.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A directive that starts or stops a **remote child** of the agent that
-/// returns it (see [`ClusterAgent::spawn_as_child`](super::ClusterAgent::spawn_as_child)).
-/// Executed by [`Cluster::child_directives`](super::Cluster::child_directives),
-/// which the parent's options must register.
+/// A shorthand for the built-in directives of a **remote child** of the
+/// agent that returns it: `spawn` is a [`Directive::SpawnAgent`] of a
+/// [`ChildKind::by_id`] child (its kind is its id's prefix) placed by
+/// `place`, `stop` a [`Directive::StopChild`]. `.into()` gives those
+/// built-ins, which the cluster's child host executes (installed by
+/// [`Cluster::start`](super::Cluster::start): nothing to register). A
+/// `RemoteChildDirective` wrapped as a custom directive
+/// (`Directive::custom`) is executed the same way by
+/// [`Cluster::child_directives`](super::Cluster::child_directives).
 ///
 /// # Examples
 ///
 /// ```
 /// use jido::cluster::{Place, RemoteChildDirective};
-/// use jido::directive::{Directive, StopReason};
+/// use jido::directive::{Directive, Placement, StopReason};
 ///
 /// let spawn: Directive = RemoteChildDirective::spawn("report:17", "report").into();
+/// assert_eq!(spawn.kind(), "spawn_agent");
+/// let Directive::SpawnAgent { agent, tag, options, .. } = &spawn else { unreachable!() };
+/// assert_eq!((tag.as_str(), options.get_id()), ("report", Some("report:17")));
+/// assert_eq!(agent.spec().map(|s| s.placement()), Some(&Placement::Hash));
+///
 /// let pinned = RemoteChildDirective::spawn_on("report:18", "nightly", Place::Node("node-b".into()));
 /// let stop: Directive = RemoteChildDirective::stop("report", StopReason::Shutdown).into();
-/// assert_eq!(spawn.kind(), "remote_child");
-/// # let _ = (pinned, stop);
+/// assert_eq!(stop.kind(), "stop_child");
+/// # let _ = pinned;
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum RemoteChildDirective {
     /// Starts agent `id` on its owner (placed by `place`) as a child known
     /// as `tag`: once it runs and is watched the parent gets
-    /// `jido.agent.child.started` `{parent_id, child_id, tag, node}`, and
-    /// `jido.agent.child.exit` `{tag, id, node, reason}` when it ends or
-    /// its node is lost. A start that fails is logged (warning) and leaves
-    /// nothing, as a local SpawnAgent's.
+    /// `jido.agent.child.started` `{parent_id, child_id, tag, node, meta}`,
+    /// and `jido.agent.child.exit` `{tag, id, node, reason}` when it ends
+    /// or its node is lost; a start that fails gives
+    /// `jido.agent.child.start_failed` `{parent_id, child_id, tag, node?,
+    /// error}` and leaves nothing.
     Spawn {
         /// The child's id (its kind is the prefix before `:`).
         id: String,
@@ -54,9 +77,7 @@ pub enum RemoteChildDirective {
     /// StopChild for a remote child: stops the child tagged `tag` with a
     /// shutdown reason (as a local StopChild). A stop that arrives while
     /// the child is still starting is applied once it started; an unknown
-    /// tag is ignored (debug log). The built-in [`Directive::StopChild`]
-    /// does the same for a remote child's tag (the executor is the
-    /// agent's child table's hook, [`DirectiveExec::stop_child`]).
+    /// tag is ignored (debug log).
     Stop {
         /// The child's tag.
         tag: String,
@@ -96,12 +117,41 @@ impl CustomDirective for RemoteChildDirective {
 }
 
 impl From<RemoteChildDirective> for Directive {
+    /// The built-in it stands for.
     fn from(d: RemoteChildDirective) -> Self {
-        Directive::custom(d)
+        match d {
+            RemoteChildDirective::Spawn { id, tag, place } => {
+                SpawnAgent::new(ChildKind::by_id().place(place.into()), tag)
+                    .id(id)
+                    .into()
+            }
+            RemoteChildDirective::Stop { tag, reason } => Directive::stop_child_with(tag, reason),
+        }
     }
 }
 
-/// The remote children the directives made, by (parent id, tag).
+impl From<Place> for Placement {
+    fn from(place: Place) -> Self {
+        match place {
+            Place::Hash => Placement::Hash,
+            Place::Local => Placement::Local,
+            Place::Node(node) => Placement::Node(node),
+        }
+    }
+}
+
+impl From<Placement> for Place {
+    fn from(placement: Placement) -> Self {
+        match placement {
+            Placement::Hash => Place::Hash,
+            Placement::Local => Place::Local,
+            Placement::Node(node) => Place::Node(node),
+        }
+    }
+}
+
+/// The children this node's agents keep on nodes (started by the
+/// cluster's child host), by (parent id, tag).
 #[derive(Default)]
 pub(crate) struct Children(Mutex<HashMap<(String, String), Entry>>);
 
@@ -129,17 +179,250 @@ impl Children {
     }
 }
 
-/// The executor of [`RemoteChildDirective`]s: register it on the parent
-/// (`ServerOptions::directive_exec`) or the instance
-/// (`JidoConfig::directive_exec`). Made by
-/// [`Cluster::child_directives`](super::Cluster::child_directives).
-///
-/// It also extends the parent's child table: the built-in
-/// [`Directive::StopChild`] of a remote child's tag stops that child
-/// ([`DirectiveExec::stop_child`]), and a tag held by a remote child
-/// (running or starting) is taken for SpawnAgent and AdoptChild
-/// ([`DirectiveExec::holds_child`]), as a local child's tag is taken for
-/// a remote spawn: one tag names one child.
+impl Children {
+    /// The running children of `parent`, with their nodes.
+    fn of(&self, parent: &str) -> Vec<ChildStatus> {
+        self.lock()
+            .iter()
+            .filter(|((p, _), _)| p == parent)
+            .filter_map(|((_, tag), entry)| match entry {
+                Entry::Running(child) => Some(ChildStatus::new(
+                    tag.clone(),
+                    child.id(),
+                    Some(child.node().to_owned()),
+                )),
+                Entry::Starting(_) => None,
+            })
+            .collect()
+    }
+
+    fn holds(&self, parent: &str, tag: &str) -> bool {
+        self.lock()
+            .contains_key(&(parent.to_owned(), tag.to_owned()))
+    }
+}
+
+/// The cluster's [`ChildHost`], installed on the `Jido` instance by
+/// [`Cluster::start`](super::Cluster::start): starts the children a
+/// [`ChildKind`] describes on the node their placement names.
+pub(crate) struct ClusterChildHost {
+    /// Weak: the instance holds the host, and the cluster the instance.
+    inner: Weak<Inner>,
+    gateway: ActorRef<GatewayMsg>,
+}
+
+impl ClusterChildHost {
+    pub(crate) fn new(inner: &Arc<Inner>, gateway: ActorRef<GatewayMsg>) -> Self {
+        Self {
+            inner: Arc::downgrade(inner),
+            gateway,
+        }
+    }
+}
+
+impl ChildHost for ClusterChildHost {
+    fn spawn(&self, spawn: ChildSpawn, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+        match self.inner.upgrade() {
+            Some(inner) => spawn_remote(inner, self.gateway.clone(), spawn, ctx),
+            None => {
+                let err = Error::cancelled("cluster is shut down");
+                start_failed(
+                    &ctx.myself(),
+                    ctx.agent_id(),
+                    &spawn.tag,
+                    &spawn.id,
+                    None,
+                    &err,
+                );
+                DirectiveResult::Ok
+            }
+        }
+    }
+
+    fn stop_child(
+        &self,
+        tag: &str,
+        reason: &StopReason,
+        ctx: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        let inner = self.inner.upgrade()?;
+        stop_remote(&inner, tag, reason, ctx)
+    }
+
+    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool {
+        self.inner
+            .upgrade()
+            .is_some_and(|inner| inner.children.holds(ctx.agent_id(), tag))
+    }
+
+    fn children(&self, ctx: &DirectiveContext<'_>) -> Vec<ChildStatus> {
+        self.inner
+            .upgrade()
+            .map(|inner| inner.children.of(ctx.agent_id()))
+            .unwrap_or_default()
+    }
+}
+
+/// Starts the child `spawn` describes for the agent of `ctx`: its tag is
+/// taken (starting) at once, the start and watch run in a task, and the
+/// parent then gets `jido.agent.child.started` or
+/// `jido.agent.child.start_failed`.
+fn spawn_remote(
+    inner: Arc<Inner>,
+    gateway: ActorRef<GatewayMsg>,
+    spawn: ChildSpawn,
+    ctx: &DirectiveContext<'_>,
+) -> DirectiveResult {
+    let ChildSpawn {
+        spec,
+        tag,
+        id,
+        options,
+        meta,
+        ..
+    } = spawn;
+    let parent = ctx.myself();
+    let parent_id = ctx.agent_id().to_owned();
+    // What crosses to the owner: the options but the id (the envelope
+    // names the agent).
+    let options = match options.to_json() {
+        Ok(mut data) => {
+            data.remove("id");
+            (!data.is_empty()).then_some(data)
+        }
+        Err(err) => {
+            start_failed(&parent, &parent_id, &tag, &id, None, &err);
+            return DirectiveResult::Ok;
+        }
+    };
+    let key = (parent_id.clone(), tag.clone());
+    {
+        let mut map = inner.children.lock();
+        // One tag names one child, local or remote.
+        if map.contains_key(&key) || ctx.has_local_child(&tag) {
+            tracing::warn!(target: "jido::cluster", agent_id = %parent_id, tag, "remote child tag already taken");
+            return DirectiveResult::Ok;
+        }
+        map.insert(key.clone(), Entry::Starting(Vec::new()));
+    }
+    let mut agent = ClusterAgent::new(
+        Arc::clone(&inner),
+        gateway,
+        id.clone(),
+        spec.placement().clone().into(),
+    );
+    if let Some(kind) = spec.kind() {
+        agent = agent.kind(kind);
+    }
+    tokio::spawn(async move {
+        let node = agent.owner().ok();
+        let started = agent
+            .spawn_child_of(&parent, tag.clone(), options, CHILD_TIMEOUT)
+            .await;
+        let stops = {
+            let mut map = inner.children.lock();
+            let stops = match map.remove(&key) {
+                Some(Entry::Starting(stops)) => stops,
+                _ => Vec::new(),
+            };
+            match &started {
+                Ok(child) if stops.is_empty() => {
+                    map.insert(key.clone(), Entry::Running(child.clone()));
+                    // As a local child's start, with its node.
+                    let _ = parent.cast(runtime_signal(
+                        signal_types::CHILD_STARTED,
+                        &key.0,
+                        json!({
+                            "parent_id": key.0,
+                            "child_id": child.id(),
+                            "tag": child.tag(),
+                            "node": child.node(),
+                            "meta": meta,
+                        }),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, child_id = %agent.id(), error = %e, "remote child start failed");
+                    start_failed(&parent, &key.0, &tag, agent.id(), node.as_deref(), e);
+                }
+            }
+            stops
+        };
+        if let (Ok(child), Some(reason)) = (started, stops.into_iter().next()) {
+            stop(child, reason).await;
+        }
+    });
+    DirectiveResult::Async(Some(id))
+}
+
+/// Sends the parent `jido.agent.child.start_failed`.
+fn start_failed(
+    parent: &AgentRef,
+    parent_id: &str,
+    tag: &str,
+    child_id: &str,
+    node: Option<&str>,
+    err: &Error,
+) {
+    let mut data = Map::new();
+    data.insert("parent_id".into(), Value::from(parent_id));
+    data.insert("child_id".into(), Value::from(child_id));
+    data.insert("tag".into(), Value::from(tag));
+    if let Some(node) = node {
+        data.insert("node".into(), Value::from(node));
+    }
+    data.insert("error".into(), err.to_envelope());
+    let _ = parent.cast(runtime_signal(
+        signal_types::CHILD_START_FAILED,
+        parent_id,
+        Value::Object(data),
+    ));
+}
+
+/// A runtime signal about a child of `parent_id`, from `/agent/<parent_id>`
+/// as the runtime's own.
+fn runtime_signal(ty: &str, parent_id: &str, data: Value) -> Signal {
+    Signal::builder(ty)
+        .source(format!("/agent/{parent_id}"))
+        .data(data.clone())
+        .build()
+        .unwrap_or_else(|_| Signal::new(ty, data))
+}
+
+/// The built-in StopChild of a remote child of the agent of `ctx`.
+fn stop_remote(
+    inner: &Inner,
+    tag: &str,
+    reason: &StopReason,
+    ctx: &DirectiveContext<'_>,
+) -> Option<DirectiveResult> {
+    let key = (ctx.agent_id().to_owned(), tag.to_owned());
+    let child = {
+        let mut map = inner.children.lock();
+        match map.get_mut(&key) {
+            Some(Entry::Starting(stops)) => {
+                stops.push(reason.clone());
+                return Some(DirectiveResult::Ok);
+            }
+            Some(Entry::Running(_)) => match map.remove(&key) {
+                Some(Entry::Running(child)) => child,
+                _ => return Some(DirectiveResult::Ok),
+            },
+            None => return None,
+        }
+    };
+    tokio::spawn(stop(child, reason.clone()));
+    Some(DirectiveResult::Async(Some(format!("remote_child:{tag}"))))
+}
+
+/// The executor of [`RemoteChildDirective`]s wrapped as custom directives
+/// (`Directive::custom`): register it on the parent
+/// (`ServerOptions::directive_exec`). Made by
+/// [`Cluster::child_directives`](super::Cluster::child_directives). Not
+/// needed for `RemoteChildDirective(..).into()`, which gives the built-in
+/// directives that the cluster's child host executes; both take the same
+/// path (one child table, one StopChild).
 #[derive(Clone)]
 pub struct RemoteChildExec {
     pub(crate) cluster: Cluster,
@@ -162,108 +445,29 @@ impl DirectiveExec for RemoteChildExec {
         _input: &Signal,
         ctx: &DirectiveContext<'_>,
     ) -> DirectiveResult {
-        let inner = std::sync::Arc::clone(&self.cluster.inner);
-        let parent_id = ctx.agent_id().to_owned();
         match directive {
             RemoteChildDirective::Spawn { id, tag, place } => {
-                let key = (parent_id, tag.clone());
-                {
-                    let mut map = inner.children.lock();
-                    // One tag names one child, local or remote.
-                    if map.contains_key(&key) || ctx.has_local_child(tag) {
-                        tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, "remote child tag already taken");
-                        return DirectiveResult::Ok;
-                    }
-                    map.insert(key.clone(), Entry::Starting(Vec::new()));
-                }
-                let agent = self.cluster.agent_on(id.clone(), place.clone());
-                let parent = ctx.myself();
-                let tag = tag.clone();
-                tokio::spawn(async move {
-                    let started = agent.spawn_as_child(&parent, &tag, CHILD_TIMEOUT).await;
-                    let stops = {
-                        let mut map = inner.children.lock();
-                        let stops = match map.remove(&key) {
-                            Some(Entry::Starting(stops)) => stops,
-                            _ => Vec::new(),
-                        };
-                        match &started {
-                            Ok(child) if stops.is_empty() => {
-                                map.insert(key.clone(), Entry::Running(child.clone()));
-                                // As a local child's start, with its node.
-                                let _ = parent.cast(Signal::new(
-                                    crate::server::signal_types::CHILD_STARTED,
-                                    serde_json::json!({
-                                        "parent_id": key.0,
-                                        "child_id": child.id(),
-                                        "tag": child.tag(),
-                                        "node": child.node(),
-                                    }),
-                                ));
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, child_id = %agent.id(), error = %e, "remote child start failed");
-                            }
-                        }
-                        stops
-                    };
-                    if let (Ok(child), Some(reason)) = (started, stops.into_iter().next()) {
-                        stop(child, reason).await;
-                    }
-                });
-                DirectiveResult::Async(Some(format!("remote_child:{}", directive_tag(directive))))
+                let spawn = ChildSpawn {
+                    spec: ChildKind::by_id().place(place.clone().into()),
+                    tag: tag.clone(),
+                    id: id.clone(),
+                    options: ChildOptions::new().id(id.clone()),
+                    meta: Map::new(),
+                };
+                spawn_remote(
+                    Arc::clone(&self.cluster.inner),
+                    self.cluster.gateway_ref(),
+                    spawn,
+                    ctx,
+                )
             }
             RemoteChildDirective::Stop { tag, reason } => {
-                self.stop_child(tag, reason, ctx).unwrap_or_else(|| {
+                stop_remote(&self.cluster.inner, tag, reason, ctx).unwrap_or_else(|| {
                     tracing::debug!(target: "jido::cluster", agent_id = %ctx.agent_id(), tag, "stop of an unknown remote child");
                     DirectiveResult::Ok
                 })
             }
         }
-    }
-
-    /// The built-in StopChild of a remote child: stops the child the
-    /// agent started under `tag` (see [`RemoteChildDirective::Stop`]).
-    fn stop_child(
-        &self,
-        tag: &str,
-        reason: &StopReason,
-        ctx: &DirectiveContext<'_>,
-    ) -> Option<DirectiveResult> {
-        let key = (ctx.agent_id().to_owned(), tag.to_owned());
-        let child = {
-            let mut map = self.cluster.inner.children.lock();
-            match map.get_mut(&key) {
-                Some(Entry::Starting(stops)) => {
-                    stops.push(reason.clone());
-                    return Some(DirectiveResult::Ok);
-                }
-                Some(Entry::Running(_)) => match map.remove(&key) {
-                    Some(Entry::Running(child)) => child,
-                    _ => return Some(DirectiveResult::Ok),
-                },
-                None => return None,
-            }
-        };
-        tokio::spawn(stop(child, reason.clone()));
-        Some(DirectiveResult::Async(Some(format!("remote_child:{tag}"))))
-    }
-
-    /// Whether the agent has a remote child tagged `tag` (running or
-    /// starting): the tag is taken for its SpawnAgent and AdoptChild.
-    fn holds_child(&self, tag: &str, ctx: &DirectiveContext<'_>) -> bool {
-        self.cluster
-            .inner
-            .children
-            .lock()
-            .contains_key(&(ctx.agent_id().to_owned(), tag.to_owned()))
-    }
-}
-
-fn directive_tag(d: &RemoteChildDirective) -> &str {
-    match d {
-        RemoteChildDirective::Spawn { tag, .. } | RemoteChildDirective::Stop { tag, .. } => tag,
     }
 }
 

@@ -58,6 +58,8 @@ pub(crate) struct Outgoing<'a> {
     parent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tag: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    options: Option<&'a Map<String, Value>>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -74,7 +76,15 @@ impl<'a> Outgoing<'a> {
             reason: None,
             parent: None,
             tag: None,
+            options: None,
         }
+    }
+
+    /// The child's options (JSON form of `ChildOptions`) of a remote
+    /// child's start: applied over its kind factory's when it starts.
+    pub(crate) fn options(mut self, options: Option<&'a Map<String, Value>>) -> Self {
+        self.options = options;
+        self
     }
 
     /// The parent (and its tag for the child) of a remote child's start,
@@ -164,6 +174,9 @@ pub(crate) struct Request {
     /// The parent's tag for the child (start).
     #[serde(default)]
     pub(crate) tag: Option<String>,
+    /// The child's options over its kind factory's (start).
+    #[serde(default)]
+    pub(crate) options: Option<Map<String, Value>>,
 }
 
 impl Request {

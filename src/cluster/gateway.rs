@@ -64,6 +64,9 @@ pub struct WatchRequest {
     /// Start the agent first if it does not run (from this kind, if
     /// given): a remote child's spawn.
     pub(crate) start: Option<Option<String>>,
+    /// The child's options (JSON form), applied over its kind factory's
+    /// when the start starts it.
+    pub(crate) options: Option<serde_json::Map<String, serde_json::Value>>,
     /// How long the owner may take to answer.
     pub(crate) timeout: Duration,
     pub(crate) reply: RpcReplyPort<Result<()>>,
@@ -660,10 +663,10 @@ impl GatewayState {
         self.pending
             .insert(req.agent.clone(), VecDeque::from([item.queued()]));
         let inner = Arc::clone(&self.inner);
-        let (id, kind) = (req.agent.clone(), req.kind.clone());
+        let (id, kind, options) = (req.agent.clone(), req.kind.clone(), req.options.clone());
         let gateway = myself.clone();
         tokio::spawn(async move {
-            let result = inner.activate(kind.as_deref(), &id).await;
+            let result = inner.activate(kind.as_deref(), &id, options.as_ref()).await;
             let _ = gateway.send_message(GatewayMsg::Activated(id, result));
         });
     }
@@ -806,6 +809,7 @@ impl GatewayState {
             watcher,
             tag,
             start,
+            options,
             timeout,
             reply,
         } = req;
@@ -843,7 +847,8 @@ impl GatewayState {
         // it must and registers the watch in the same turn on the owner.
         let request = match &start {
             Some(kind) => Outgoing::new(Op::Start, &agent, kind.as_deref())
-                .parent(watcher.id(), tag_of_start.as_deref()),
+                .parent(watcher.id(), tag_of_start.as_deref())
+                .options(options.as_ref()),
             None => Outgoing::new(Op::Watch, &agent, None),
         }
         .sender(&self.inner.node)

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ractor::ActorRef;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::envelope::{Op, Outgoing, checkpoint_value};
 use super::gateway::{GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, noconnection};
@@ -185,7 +185,7 @@ impl ClusterAgent {
     /// a timeout when the owner did not answer in 5 s.
     pub async fn watch(&self, watcher: &AgentRef) -> Result<()> {
         let owner = self.owner()?;
-        self.watch_on(owner, watcher, None, None, super::WATCH_TIMEOUT)
+        self.watch_on(owner, watcher, None, None, None, super::WATCH_TIMEOUT)
             .await
     }
 
@@ -195,6 +195,7 @@ impl ClusterAgent {
         watcher: &AgentRef,
         tag: Option<String>,
         start: Option<Option<String>>,
+        options: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> Result<()> {
         let request = |reply| {
@@ -204,6 +205,7 @@ impl ClusterAgent {
                 watcher: watcher.clone(),
                 tag: tag.clone(),
                 start: start.clone(),
+                options: options.clone(),
                 timeout,
                 reply,
             }))
@@ -258,13 +260,26 @@ impl ClusterAgent {
         tag: impl Into<String>,
         timeout: Duration,
     ) -> Result<RemoteChild> {
-        let tag = tag.into();
+        self.spawn_child_of(parent, tag.into(), None, timeout).await
+    }
+
+    /// [`spawn_as_child`](ClusterAgent::spawn_as_child), with `options`
+    /// (the JSON form of `ChildOptions`) over the kind factory's when the
+    /// owner starts the child.
+    pub(crate) async fn spawn_child_of(
+        &self,
+        parent: &AgentRef,
+        tag: String,
+        options: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> Result<RemoteChild> {
         let node = self.owner()?;
         self.watch_on(
             node.clone(),
             parent,
             Some(tag.clone()),
             Some(self.kind.clone()),
+            options,
             timeout,
         )
         .await?;

@@ -33,10 +33,17 @@
 //!   [`RemoteChild::stop`] (their StopChild). When the parent ends, or
 //!   its node is lost, the child's owner applies the child's
 //!   `on_parent_death` (`stop`: reason `shutdown: parent_down: REASON`).
-//!   From an agent's `cmd`, [`RemoteChildDirective`]s start and stop
-//!   them ([`Cluster::child_directives`]); the parent's child table then
-//!   knows them: the built-in `Directive::StopChild` of a remote child's
-//!   tag stops it, and its tag is taken for `SpawnAgent` and `AdoptChild`.
+//!   From an agent's `cmd`, the built-in `Directive::SpawnAgent` of a
+//!   child described by its kind (`ChildKind::new(kind)` with a
+//!   `Placement`: a named node, this node, or rendezvous hashing) starts
+//!   one: `Cluster::start` installs the cluster's
+//!   [`ChildHost`](crate::server::ChildHost) on the instance, so nothing
+//!   is registered per agent. The parent's child table then knows it: its
+//!   tag is taken, the built-in `Directive::StopChild` stops it,
+//!   `AgentStatus::children` / `child_details` list it with its node, and
+//!   a start that fails (no such kind, a node that is not a member) is
+//!   `jido.agent.child.start_failed`. [`RemoteChildDirective`] is a
+//!   shorthand for those built-ins.
 //! * **Heartbeat**: the gateways beat to each other
 //!   ([`ClusterConfig::heartbeat`], 1 s × 5 by default); a peer silent
 //!   for that long is treated as lost (members, `noconnection`, failover)
@@ -192,7 +199,7 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<ClusterEvent>,
     pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
-    /// The remote children started by directives.
+    /// The children this node's agents keep on nodes (the child host's).
     pub(crate) children: children::Children,
     /// The node server (the gateway closes a silent peer's session).
     pub(crate) server: ActorRef<NodeServerMessage>,
@@ -239,17 +246,34 @@ impl Inner {
     }
 
     /// Finds or starts agent `id` on this node (see "The model").
-    pub(crate) async fn activate(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
+    /// `options` (the JSON form of a remote child's `ChildOptions`) go
+    /// over the kind factory's when the agent starts here; an agent
+    /// already running keeps its own.
+    pub(crate) async fn activate(
+        &self,
+        kind: Option<&str>,
+        id: &str,
+        options: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<AgentRef> {
         if let Some(agent) = self.jido.whereis(id) {
             return Ok(agent);
         }
         let span = telemetry::ActivationSpan::start(&self.node, id);
-        let result = self.start_agent(kind, id).await;
+        let result = self.start_agent(kind, id, options).await;
         span.finish(&result);
         result
     }
 
-    async fn start_agent(&self, kind: Option<&str>, id: &str) -> Result<AgentRef> {
+    async fn start_agent(
+        &self,
+        kind: Option<&str>,
+        id: &str,
+        child: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<AgentRef> {
+        // Checked before the factory runs: a bad option starts nothing.
+        let child = child
+            .map(crate::directive::ChildOptions::from_json)
+            .transpose()?;
         let kind = kind.or_else(|| kind_of(id)).ok_or_else(|| {
             Error::not_found("agent not running and its id names no kind")
                 .with_detail("agent_id", id.to_owned())
@@ -266,7 +290,11 @@ impl Inner {
                     .with_detail("agent_id", id.to_owned())
                     .with_detail("node", self.node.clone())
             })?;
-        let (agent, options) = factory(id)?;
+        let (agent, mut options) = factory(id)?;
+        if let Some(child) = child {
+            // The id is the request's (checked below), not the options'.
+            options = options.overlaid(child.id(String::new()));
+        }
         if agent.id() != id {
             return Err(
                 Error::configuration("kind factory made an agent with another id")
@@ -333,6 +361,8 @@ pub struct Cluster {
     server: ActorRef<NodeServerMessage>,
     gateway: ActorRef<GatewayMsg>,
     listen: SocketAddr,
+    /// The child host installed on the instance (removed at shutdown).
+    host: Arc<dyn crate::server::ChildHost>,
 }
 
 impl fmt::Debug for Cluster {
@@ -348,7 +378,11 @@ impl Cluster {
     /// Starts this node for `jido`: the node server listening on the
     /// configured address, the gateway, and the connector dialling the
     /// seeds (in the background: use [`wait_for_members`](Cluster::wait_for_members)
-    /// to wait for peers).
+    /// to wait for peers). Installs the cluster's
+    /// [`ChildHost`](crate::server::ChildHost) on `jido`
+    /// ([`Jido::set_child_host`]): a `SpawnAgent` of a `ChildKind` by any
+    /// agent of the instance starts its child on the node its placement
+    /// names.
     ///
     /// # Errors
     ///
@@ -402,6 +436,9 @@ impl Cluster {
                 server.stop(None);
                 Error::internal("cluster gateway did not start").with_source(e)
             })?;
+        let host: Arc<dyn crate::server::ChildHost> =
+            Arc::new(children::ClusterChildHost::new(&inner, gateway.clone()));
+        jido.set_child_host(Some(Arc::clone(&host)));
         tokio::spawn(forward_exits(
             jido.final_exits(),
             gateway.clone(),
@@ -422,6 +459,7 @@ impl Cluster {
             server,
             gateway,
             listen: config.listen,
+            host,
         })
     }
 
@@ -474,9 +512,12 @@ impl Cluster {
             .insert(kind.into(), Arc::new(factory));
     }
 
-    /// The executor of [`RemoteChildDirective`]s (remote children started
-    /// and stopped from an agent's `cmd`): register it on the parents,
+    /// The executor of [`RemoteChildDirective`]s wrapped as custom
+    /// directives (`Directive::custom`): register it on the parents,
     /// `ServerOptions::new().directive_exec(cluster.child_directives())`.
+    /// Not needed otherwise: `RemoteChildDirective(..).into()` and the
+    /// built-in SpawnAgent of a `ChildKind` are executed by the child host
+    /// this cluster installed on its instance.
     pub fn child_directives(&self) -> RemoteChildExec {
         RemoteChildExec {
             cluster: self.clone(),
@@ -516,9 +557,18 @@ impl Cluster {
     }
 
     /// Stops the gateway, the connector and the node server (sessions to
-    /// peers end; they see this node down). The `Jido` instance and its
-    /// agents keep running.
+    /// peers end; they see this node down), and removes this cluster's
+    /// child host from the instance (a `SpawnAgent` of a `ChildKind` then
+    /// fails). The `Jido` instance and its agents keep running.
     pub async fn shutdown(&self) {
+        // Ours only: another host installed since stays.
+        let jido = &self.inner.jido;
+        if jido
+            .child_host()
+            .is_some_and(|h| std::ptr::addr_eq(Arc::as_ptr(&h), Arc::as_ptr(&self.host)))
+        {
+            jido.set_child_host(None);
+        }
         let _ = self
             .gateway
             .stop_and_wait(None, Some(Duration::from_secs(5)))

@@ -328,6 +328,93 @@ impl ChildOptions {
     }
 }
 
+impl ChildOptions {
+    /// The JSON form [`from_json`](ChildOptions::from_json) reads back:
+    /// every option that is set, `error_policy` as `"log_only"`,
+    /// `"stop_on_error"`, `"emit_signal"` or `{"max_errors": n}`. This is
+    /// what crosses nodes with a [`ChildKind`].
+    ///
+    /// ```
+    /// use jido::directive::{ChildOptions, ErrorPolicy, OnParentDeath};
+    /// use serde_json::json;
+    ///
+    /// let opts = ChildOptions::new()
+    ///     .on_parent_death(OnParentDeath::EmitOrphan)
+    ///     .error_policy(ErrorPolicy::max_errors(3));
+    /// let data = opts.to_json()?;
+    /// assert_eq!(serde_json::Value::Object(data.clone()),
+    ///     json!({"on_parent_death": "emit_orphan", "error_policy": {"max_errors": 3}}));
+    /// let back = ChildOptions::from_json(&data)?;
+    /// assert_eq!(back.get_on_parent_death(), Some(OnParentDeath::EmitOrphan));
+    /// # Ok::<(), jido::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A configuration error "child option has no data form: OPTION"
+    /// (detail `option`) for a `default_dispatch`, an `emit_signal` error
+    /// policy with its own dispatch, or a custom error policy: they hold
+    /// code or actor references.
+    pub fn to_json(&self) -> Result<Map<String, Value>> {
+        let no_form = |option: &str| {
+            Error::configuration(format!("child option has no data form: {option}"))
+                .with_detail("option", option.to_owned())
+        };
+        let mut out = Map::new();
+        if let Some(id) = &self.id {
+            out.insert("id".into(), Value::String(id.clone()));
+        }
+        if let Some(state) = &self.initial_state {
+            out.insert("initial_state".into(), Value::Object(state.clone()));
+        }
+        if self.default_dispatch.is_some() {
+            return Err(no_form("default_dispatch"));
+        }
+        if let Some(policy) = &self.error_policy {
+            let value = match policy {
+                ErrorPolicy::LogOnly => Value::from("log_only"),
+                ErrorPolicy::StopOnError => Value::from("stop_on_error"),
+                ErrorPolicy::EmitSignal(None) => Value::from("emit_signal"),
+                ErrorPolicy::MaxErrors(n) => serde_json::json!({ "max_errors": n }),
+                ErrorPolicy::EmitSignal(Some(_)) | ErrorPolicy::Custom(_) => {
+                    return Err(no_form("error_policy"));
+                }
+            };
+            out.insert("error_policy".into(), value);
+        }
+        let counts = [
+            ("max_queue_size", self.max_queue_size),
+            ("max_pending_signals", self.max_pending_signals),
+            ("max_concurrent_dispatches", self.max_concurrent_dispatches),
+        ];
+        for (key, n) in counts {
+            if let Some(n) = n {
+                out.insert(key.into(), Value::from(n as u64));
+            }
+        }
+        if let Some(policy) = self.on_parent_death {
+            out.insert("on_parent_death".into(), Value::from(policy.as_str()));
+        }
+        let flags = [
+            ("debug", self.debug),
+            (
+                "allow_untrusted_runtime_signals",
+                self.allow_untrusted_runtime_signals,
+            ),
+            (
+                "fail_calls_on_action_error",
+                self.fail_calls_on_action_error,
+            ),
+        ];
+        for (key, flag) in flags {
+            if let Some(flag) = flag {
+                out.insert(key.into(), Value::Bool(flag));
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A [`Directive::SpawnAgent`] being built: returned by
 /// [`Directive::spawn_agent`], turned into a [`Directive`] (or an
 /// [`Effect`](crate::effect::Effect)) with `.into()` — [`Context::push_effect`](crate::Context::push_effect)
@@ -436,29 +523,42 @@ impl From<SpawnAgent> for Directive {
 }
 
 /// The agent a [`Directive::SpawnAgent`] starts: an
-/// [`AgentState`](crate::AgentState), held opaquely.
+/// [`AgentState`](crate::AgentState) held opaquely, or a [`ChildKind`]
+/// (a registered kind and a [`Placement`]) that a child host builds,
+/// possibly on another node.
 ///
 /// Directives sit below agents in the core (an agent's `cmd` returns
 /// directives), so the directive holds its child agent through this small
-/// handle. Build it from an `AgentState` (`.into()`, or pass the agent
-/// where `impl Into<ChildAgent>` is taken, as in
+/// handle. Build it from an `AgentState` or a `ChildKind` (`.into()`, or
+/// pass either where `impl Into<ChildAgent>` is taken, as in
 /// [`Directive::spawn_agent`]); read it back with
-/// [`agent`](ChildAgent::agent), [`into_agent`](ChildAgent::into_agent) or
-/// [`is`](ChildAgent::is). Cloning is cheap.
+/// [`agent`](ChildAgent::agent), [`into_agent`](ChildAgent::into_agent),
+/// [`is`](ChildAgent::is) or [`spec`](ChildAgent::spec). Cloning is cheap.
 ///
 /// ```
 /// # use jido::prelude::*;
 /// # struct Worker;
 /// # impl Agent for Worker { const NAME: &'static str = "worker"; type Schema = (); }
-/// use jido::directive::ChildAgent;
+/// use jido::directive::{ChildAgent, ChildKind};
 ///
 /// let child = ChildAgent::from(AgentState::new(Worker, AgentOptions::new().id("w1")));
 /// assert_eq!(child.id(), "w1");
 /// assert!(child.is::<Worker>());
 /// assert_eq!(child.agent().map(|a| a.name()), Some("worker"));
+///
+/// let by_kind = ChildAgent::from(ChildKind::new("report"));
+/// assert_eq!(by_kind.spec().and_then(|s| s.kind()), Some("report"));
+/// assert!(by_kind.agent().is_none());
+/// assert_eq!(by_kind.id(), "");
 /// ```
 #[derive(Clone)]
-pub struct ChildAgent(Arc<dyn ChildValue>);
+pub struct ChildAgent(ChildRepr);
+
+#[derive(Clone)]
+enum ChildRepr {
+    Value(Arc<dyn ChildValue>),
+    Spec(ChildKind),
+}
 
 /// What a [`ChildAgent`] holds: implemented by `AgentState` alone.
 pub(crate) trait ChildValue: Any + Send + Sync + fmt::Debug {
@@ -469,23 +569,154 @@ pub(crate) trait ChildValue: Any + Send + Sync + fmt::Debug {
 impl ChildAgent {
     /// Holds `agent` (the agent layer builds it: `From<AgentState>`).
     pub(crate) fn from_value(agent: Arc<dyn ChildValue>) -> Self {
-        Self(agent)
+        Self(ChildRepr::Value(agent))
     }
 
-    /// The held value, for the agent layer to take back.
-    pub(crate) fn value(&self) -> &Arc<dyn ChildValue> {
-        &self.0
+    /// The held value, for the agent layer to take back (`None` for a
+    /// spec).
+    pub(crate) fn value(&self) -> Option<&Arc<dyn ChildValue>> {
+        match &self.0 {
+            ChildRepr::Value(v) => Some(v),
+            ChildRepr::Spec(_) => None,
+        }
+    }
+
+    /// The child's spec, when it is described by one instead of a value.
+    pub fn spec(&self) -> Option<&ChildKind> {
+        match &self.0 {
+            ChildRepr::Spec(spec) => Some(spec),
+            ChildRepr::Value(_) => None,
+        }
     }
 
     /// The child agent's id (before the runtime applies the
-    /// [`ChildOptions`] id, if any).
+    /// [`ChildOptions`] id, if any); empty for a [`ChildKind`], whose id
+    /// is the options' id or `"<parent id>/<tag>"`.
     pub fn id(&self) -> &str {
-        self.0.id()
+        match &self.0 {
+            ChildRepr::Value(v) => v.id(),
+            ChildRepr::Spec(_) => "",
+        }
+    }
+}
+
+impl From<ChildKind> for ChildAgent {
+    fn from(spec: ChildKind) -> Self {
+        Self(ChildRepr::Spec(spec))
     }
 }
 
 impl fmt::Debug for ChildAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        match &self.0 {
+            ChildRepr::Value(v) => fmt::Debug::fmt(&**v, f),
+            ChildRepr::Spec(spec) => fmt::Debug::fmt(spec, f),
+        }
+    }
+}
+
+/// Where a child described by a [`ChildKind`] runs. The runtime itself
+/// starts no spec child: the instance's child host does (see
+/// [`ChildHost`](crate::server::ChildHost); feature `cluster`:
+/// `Cluster::start` installs one that starts it on a node of the
+/// cluster).
+///
+/// ```
+/// use jido::directive::Placement;
+///
+/// assert_eq!(Placement::default(), Placement::Hash);
+/// let p: Placement = serde_json::from_value(serde_json::json!({"node": "node-b"}))?;
+/// assert_eq!(p, Placement::Node("node-b".into()));
+/// assert_eq!(serde_json::to_value(Placement::Local)?, "local");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// Where the host places the child's id (a cluster: rendezvous
+    /// hashing over the live nodes). The default.
+    #[default]
+    Hash,
+    /// This node.
+    Local,
+    /// The node of this name (a start there fails when it is not a
+    /// member).
+    Node(String),
+}
+
+/// A child agent described by data instead of a value: the **kind** a
+/// host starts it from (a factory registered under that name: feature
+/// `cluster`, `Cluster::register_kind`) and its [`Placement`]. Its id,
+/// initial state and the other [`ChildOptions`] come from the
+/// [`SpawnAgent`], and cross nodes as JSON with it
+/// ([`ChildOptions::to_json`]). Unlike an
+/// [`AgentState`](crate::AgentState), a spec is serialisable, which is
+/// what lets a `SpawnAgent` start its child on another node.
+///
+/// # Examples
+///
+/// ```
+/// use jido::directive::{ChildKind, Directive, Placement};
+/// use serde_json::json;
+///
+/// let spec = ChildKind::new("report").on_node("node-b");
+/// assert_eq!(spec.placement(), &Placement::Node("node-b".into()));
+/// let d: Directive = Directive::spawn_agent(spec.clone(), "nightly")
+///     .id("report:nightly")
+///     .initial_state(json!({"day": "mon"}).as_object().unwrap().clone())
+///     .into();
+/// let Directive::SpawnAgent { agent, options, .. } = &d else { unreachable!() };
+/// assert_eq!(agent.spec(), Some(&spec));
+/// assert_eq!(options.get_id(), Some("report:nightly"));
+///
+/// // Its data form.
+/// assert_eq!(serde_json::to_value(&spec)?, json!({"kind": "report", "placement": {"node": "node-b"}}));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ChildKind {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(default)]
+    placement: Placement,
+}
+
+impl ChildKind {
+    /// A child of `kind`, placed by the host ([`Placement::Hash`]).
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self {
+            kind: Some(kind.into()),
+            placement: Placement::Hash,
+        }
+    }
+
+    /// A child whose kind is the one its id names (the prefix before
+    /// `:`, as for `Cluster::agent`).
+    pub fn by_id() -> Self {
+        Self::default()
+    }
+
+    /// Where it runs.
+    #[must_use]
+    pub fn place(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// On node `node` ([`Placement::Node`]).
+    #[must_use]
+    pub fn on_node(self, node: impl Into<String>) -> Self {
+        self.place(Placement::Node(node.into()))
+    }
+
+    /// The kind, when named (`None`: the id's prefix).
+    pub fn kind(&self) -> Option<&str> {
+        self.kind.as_deref()
+    }
+
+    /// Where it runs.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 }

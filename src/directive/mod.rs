@@ -62,7 +62,7 @@ mod error_policy;
 
 pub use builders::{Cron, RunInstruction};
 pub(crate) use child::ChildValue;
-pub use child::{ChildAgent, ChildOptions, OnParentDeath, SpawnAgent};
+pub use child::{ChildAgent, ChildKind, ChildOptions, OnParentDeath, Placement, SpawnAgent};
 pub use error_policy::{ErrorDecision, ErrorEvent, ErrorPolicy};
 
 /// The `context` values of the Error directives built by the pure core.
@@ -159,8 +159,21 @@ pub enum Directive {
     /// with neither, a child whose `on_parent_death` is `continue` or
     /// `emit_orphan` is refused with a configuration error for the error
     /// policy (see [`ServerOptions::jido`](crate::server::ServerOptions::jido)).
+    /// A failed start also gives the parent `jido.agent.child.start_failed`
+    /// `{parent_id, child_id, tag, error}`.
+    ///
+    /// A child described by a [`ChildKind`] (a registered kind and a
+    /// [`Placement`], instead of a value) is handed to the instance's
+    /// [`ChildHost`](crate::server::ChildHost), which starts it from its
+    /// kind wherever its placement says (feature `cluster`: on a node of
+    /// the cluster, see `docs/cluster.md`) with the options as data
+    /// ([`ChildOptions::to_json`]); its tag, StopChild, exit signal and
+    /// status entry work as for a local child. Without a host the spawn
+    /// fails (`jido.agent.child.start_failed` and a configuration error for
+    /// the error policy). `restart` does not apply to it: the host's
+    /// instance supervises it by its kind's options.
     SpawnAgent {
-        /// The child agent value (any agent type).
+        /// The child: an agent value (any agent type) or a [`ChildKind`].
         agent: ChildAgent,
         /// The tag the parent knows the child by.
         tag: String,
@@ -304,7 +317,9 @@ impl Directive {
         }
     }
 
-    /// Starts `agent` as a child tracked under `tag`: a [`SpawnAgent`]
+    /// Starts `agent` (an [`AgentState`](crate::AgentState), or a
+    /// [`ChildKind`] for a child started from a registered kind, possibly
+    /// on another node) as a child tracked under `tag`: a [`SpawnAgent`]
     /// builder for the child's options (id, `on_parent_death`, …), meta and
     /// restart policy, turned into a directive with `.into()`. Defaults: no
     /// options, empty meta, [`Restart::Transient`].

@@ -1534,9 +1534,8 @@ impl AgentServerState {
 
     fn status_report(&self) -> AgentStatus {
         let extras = self.extras();
-        let mut children: Vec<String> =
-            extras.map_or_else(Vec::new, |e| e.children.keys().cloned().collect());
-        children.sort();
+        let child_details = self.child_details();
+        let children = child_details.iter().map(|c| c.tag.clone()).collect();
         let mut cron_jobs: Vec<String> =
             extras.map_or_else(Vec::new, |e| e.crons.keys().cloned().collect());
         cron_jobs.sort();
@@ -1553,6 +1552,7 @@ impl AgentServerState {
                     .map_or(0, |f| f.unsettled.saturating_sub(1)),
             in_flight: self.in_flight.is_some(),
             children,
+            child_details,
             parent_id: self.parent.as_ref().map(|p| p.id.clone()),
             completion_waiters: extras.map_or(0, |e| e.waiters.len()),
             error_count: self.error_count,

@@ -589,8 +589,13 @@ pub struct AgentStatus {
     pub pending_signals: usize,
     /// Whether a `cmd` (or an instruction) is running now.
     pub in_flight: bool,
-    /// Tags of the tracked children, sorted.
+    /// Tags of the tracked children, sorted: the agent's own and those the
+    /// instance's [`ChildHost`](super::ChildHost) keeps for it (feature
+    /// `cluster`: its children on other nodes).
     pub children: Vec<String>,
+    /// The same children with their ids and nodes, sorted by tag (`node`
+    /// is `None` for a child in the agent's own instance).
+    pub child_details: Vec<super::ChildStatus>,
     /// The live parent's id.
     pub parent_id: Option<String>,
     /// Callers waiting in [`AgentRef::await_completion`].

@@ -86,8 +86,9 @@ impl DirectiveContext<'_> {
 
     /// Whether the agent's own child table holds `tag`: a child started by
     /// SpawnAgent or adopted, tracked or still starting. Children that an
-    /// executor keeps elsewhere ([`DirectiveExec::holds_child`]) are not
-    /// counted: an executor that keeps children checks this before it
+    /// executor or the instance's child host keeps elsewhere
+    /// ([`DirectiveExec::holds_child`], [`ChildHost::holds_child`](super::ChildHost::holds_child))
+    /// are not counted: one that keeps children checks this before it
     /// takes a tag, so one tag never names two children.
     pub fn has_local_child(&self, tag: &str) -> bool {
         self.state.local_tag_taken(tag)
@@ -201,13 +202,15 @@ pub trait DirectiveExec: Send + Sync + 'static {
     }
 
     /// The child table's hook, for executors that start children of their
-    /// own (the cluster's remote children): the built-in
+    /// own (as the instance's [`ChildHost`](super::ChildHost) does for
+    /// every agent): the built-in
     /// [`Directive::StopChild`] of a tag the agent's own child table does
     /// not hold is offered to every executor registered on the agent, and
     /// the one that keeps a child of the agent tagged `tag` stops it and
     /// answers `Some(result)`. The default `None` means "not one of
-    /// mine"; when no executor claims the tag, the StopChild is the
-    /// no-op of an unknown tag (debug log).
+    /// mine"; when no executor claims the tag, the instance's child host
+    /// is asked, and when it does not either, the StopChild is the no-op
+    /// of an unknown tag (debug log).
     ///
     /// ```
     /// use jido::directive::{CustomDirective, StopReason};
@@ -513,19 +516,23 @@ impl AgentServerState {
 
     /// The child table's hook: a StopChild of `tag`, which the agent's own
     /// table does not hold, offered to the registered executors
-    /// ([`DirectiveExec::stop_child`]). `None` when none keeps the child. A
-    /// panic crashes the agent, as in [`DirectiveExec::exec`].
+    /// ([`DirectiveExec::stop_child`]), then to the instance's child host
+    /// ([`ChildHost::stop_child`](super::ChildHost::stop_child)). `None`
+    /// when none keeps the child. A panic crashes the agent, as in
+    /// [`DirectiveExec::exec`].
     pub(crate) fn offer_stop_child(
         &mut self,
         tag: &str,
         reason: &StopReason,
     ) -> Option<DirectiveResult> {
         let executors = self.settings.executors.clone();
+        let host = self.jido.as_ref().and_then(Jido::child_host);
         let ctx = DirectiveContext { state: self };
         let found = catch_unwind(AssertUnwindSafe(|| {
             executors
                 .values()
                 .find_map(|exec| exec.stop_child(tag, reason, &ctx))
+                .or_else(|| host.and_then(|h| h.stop_child(tag, reason, &ctx)))
         }));
         match found {
             Ok(result) => result,
@@ -539,13 +546,51 @@ impl AgentServerState {
         }
     }
 
-    /// Whether a registered executor keeps a child of this agent tagged
-    /// `tag` ([`DirectiveExec::holds_child`]; a panic there counts as no).
+    /// Whether a registered executor ([`DirectiveExec::holds_child`]) or
+    /// the instance's child host keeps a child of this agent tagged `tag`
+    /// (a panic there counts as no).
     pub(crate) fn executor_holds_child(&self, tag: &str) -> bool {
         let ctx = DirectiveContext { state: self };
-        self.settings.executors.values().any(|exec| {
+        let by_exec = self.settings.executors.values().any(|exec| {
             catch_unwind(AssertUnwindSafe(|| exec.holds_child(tag, &ctx))).unwrap_or(false)
-        })
+        });
+        by_exec
+            || self
+                .jido
+                .as_ref()
+                .and_then(Jido::child_host)
+                .is_some_and(|host| {
+                    catch_unwind(AssertUnwindSafe(|| host.holds_child(tag, &ctx))).unwrap_or(false)
+                })
+    }
+
+    /// The children the instance's child host keeps for this agent (a
+    /// panic there counts as none).
+    pub(crate) fn hosted_children(&self) -> Vec<super::ChildStatus> {
+        let Some(host) = self.jido.as_ref().and_then(Jido::child_host) else {
+            return Vec::new();
+        };
+        let ctx = DirectiveContext { state: self };
+        catch_unwind(AssertUnwindSafe(|| host.children(&ctx))).unwrap_or_default()
+    }
+
+    /// Hands a SpawnAgent of a spec child to the instance's child host
+    /// ([`ChildHost::spawn`](super::ChildHost::spawn)). A panic crashes the
+    /// agent, as in [`DirectiveExec::exec`].
+    pub(crate) fn host_spawn(
+        &mut self,
+        host: &dyn super::ChildHost,
+        spawn: super::ChildSpawn,
+    ) -> DirectiveResult {
+        let ctx = DirectiveContext { state: self };
+        match catch_unwind(AssertUnwindSafe(|| host.spawn(spawn, &ctx))) {
+            Ok(result) => result,
+            Err(panic) => {
+                self.extras_mut().crash =
+                    Some(format!("child host panicked: {}", panic_message(&*panic)));
+                DirectiveResult::Ok
+            }
+        }
     }
 
     /// The signal of a Schedule message: a signal as is, JSON wrapped as

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use super::actor::{AbortOnDrop, AgentServer, AgentServerState, spawn_error};
 use super::msg::{AgentMsg, ChildStarted, HierarchyMsg, Internal};
 use super::options::{AgentServerArgs, OnParentDeath, ParentRef, ServerOptions};
-use super::{DEFAULT_CALL_TIMEOUT, DirectiveResult, signal_types};
-use crate::directive::{ChildAgent, ChildOptions, Restart, StopReason};
+use super::{ChildSpawn, ChildStatus, DEFAULT_CALL_TIMEOUT, DirectiveResult, signal_types};
+use crate::directive::{ChildAgent, ChildKind, ChildOptions, Restart, StopReason};
 use crate::error::Error;
 use crate::signal::Signal;
 
@@ -529,6 +529,9 @@ impl AgentServerState {
             tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, "spawn_agent refused: tag in use");
             return DirectiveResult::Ok;
         }
+        if let Some(spec) = agent.spec() {
+            return self.spawn_hosted(myself, input, spec.clone(), tag, child_options, meta);
+        }
         let Some(agent) = agent.into_agent() else {
             let err = Error::internal("spawn_agent child is not an agent state")
                 .with_detail("agent_id", self.id.to_string())
@@ -540,18 +543,19 @@ impl AgentServerState {
             Some(jido) => Some(jido.supervisor_cell()),
             None => myself.get_cell().try_get_supervisor(),
         };
-        let policy = options.on_parent_death.unwrap_or_default();
-        if supervisor.is_none() && policy != OnParentDeath::Stop {
-            let err = Error::configuration("a child that outlives its parent needs a supervisor")
-                .with_detail("agent_id", self.id.to_string())
-                .with_detail("tag", tag)
-                .with_detail("on_parent_death", policy.as_str());
-            return self.apply_error_policy(myself, input, &err, "spawn_agent");
-        }
         let child_id = options
             .id
             .clone()
             .unwrap_or_else(|| format!("{}/{}", self.id, tag));
+        let policy = options.on_parent_death.unwrap_or_default();
+        if supervisor.is_none() && policy != OnParentDeath::Stop {
+            let err = Error::configuration("a child that outlives its parent needs a supervisor")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("tag", tag.clone())
+                .with_detail("on_parent_death", policy.as_str());
+            self.report_start_failed(myself, &tag, &child_id, &err);
+            return self.apply_error_policy(myself, input, &err, "spawn_agent");
+        }
         options.id = Some(child_id.clone());
         options.parent = Some(Box::new(self.parent_ref_for_child(
             myself,
@@ -579,6 +583,7 @@ impl AgentServerState {
         });
         if let Err(err) = started {
             tracing::error!(target: "jido::agent_server", agent_id = %self.id, tag, child_id, error = %err, "child agent failed to start");
+            self.report_start_failed(myself, &tag, &child_id, &err);
             return DirectiveResult::Ok;
         }
         self.pending_mut().reserved.insert(
@@ -589,6 +594,80 @@ impl AgentServerState {
             },
         );
         DirectiveResult::Async(Some(child_id))
+    }
+
+    /// SpawnAgent of a child a [`ChildKind`] describes: handed to the
+    /// instance's child host (see [`ChildHost`](super::ChildHost)), which
+    /// starts it (feature `cluster`: on a node of the cluster) and reports
+    /// its start, its failed start and its exit. Without a host the spawn
+    /// fails at once: `jido.agent.child.start_failed` and a configuration
+    /// error "no child host for a child spec" for the error policy.
+    fn spawn_hosted(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        input: &Signal,
+        spec: ChildKind,
+        tag: String,
+        options: ChildOptions,
+        meta: Map<String, Value>,
+    ) -> DirectiveResult {
+        let child_id = options
+            .get_id()
+            .map_or_else(|| format!("{}/{}", self.id, tag), str::to_owned);
+        let Some(host) = self.jido.as_ref().and_then(super::Jido::child_host) else {
+            let err = Error::configuration("no child host for a child spec")
+                .with_detail("agent_id", self.id.to_string())
+                .with_detail("tag", tag.clone())
+                .with_detail("child_id", child_id.clone());
+            self.report_start_failed(myself, &tag, &child_id, &err);
+            return self.apply_error_policy(myself, input, &err, "spawn_agent");
+        };
+        let spawn = ChildSpawn {
+            spec,
+            tag,
+            options: options.id(child_id.clone()),
+            id: child_id,
+            meta,
+        };
+        self.host_spawn(&*host, spawn)
+    }
+
+    /// Processes `jido.agent.child.start_failed` for a child of this
+    /// agent's own that did not start.
+    fn report_start_failed(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        tag: &str,
+        child_id: &str,
+        err: &Error,
+    ) {
+        let signal = self.runtime_signal(
+            signal_types::CHILD_START_FAILED,
+            json!({
+                "parent_id": &*self.id,
+                "child_id": child_id,
+                "tag": tag,
+                "error": err.to_envelope(),
+            }),
+        );
+        self.enqueue_signal(myself, signal, None);
+    }
+
+    /// The children for the status: this agent's own (tracked) and those
+    /// the instance's child host keeps, by tag.
+    pub(crate) fn child_details(&self) -> Vec<ChildStatus> {
+        let mut out: Vec<ChildStatus> = self
+            .extras()
+            .map(|e| {
+                e.children
+                    .iter()
+                    .map(|(tag, c)| ChildStatus::new(tag.clone(), c.id.clone(), None))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.extend(self.hosted_children());
+        out.sort_by(|a, b| a.tag.cmp(&b.tag));
+        out
     }
 
     fn on_spawn_result(
@@ -623,6 +702,7 @@ impl AgentServerState {
             Err(err) => {
                 self.pending_mut().reserved.remove(&tag);
                 tracing::error!(target: "jido::agent_server", agent_id = %self.id, tag, child_id, error = %err, "child agent failed to start");
+                self.report_start_failed(myself, &tag, &child_id, &err);
                 self.resume_waiting(myself, &tag);
             }
         }

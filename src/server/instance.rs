@@ -229,6 +229,8 @@ struct JidoInner {
     exec: Exec,
     defaults: ServerOptions,
     breakers: CircuitBreakers,
+    /// Starts the children that specs describe (see [`ChildHost`]).
+    child_host: RwLock<Option<Arc<dyn super::ChildHost>>>,
 }
 
 /// A Jido instance: a root supervisor actor that every agent of the
@@ -315,6 +317,7 @@ impl Jido {
                 ),
                 defaults: config.defaults,
                 breakers: CircuitBreakers::new(),
+                child_host: RwLock::new(None),
             }),
         };
         // The timer table is process memory: fill it again from storage.
@@ -326,6 +329,33 @@ impl Jido {
             return Err(error);
         }
         Ok(jido)
+    }
+
+    /// Installs (or with `None` removes) the host that starts the
+    /// children a [`ChildKind`](crate::directive::ChildKind) describes,
+    /// for every agent of the instance, those already running included;
+    /// returns the one it replaces. Without a host such a SpawnAgent
+    /// fails (see [`ChildHost`](super::ChildHost)). Feature `cluster`: `Cluster::start`
+    /// installs the cluster's, `Cluster::shutdown` removes it.
+    pub fn set_child_host(
+        &self,
+        host: Option<Arc<dyn super::ChildHost>>,
+    ) -> Option<Arc<dyn super::ChildHost>> {
+        let mut slot = self
+            .inner
+            .child_host
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *slot, host)
+    }
+
+    /// The installed child host, if any.
+    pub fn child_host(&self) -> Option<Arc<dyn super::ChildHost>> {
+        self.inner
+            .child_host
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The instance's name.

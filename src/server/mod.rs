@@ -69,6 +69,7 @@
 mod actor;
 mod actor_target;
 mod agent_ref;
+mod child_host;
 pub mod cron;
 mod directives;
 #[cfg(feature = "persist")]
@@ -92,6 +93,7 @@ pub use actor_target::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };
+pub use child_host::{ChildHost, ChildSpawn, ChildStatus};
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
 pub use durable::{
@@ -153,6 +155,11 @@ pub mod signal_types {
     pub const CHILD_STARTED: &str = "jido.agent.child.started";
     /// To a parent when a child ends: `{tag, id, reason}`.
     pub const CHILD_EXIT: &str = "jido.agent.child.exit";
+    /// To a parent when a child it asked for did not start: `{parent_id,
+    /// child_id, tag, error}` (`error`: the error envelope `{type,
+    /// message, details, retryable}`), plus `node` for a child placed on
+    /// a node.
+    pub const CHILD_START_FAILED: &str = "jido.agent.child.start_failed";
     /// To a parent when a child hit the restart limit: `{tag, id,
     /// restarts, reason}`.
     pub const CHILD_GIVEN_UP: &str = "jido.agent.child.given_up";

@@ -558,6 +558,37 @@ impl ServerOptions {
     }
 }
 
+impl ServerOptions {
+    /// These options with every option `child` sets put over them (a
+    /// child started from a kind factory with the options of the
+    /// SpawnAgent that asked for it).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn overlaid(mut self, child: ChildOptions) -> Self {
+        let c = ServerOptions::from(child);
+        macro_rules! over {
+            ($($field:ident),*) => {$(
+                if c.$field.is_some() {
+                    self.$field = c.$field;
+                }
+            )*};
+        }
+        over!(
+            id,
+            initial_state,
+            default_dispatch,
+            error_policy,
+            max_queue_size,
+            max_pending_signals,
+            max_concurrent_dispatches,
+            on_parent_death,
+            debug,
+            allow_untrusted_runtime_signals,
+            fail_calls_on_action_error
+        );
+        self
+    }
+}
+
 impl From<ChildOptions> for ServerOptions {
     /// The server options a [`ChildOptions`] sets; everything else unset.
     fn from(o: ChildOptions) -> Self {
