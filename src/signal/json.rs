@@ -1,6 +1,7 @@
 //! The CloudEvents JSON event format: serialisation, parsing and the
 //! validation shared with the builder.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use chrono::DateTime;
@@ -15,33 +16,47 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// A context attribute as read: a string, or something else (named by its
-/// JSON type, for the error).
+/// A context attribute as read: a string (owned, or borrowed from the
+/// JSON text being read when it has no escapes: no allocation), or
+/// something else (named by its JSON type, for the error).
 #[derive(Debug)]
-pub(crate) enum Attr {
+pub(crate) enum Attr<'a> {
     Str(String),
+    Ref(&'a str),
     Other(&'static str),
+}
+
+impl Attr<'_> {
+    /// The string, when it is one.
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Attr::Str(s) => Some(s),
+            Attr::Ref(s) => Some(s),
+            Attr::Other(_) => None,
+        }
+    }
 }
 
 /// An event as read, before validation. `None` = absent or `null`.
 #[derive(Debug, Default)]
-pub(crate) struct RawSignal {
-    pub(crate) specversion: Option<Attr>,
-    pub(crate) id: Option<Attr>,
-    pub(crate) source: Option<Attr>,
-    pub(crate) ty: Option<Attr>,
-    pub(crate) subject: Option<Attr>,
-    pub(crate) time: Option<Attr>,
-    pub(crate) datacontenttype: Option<Attr>,
-    pub(crate) dataschema: Option<Attr>,
+pub(crate) struct RawSignal<'a> {
+    pub(crate) specversion: Option<Attr<'a>>,
+    pub(crate) id: Option<Attr<'a>>,
+    pub(crate) source: Option<Attr<'a>>,
+    pub(crate) ty: Option<Attr<'a>>,
+    pub(crate) subject: Option<Attr<'a>>,
+    pub(crate) time: Option<Attr<'a>>,
+    pub(crate) datacontenttype: Option<Attr<'a>>,
+    pub(crate) dataschema: Option<Attr<'a>>,
     pub(crate) data: Option<Value>,
     pub(crate) extensions: Map<String, Value>,
 }
 
-fn string_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
+fn string_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Option<Cow<'a, str>>> {
     match attr {
         None => Ok(None),
-        Some(Attr::Str(s)) => Ok(Some(s)),
+        Some(Attr::Str(s)) => Ok(Some(Cow::Owned(s))),
+        Some(Attr::Ref(s)) => Ok(Some(Cow::Borrowed(s))),
         Some(Attr::Other(kind)) => Err(invalid(
             field,
             "invalid",
@@ -51,7 +66,7 @@ fn string_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
 }
 
 /// An optional attribute: absent is fine, empty is not.
-fn optional_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
+fn optional_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Option<Cow<'a, str>>> {
     match string_attr(field, attr)? {
         Some(s) if s.is_empty() => Err(invalid(field, "empty", format!("{field} given but empty"))),
         other => Ok(other),
@@ -59,7 +74,7 @@ fn optional_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
 }
 
 /// A required attribute: absent and empty are both "missing".
-fn required_attr(field: &str, attr: Option<Attr>) -> Result<String> {
+fn required_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Cow<'a, str>> {
     match string_attr(field, attr)? {
         Some(s) if !s.is_empty() => Ok(s),
         _ => Err(invalid(field, "missing", format!("missing {field}"))),
@@ -68,7 +83,7 @@ fn required_attr(field: &str, attr: Option<Attr>) -> Result<String> {
 
 /// Jido's validation of an event. `wire` = read from JSON or a map (a
 /// specversion is then required).
-pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
+pub(crate) fn validate(raw: RawSignal<'_>, wire: bool) -> Result<Signal> {
     if wire {
         match string_attr("specversion", raw.specversion)? {
             None => {
@@ -85,13 +100,13 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
                     "unexpected",
                     format!("unexpected specversion {v}"),
                 )
-                .with_detail("value", v));
+                .with_detail("value", v.into_owned()));
             }
         }
     }
     let ty = required_attr("type", raw.ty)?;
     let source = required_attr("source", raw.source)?;
-    let id = optional_attr("id", raw.id)?.map_or_else(new_id, super::Text::from);
+    let id = optional_attr("id", raw.id)?.map_or_else(new_id, text);
     let subject = optional_attr("subject", raw.subject)?;
     let time = optional_attr("time", raw.time)?;
     if let Some(t) = &time
@@ -120,24 +135,48 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
         check_extension(name, value)?;
     }
     let datacontenttype = match datacontenttype {
-        None if data.is_some() => Some(JSON_CONTENT_TYPE.to_owned()),
-        other => other,
+        None if data.is_some() => super::MediaType::Json,
+        None => super::MediaType::Absent,
+        Some(Cow::Owned(t)) => super::MediaType::from_text(Some(t)),
+        Some(Cow::Borrowed(t)) if t == JSON_CONTENT_TYPE => super::MediaType::Json,
+        Some(Cow::Borrowed(t)) => super::MediaType::Other(t.into()),
     };
     Ok(Signal {
         id,
-        source: (source != super::DEFAULT_SOURCE).then(|| source.into_boxed_str()),
-        ty: super::text::Short::from_string(ty),
-        subject: subject.map(String::into_boxed_str),
-        time: time.map(super::Text::from),
-        datacontenttype: super::MediaType::from_text(datacontenttype),
-        dataschema: dataschema.map(String::into_boxed_str),
+        source: (source != super::DEFAULT_SOURCE).then(|| boxed(source)),
+        ty: match ty {
+            Cow::Borrowed(t) => super::text::Short::new(t),
+            Cow::Owned(t) => super::text::Short::from_string(t),
+        },
+        subject: subject.map(boxed),
+        time: time.map(text),
+        datacontenttype,
+        dataschema: dataschema.map(boxed),
         data: data.map(super::payload::Data::Json),
         extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
     })
 }
 
-fn attr_from_value(value: Value) -> Option<Attr> {
+/// `text` in its own buffer (no copy when it already has one).
+fn boxed(text: Cow<'_, str>) -> Box<str> {
+    match text {
+        Cow::Borrowed(t) => t.into(),
+        Cow::Owned(t) => t.into_boxed_str(),
+    }
+}
+
+/// `text` inline when it has the length the runtime writes (a UUIDv7 id,
+/// a time with microseconds) in ASCII, as a signal made here holds it;
+/// else in its own buffer.
+fn text<const N: usize>(text: Cow<'_, str>) -> super::Text<N> {
+    match <[u8; N]>::try_from(text.as_bytes()) {
+        Ok(bytes) if bytes.is_ascii() => super::Text::Inline(bytes),
+        _ => super::Text::Heap(boxed(text)),
+    }
+}
+
+fn attr_from_value(value: Value) -> Option<Attr<'static>> {
     match value {
         Value::Null => None,
         Value::String(s) => Some(Attr::Str(s)),
@@ -156,7 +195,7 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-impl RawSignal {
+impl RawSignal<'static> {
     fn set(&mut self, key: &str, value: Value) {
         let slot = match key {
             "specversion" => &mut self.specversion,
@@ -383,7 +422,7 @@ impl TryFrom<Value> for Signal {
 const DEPTH_MARKER: &str = "jido-signal-too-deep:";
 
 /// Reads a CloudEvents JSON object without validating it.
-pub(crate) fn parse_raw(json: &[u8]) -> Result<RawSignal> {
+pub(crate) fn parse_raw(json: &[u8]) -> Result<RawSignal<'_>> {
     serde_json::from_slice(json).map_err(json_error)
 }
 
@@ -461,14 +500,17 @@ impl<'de> Deserialize<'de> for Key {
 struct AttrSeed;
 
 impl<'de> DeserializeSeed<'de> for AttrSeed {
-    type Value = Option<Attr>;
+    type Value = Option<Attr<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         struct AttrVisitor;
         impl<'de> Visitor<'de> for AttrVisitor {
-            type Value = Option<Attr>;
+            type Value = Option<Attr<'de>>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an attribute value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Some(Attr::Ref(v)))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Some(Attr::Str(v.to_owned())))
@@ -517,15 +559,15 @@ fn mark_depth<E: de::Error>(field: &str) -> impl FnOnce(E) -> E + '_ {
     }
 }
 
-impl<'de> Deserialize<'de> for RawSignal {
+impl<'de> Deserialize<'de> for RawSignal<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct RawVisitor;
         impl<'de> Visitor<'de> for RawVisitor {
-            type Value = RawSignal;
+            type Value = RawSignal<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a cloudevents json object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSignal, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSignal<'de>, A::Error> {
                 let mut raw = RawSignal::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
@@ -566,5 +608,67 @@ impl<'de> Deserialize<'de> for RawSignal {
             }
         }
         deserializer.deserialize_map(RawVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::{MediaType, Text};
+
+    /// The same event with and without escapes in its strings: read
+    /// borrowed from the text or copied, the signal is the same.
+    #[test]
+    fn borrowed_and_escaped_attributes_read_the_same() {
+        let id = "0190f0c2-7c4e-7d4e-9b1a-0123456789ab";
+        let plain = format!(
+            r#"{{"specversion":"1.0.2","id":"{id}","source":"svc","type":"order.pay","subject":"s","time":"2026-11-22T10:00:00.123456Z","datacontenttype":"application/json","dataschema":"urn:x","data":{{"n":1}},"ext":"e"}}"#
+        );
+        // Every string with an escaped character in it.
+        let escaped = plain
+            .replace("svc", r"\u0073vc")
+            .replace("order.pay", r"order\u002epay")
+            .replace(id, &id.replace('0', r"\u0030"))
+            .replace("10:00", r"1\u0030:00")
+            .replace("application/json", r"application\/json")
+            .replace("urn:x", r"urn:\u0078");
+        assert_ne!(plain, escaped);
+        let a = Signal::from_json_str(&plain).unwrap();
+        let b = Signal::from_json_str(&escaped).unwrap();
+        assert_eq!(a.to_json_value(), b.to_json_value());
+        assert_eq!(
+            (a.id(), a.source(), a.ty(), a.time()),
+            (id, "svc", "order.pay", Some("2026-11-22T10:00:00.123456Z"))
+        );
+        // The forms a signal made here has: no allocation for them.
+        for s in [&a, &b] {
+            assert!(matches!(s.id, Text::Inline(_)));
+            assert!(matches!(s.time, Some(Text::Inline(_))));
+            assert!(s.datacontenttype == MediaType::Json);
+        }
+    }
+
+    #[test]
+    fn other_lengths_and_non_ascii_text_are_kept_as_given() {
+        // 36 bytes, not ASCII: on the heap, as given.
+        let id = "é".repeat(18);
+        let json = format!(r#"{{"specversion":"1.0.2","id":"{id}","source":"jido","type":"t"}}"#);
+        let s = Signal::from_json_str(&json).unwrap();
+        assert_eq!(s.id(), id);
+        assert!(matches!(s.id, Text::Heap(_)));
+        let s = Signal::from_json_str(
+            r#"{"specversion":"1.0.2","id":"short","source":"jido","type":"t","datacontenttype":"text/plain","time":"2026-11-22T10:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.id(), s.source(), s.datacontenttype(), s.time()),
+            (
+                "short",
+                "jido",
+                Some("text/plain"),
+                Some("2026-11-22T10:00:00Z")
+            )
+        );
+        assert!(s.source.is_none());
     }
 }
