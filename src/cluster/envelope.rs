@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -289,6 +290,46 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The checkpoint's JSON in a success reply, its syntax checked but no
+    /// value built: the reply's text and where the checkpoint is in it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Reply::decode`].
+    pub(crate) fn decode_json(bytes: Vec<u8>) -> Result<(String, std::ops::Range<usize>)> {
+        // What this build writes, `{"v":1,"ok":…}`: the value is checked
+        // where it is (no tree built). Anything else takes the full
+        // decoder, and a success is written again compactly.
+        let end = bytes.len().saturating_sub(1);
+        if !(bytes.starts_with(OK_PREFIX) && bytes.ends_with(b"}") && end > OK_PREFIX.len()) {
+            return Self::decode_rewritten(&bytes);
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                let ok = OK_PREFIX.len()..end;
+                if text
+                    .get(ok.clone())
+                    .is_some_and(|json| serde_json::from_str::<IgnoredAny>(json).is_ok())
+                {
+                    return Ok((text, ok));
+                }
+                Self::decode_rewritten(text.as_bytes())
+            }
+            Err(e) => Self::decode_rewritten(e.as_bytes()),
+        }
+    }
+
+    /// [`Reply::decode`], a success written again as compact JSON.
+    fn decode_rewritten(bytes: &[u8]) -> Result<(String, std::ops::Range<usize>)> {
+        Self::decode(bytes).map(|value| {
+            let json = value.to_string();
+            let len = json.len();
+            (json, 0..len)
+        })
+    }
+}
+
 /// A reply `{"v":1,"ok":…}`.
 #[derive(Serialize)]
 struct OkOut<'a, T: Serialize> {
@@ -412,6 +453,13 @@ fn kind_from_str(s: &str) -> ErrorKind {
         .into_iter()
         .find(|k| k.as_str() == s)
         .unwrap_or(ErrorKind::Internal)
+}
+
+/// The checkpoint form of an agent as compact JSON text (as
+/// [`checkpoint_value`] would print).
+pub(crate) fn checkpoint_json(state: &AgentState) -> String {
+    // Strings and JSON values into memory: cannot fail.
+    serde_json::to_string(&Checkpoint::of(state)).unwrap_or_default()
 }
 
 /// The checkpoint form of an agent as a JSON object, the `ok` of a call.
@@ -545,6 +593,64 @@ mod tests {
         assert_eq!(
             error_from_envelope(&json!({"type": "nope"})).kind(),
             ErrorKind::Internal
+        );
+    }
+
+    #[test]
+    fn a_success_replys_json_is_checked_in_place() {
+        // This build's form: the checkpoint's text as it is in the reply.
+        let bytes = ok_bytes(&json!({"id": "a:1", "state": {"s": "q\"é"}}));
+        let (text, ok) = Reply::decode_json(bytes.clone()).unwrap();
+        assert_eq!(&text[ok.clone()], r#"{"id":"a:1","state":{"s":"q\"é"}}"#);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text[ok]).unwrap(),
+            Reply::decode(&bytes).unwrap()
+        );
+        // Another writer's form: written again compactly.
+        let (text, ok) = Reply::decode_json(br#"{ "ok": {"a": [1]}, "v": 1 }"#.to_vec()).unwrap();
+        assert_eq!(&text[ok], r#"{"a":[1]}"#);
+        let (text, ok) = Reply::decode_json(br#"{"v":1,"ok":null}"#.to_vec()).unwrap();
+        assert_eq!(&text[ok], "null");
+        // Errors and malformed replies: as `decode`.
+        let err =
+            Reply::decode_json(Reply::encode(&Err(Error::fenced("agent fenced")))).unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Fenced, "agent fenced")
+        );
+        for bad in [
+            &br#"{"v":1,"ok":1,"error":{"type":"internal"}}"#[..],
+            b"{\"v\":1,\"ok\":\"\xff\"}",
+            br#"{"v":1,"ok":}"#,
+            br#"{"v":1,"ok":{"a":}"#,
+            br#"{"v":1,"ok":[1}"#,
+            b"",
+            b"}",
+        ] {
+            let err = Reply::decode_json(bad.to_vec()).unwrap_err();
+            assert_eq!(
+                (err.kind(), err.message()),
+                (ErrorKind::Validation, "malformed cluster reply"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn checkpoint_json_prints_the_checkpoint_value() {
+        use crate::agent::{Agent, AgentOptions};
+        struct Order;
+        impl Agent for Order {
+            const NAME: &'static str = "order";
+            type Schema = ();
+        }
+        let mut state = AgentState::new(Order, AgentOptions::new().id("order:1"));
+        state.state_mut().insert("b", 1);
+        state.state_mut().insert("a", json!([{"s": "x\ny"}]));
+        assert_eq!(
+            checkpoint_json(&state),
+            checkpoint_value(&state).to_string()
         );
     }
 }
