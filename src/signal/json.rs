@@ -11,8 +11,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::{
-    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, RESERVED_ATTRIBUTES, SPEC_VERSION, Signal,
-    check_depth, check_extension, invalid, new_id, too_deep,
+    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, SPEC_VERSION, Signal, check_depth,
+    check_extension, invalid, new_id, too_deep,
 };
 use crate::error::{Error, Result};
 
@@ -459,17 +459,61 @@ fn json_error(err: serde_json::Error) -> Error {
         .with_detail("error", message)
 }
 
-/// A top-level key of the JSON format.
+/// A top-level key of the JSON format: a context attribute read into its
+/// field, `data`, or another (an extension; `data_base64` too, refused as
+/// one).
 enum Key {
-    Known(&'static str),
+    Attr(Field),
+    Data,
     Other(String),
 }
 
-/// The attributes read into fields: every reserved one but `data_base64`
-/// (the last), which is refused.
-const KNOWN_KEYS: &[&str] = RESERVED_ATTRIBUTES
-    .split_at(RESERVED_ATTRIBUTES.len() - 1)
-    .0;
+/// A context attribute with a field of its own in [`RawSignal`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Field {
+    SpecVersion,
+    Id,
+    Source,
+    Type,
+    Subject,
+    Time,
+    DataContentType,
+    DataSchema,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Field::SpecVersion => "specversion",
+            Field::Id => "id",
+            Field::Source => "source",
+            Field::Type => "type",
+            Field::Subject => "subject",
+            Field::Time => "time",
+            Field::DataContentType => "datacontenttype",
+            Field::DataSchema => "dataschema",
+        }
+    }
+}
+
+impl Key {
+    /// The key named `name`, when it is not an extension (one `match`:
+    /// no comparison with every attribute's name in turn).
+    fn known(name: &str) -> Option<Key> {
+        Some(match name {
+            "specversion" => Key::Attr(Field::SpecVersion),
+            "id" => Key::Attr(Field::Id),
+            "source" => Key::Attr(Field::Source),
+            "type" => Key::Attr(Field::Type),
+            "subject" => Key::Attr(Field::Subject),
+            "time" => Key::Attr(Field::Time),
+            "datacontenttype" => Key::Attr(Field::DataContentType),
+            "dataschema" => Key::Attr(Field::DataSchema),
+            "data" => Key::Data,
+            _ => return None,
+        })
+    }
+}
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -480,16 +524,10 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("an attribute name")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(match KNOWN_KEYS.iter().find(|k| **k == v) {
-                    Some(k) => Key::Known(k),
-                    None => Key::Other(v.to_owned()),
-                })
+                Ok(Key::known(v).unwrap_or_else(|| Key::Other(v.to_owned())))
             }
             fn visit_string<E: de::Error>(self, v: String) -> Result<Key, E> {
-                Ok(match KNOWN_KEYS.iter().find(|k| **k == v) {
-                    Some(k) => Key::Known(k),
-                    None => Key::Other(v),
-                })
+                Ok(Key::known(&v).unwrap_or(Key::Other(v)))
             }
         }
         deserializer.deserialize_str(KeyVisitor)
@@ -571,26 +609,26 @@ impl<'de> Deserialize<'de> for RawSignal<'de> {
                 let mut raw = RawSignal::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
-                        Key::Known("data") => {
+                        Key::Data => {
                             raw.data = Some(map.next_value::<Value>().map_err(mark_depth::<
                                 A::Error,
                             >(
                                 "data"
                             ))?);
                         }
-                        Key::Known(name) => {
+                        Key::Attr(field) => {
                             let attr =
                                 map.next_value_seed(AttrSeed)
-                                    .map_err(mark_depth::<A::Error>(name))?;
-                            let slot = match name {
-                                "specversion" => &mut raw.specversion,
-                                "id" => &mut raw.id,
-                                "source" => &mut raw.source,
-                                "type" => &mut raw.ty,
-                                "subject" => &mut raw.subject,
-                                "time" => &mut raw.time,
-                                "datacontenttype" => &mut raw.datacontenttype,
-                                _ => &mut raw.dataschema,
+                                    .map_err(mark_depth::<A::Error>(field.name()))?;
+                            let slot = match field {
+                                Field::SpecVersion => &mut raw.specversion,
+                                Field::Id => &mut raw.id,
+                                Field::Source => &mut raw.source,
+                                Field::Type => &mut raw.ty,
+                                Field::Subject => &mut raw.subject,
+                                Field::Time => &mut raw.time,
+                                Field::DataContentType => &mut raw.datacontenttype,
+                                Field::DataSchema => &mut raw.dataschema,
                             };
                             *slot = attr;
                         }
@@ -614,7 +652,7 @@ impl<'de> Deserialize<'de> for RawSignal<'de> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signal::{MediaType, Text};
+    use crate::signal::{MediaType, RESERVED_ATTRIBUTES, Text};
 
     /// The same event with and without escapes in its strings: read
     /// borrowed from the text or copied, the signal is the same.
@@ -646,6 +684,19 @@ mod tests {
             assert!(matches!(s.time, Some(Text::Inline(_))));
             assert!(s.datacontenttype == MediaType::Json);
         }
+    }
+
+    #[test]
+    fn every_reserved_attribute_but_data_base64_has_a_key() {
+        for name in RESERVED_ATTRIBUTES {
+            match Key::known(name) {
+                Some(Key::Attr(field)) => assert_eq!(field.name(), name),
+                Some(Key::Data) => assert_eq!(name, "data"),
+                Some(Key::Other(_)) => unreachable!(),
+                None => assert_eq!(name, "data_base64"),
+            }
+        }
+        assert!(Key::known("dataschemas").is_none());
     }
 
     #[test]
