@@ -649,7 +649,10 @@ impl GatewayState {
     /// Hands a request to the agent, or queues it behind the agent's start
     /// (starting it when nobody did yet).
     fn deliver(&mut self, myself: &ActorRef<GatewayMsg>, req: &Request, item: Pending) {
-        if let Some(queue) = self.pending.get_mut(&req.agent) {
+        // Usually nothing is starting: no hash of the id for that.
+        if !self.pending.is_empty()
+            && let Some(queue) = self.pending.get_mut(&req.agent)
+        {
             queue.push_back(item.queued());
             return;
         }
