@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::agent::AgentState;
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
+use crate::signal::json::write_json_str;
 
 /// The envelope version this build speaks.
 pub(crate) const VERSION: u32 = 1;
@@ -106,12 +107,56 @@ impl<'a> Outgoing<'a> {
         self
     }
 
+    /// The envelope's JSON: the bytes serde_json writes for this
+    /// struct (a unit test holds them equal), written directly (the
+    /// signal by [`Signal::write_json`]) into a buffer sized for a small
+    /// signal (no regrowth on the way).
     pub(crate) fn encode(&self) -> Vec<u8> {
-        // Strings, numbers and a signal (whose JSON form cannot fail):
-        // cannot fail. Sized for a small signal: no regrowth on the way.
         let mut out = Vec::with_capacity(ENCODE_CAPACITY);
-        let _ = serde_json::to_writer(&mut out, self);
+        out.extend_from_slice(VERSION_PREFIX);
+        out.extend_from_slice(br#","op":"#);
+        out.extend_from_slice(self.op.json());
+        let field = |out: &mut Vec<u8>, key: &[u8], value: Option<&str>| {
+            if let Some(value) = value {
+                out.extend_from_slice(key);
+                write_json_str(out, value);
+            }
+        };
+        field(&mut out, br#","agent":"#, Some(self.agent));
+        field(&mut out, br#","kind":"#, self.kind);
+        if let Some(signal) = self.signal {
+            out.extend_from_slice(br#","signal":"#);
+            signal.write_json(&mut out);
+        }
+        if let Some(ms) = self.deadline_ms {
+            out.extend_from_slice(br#","deadline_ms":"#);
+            // A number into memory: cannot fail.
+            let _ = serde_json::to_writer(&mut out, &ms);
+        }
+        field(&mut out, br#","from":"#, self.from);
+        field(&mut out, br#","reason":"#, self.reason);
+        field(&mut out, br#","parent":"#, self.parent);
+        field(&mut out, br#","tag":"#, self.tag);
+        out.push(b'}');
         out
+    }
+}
+
+/// The start of every envelope this build writes: `{"v":VERSION`.
+const VERSION_PREFIX: &[u8] = br#"{"v":1"#;
+
+impl Op {
+    /// The operation's JSON string (its serde name, quoted).
+    fn json(self) -> &'static [u8] {
+        match self {
+            Op::Call => br#""call""#,
+            Op::Cast => br#""cast""#,
+            Op::Watch => br#""watch""#,
+            Op::Unwatch => br#""unwatch""#,
+            Op::Start => br#""start""#,
+            Op::Stop => br#""stop""#,
+            Op::ParentDown => br#""parent_down""#,
+        }
     }
 }
 
@@ -594,6 +639,38 @@ mod tests {
             error_from_envelope(&json!({"type": "nope"})).kind(),
             ErrorKind::Internal
         );
+    }
+
+    /// The direct writer writes the bytes serde_json writes for the
+    /// struct, every field and operation.
+    #[test]
+    fn requests_are_written_as_serde_json_writes_them() {
+        let signal = Signal::new("order.pay", json!({"amount": 42, "memo": "a\"b"}));
+        let ops = [
+            Op::Call,
+            Op::Cast,
+            Op::Watch,
+            Op::Unwatch,
+            Op::Start,
+            Op::Stop,
+            Op::ParentDown,
+        ];
+        for op in ops {
+            let bare = Outgoing::new(op, "order:1", None);
+            let full = Outgoing::new(op, "order\"1é", Some("order"))
+                .signal(&signal)
+                .deadline(Duration::from_millis(1500))
+                .sender("node-a")
+                .reason("shutdown: x\ny")
+                .parent("p:1", Some("tag\\1"));
+            for req in [bare, full] {
+                assert_eq!(
+                    String::from_utf8(req.encode()).unwrap(),
+                    serde_json::to_string(&req).unwrap()
+                );
+            }
+        }
+        assert_eq!(VERSION_PREFIX, format!(r#"{{"v":{VERSION}"#).as_bytes());
     }
 
     #[test]
