@@ -89,6 +89,12 @@ struct Checkpoint {
     state: Value,
 }
 
+#[test]
+fn a_call_reply_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + Clone + 'static>() {}
+    assert_send_sync::<jido::cluster::CallReply>();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_reply_reads_the_owners_checkpoint_as_call_does() {
     if std::env::var(ROLE).is_ok() {
