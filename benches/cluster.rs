@@ -9,6 +9,9 @@
 //!   bytes of jido's call envelope, echoed back (the baseline);
 //! * `jido_remote_call`: `cluster.agent(id).call(signal)` to an agent
 //!   owned by node B (envelope, gateway, agent, checkpoint reply);
+//! * `jido_remote_call_reply`: the same call through
+//!   `ClusterAgent::call_reply`, the checkpoint's JSON checked but not
+//!   built into a `Value` (the raw case does not decode its echo either);
 //! * `jido_local_call`: the same agent kind on this node, through
 //!   `cluster.agent(id)` (the local registry).
 //!
@@ -25,7 +28,8 @@
 //! runs one case ROUNDS times in a spawned task on node A and exits, for
 //! counting instructions with callgrind (load-independent): the difference
 //! of two round counts over the difference in rounds. CASE is
-//! `raw_call`, `remote_call`, `local_call`, `raw_cast` or `remote_cast`
+//! `raw_call`, `remote_call`, `remote_call_reply`, `local_call`, `raw_cast`
+//! or `remote_cast`
 //! (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
 //! node B runs under `valgrind --tool=callgrind --callgrind-out-file=FILE`
 //! too, so both sides are counted; `scripts/cluster_probe_counts.sh`
@@ -307,6 +311,15 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function("jido_remote_call_reply", |b| {
+        b.iter_custom(|iters| {
+            let agent = s.remote.clone();
+            in_task(&s.rt, iters, move || {
+                let agent = agent.clone();
+                async move { agent.call_reply(ping(), T).await.expect("remote call") }
+            })
+        })
+    });
     g.bench_function("jido_local_call", |b| {
         b.iter_custom(|iters| {
             let agent = s.local.clone();
@@ -365,6 +378,7 @@ fn percentiles(s: &Setup) {
             for kind in [
                 "raw_ractor_cluster_call",
                 "jido_remote_call",
+                "jido_remote_call_reply",
                 "jido_local_call",
             ] {
                 samples.clear();
@@ -376,6 +390,9 @@ fn percentiles(s: &Setup) {
                         }
                         "jido_remote_call" => {
                             remote.call(ping(), T).await.expect("remote");
+                        }
+                        "jido_remote_call_reply" => {
+                            remote.call_reply(ping(), T).await.expect("remote");
                         }
                         _ => {
                             local.call(ping(), T).await.expect("local");
@@ -416,6 +433,10 @@ fn probe(spec: &str) {
                 async move { agent.call(ping(), T).await.expect("call") }
             })
         }
+        "remote_call_reply" => in_task(&rt, rounds, move || {
+            let agent = remote.clone();
+            async move { agent.call_reply(ping(), T).await.expect("call") }
+        }),
         "raw_cast" => in_task(&rt, rounds, move || raw_casts(raw.clone(), payload.clone())),
         "remote_cast" => in_task(&rt, rounds, move || agent_casts(remote.clone())),
         other => panic!("unknown probe case {other}"),

@@ -6,12 +6,14 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::agent::AgentState;
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
+use crate::signal::json::write_json_str;
 
 /// The envelope version this build speaks.
 pub(crate) const VERSION: u32 = 1;
@@ -115,12 +117,56 @@ impl<'a> Outgoing<'a> {
         self
     }
 
+    /// The envelope's JSON: the bytes serde_json writes for this
+    /// struct (a unit test holds them equal), written directly (the
+    /// signal by [`Signal::write_json`]) into a buffer sized for a small
+    /// signal (no regrowth on the way).
     pub(crate) fn encode(&self) -> Vec<u8> {
-        // Strings, numbers and a signal (whose JSON form cannot fail):
-        // cannot fail. Sized for a small signal: no regrowth on the way.
         let mut out = Vec::with_capacity(ENCODE_CAPACITY);
-        let _ = serde_json::to_writer(&mut out, self);
+        out.extend_from_slice(VERSION_PREFIX);
+        out.extend_from_slice(br#","op":"#);
+        out.extend_from_slice(self.op.json());
+        let field = |out: &mut Vec<u8>, key: &[u8], value: Option<&str>| {
+            if let Some(value) = value {
+                out.extend_from_slice(key);
+                write_json_str(out, value);
+            }
+        };
+        field(&mut out, br#","agent":"#, Some(self.agent));
+        field(&mut out, br#","kind":"#, self.kind);
+        if let Some(signal) = self.signal {
+            out.extend_from_slice(br#","signal":"#);
+            signal.write_json(&mut out);
+        }
+        if let Some(ms) = self.deadline_ms {
+            out.extend_from_slice(br#","deadline_ms":"#);
+            // A number into memory: cannot fail.
+            let _ = serde_json::to_writer(&mut out, &ms);
+        }
+        field(&mut out, br#","from":"#, self.from);
+        field(&mut out, br#","reason":"#, self.reason);
+        field(&mut out, br#","parent":"#, self.parent);
+        field(&mut out, br#","tag":"#, self.tag);
+        out.push(b'}');
         out
+    }
+}
+
+/// The start of every envelope this build writes: `{"v":VERSION`.
+const VERSION_PREFIX: &[u8] = br#"{"v":1"#;
+
+impl Op {
+    /// The operation's JSON string (its serde name, quoted).
+    fn json(self) -> &'static [u8] {
+        match self {
+            Op::Call => br#""call""#,
+            Op::Cast => br#""cast""#,
+            Op::Watch => br#""watch""#,
+            Op::Unwatch => br#""unwatch""#,
+            Op::Start => br#""start""#,
+            Op::Stop => br#""stop""#,
+            Op::ParentDown => br#""parent_down""#,
+        }
     }
 }
 
@@ -302,6 +348,46 @@ impl Reply {
     }
 }
 
+impl Reply {
+    /// The checkpoint's JSON in a success reply, its syntax checked but no
+    /// value built: the reply's text and where the checkpoint is in it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Reply::decode`].
+    pub(crate) fn decode_json(bytes: Vec<u8>) -> Result<(String, std::ops::Range<usize>)> {
+        // What this build writes, `{"v":1,"ok":…}`: the value is checked
+        // where it is (no tree built). Anything else takes the full
+        // decoder, and a success is written again compactly.
+        let end = bytes.len().saturating_sub(1);
+        if !(bytes.starts_with(OK_PREFIX) && bytes.ends_with(b"}") && end > OK_PREFIX.len()) {
+            return Self::decode_rewritten(&bytes);
+        }
+        match String::from_utf8(bytes) {
+            Ok(text) => {
+                let ok = OK_PREFIX.len()..end;
+                if text
+                    .get(ok.clone())
+                    .is_some_and(|json| serde_json::from_str::<IgnoredAny>(json).is_ok())
+                {
+                    return Ok((text, ok));
+                }
+                Self::decode_rewritten(text.as_bytes())
+            }
+            Err(e) => Self::decode_rewritten(e.as_bytes()),
+        }
+    }
+
+    /// [`Reply::decode`], a success written again as compact JSON.
+    fn decode_rewritten(bytes: &[u8]) -> Result<(String, std::ops::Range<usize>)> {
+        Self::decode(bytes).map(|value| {
+            let json = value.to_string();
+            let len = json.len();
+            (json, 0..len)
+        })
+    }
+}
+
 /// A reply `{"v":1,"ok":…}`.
 #[derive(Serialize)]
 struct OkOut<'a, T: Serialize> {
@@ -425,6 +511,13 @@ fn kind_from_str(s: &str) -> ErrorKind {
         .into_iter()
         .find(|k| k.as_str() == s)
         .unwrap_or(ErrorKind::Internal)
+}
+
+/// The checkpoint form of an agent as compact JSON text (as
+/// [`checkpoint_value`] would print).
+pub(crate) fn checkpoint_json(state: &AgentState) -> String {
+    // Strings and JSON values into memory: cannot fail.
+    serde_json::to_string(&Checkpoint::of(state)).unwrap_or_default()
 }
 
 /// The checkpoint form of an agent as a JSON object, the `ok` of a call.
@@ -558,6 +651,96 @@ mod tests {
         assert_eq!(
             error_from_envelope(&json!({"type": "nope"})).kind(),
             ErrorKind::Internal
+        );
+    }
+
+    /// The direct writer writes the bytes serde_json writes for the
+    /// struct, every field and operation.
+    #[test]
+    fn requests_are_written_as_serde_json_writes_them() {
+        let signal = Signal::new("order.pay", json!({"amount": 42, "memo": "a\"b"}));
+        let ops = [
+            Op::Call,
+            Op::Cast,
+            Op::Watch,
+            Op::Unwatch,
+            Op::Start,
+            Op::Stop,
+            Op::ParentDown,
+        ];
+        for op in ops {
+            let bare = Outgoing::new(op, "order:1", None);
+            let full = Outgoing::new(op, "order\"1é", Some("order"))
+                .signal(&signal)
+                .deadline(Duration::from_millis(1500))
+                .sender("node-a")
+                .reason("shutdown: x\ny")
+                .parent("p:1", Some("tag\\1"));
+            for req in [bare, full] {
+                assert_eq!(
+                    String::from_utf8(req.encode()).unwrap(),
+                    serde_json::to_string(&req).unwrap()
+                );
+            }
+        }
+        assert_eq!(VERSION_PREFIX, format!(r#"{{"v":{VERSION}"#).as_bytes());
+    }
+
+    #[test]
+    fn a_success_replys_json_is_checked_in_place() {
+        // This build's form: the checkpoint's text as it is in the reply.
+        let bytes = ok_bytes(&json!({"id": "a:1", "state": {"s": "q\"é"}}));
+        let (text, ok) = Reply::decode_json(bytes.clone()).unwrap();
+        assert_eq!(&text[ok.clone()], r#"{"id":"a:1","state":{"s":"q\"é"}}"#);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text[ok]).unwrap(),
+            Reply::decode(&bytes).unwrap()
+        );
+        // Another writer's form: written again compactly.
+        let (text, ok) = Reply::decode_json(br#"{ "ok": {"a": [1]}, "v": 1 }"#.to_vec()).unwrap();
+        assert_eq!(&text[ok], r#"{"a":[1]}"#);
+        let (text, ok) = Reply::decode_json(br#"{"v":1,"ok":null}"#.to_vec()).unwrap();
+        assert_eq!(&text[ok], "null");
+        // Errors and malformed replies: as `decode`.
+        let err =
+            Reply::decode_json(Reply::encode(&Err(Error::fenced("agent fenced")))).unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (ErrorKind::Fenced, "agent fenced")
+        );
+        for bad in [
+            &br#"{"v":1,"ok":1,"error":{"type":"internal"}}"#[..],
+            b"{\"v\":1,\"ok\":\"\xff\"}",
+            br#"{"v":1,"ok":}"#,
+            br#"{"v":1,"ok":{"a":}"#,
+            br#"{"v":1,"ok":[1}"#,
+            b"",
+            b"}",
+        ] {
+            let err = Reply::decode_json(bad.to_vec()).unwrap_err();
+            assert_eq!(
+                (err.kind(), err.message()),
+                (ErrorKind::Validation, "malformed cluster reply"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn checkpoint_json_prints_the_checkpoint_value() {
+        use crate::agent::{Agent, AgentOptions};
+        struct Order;
+        impl Agent for Order {
+            const NAME: &'static str = "order";
+            type Schema = ();
+        }
+        let mut state = AgentState::new(Order, AgentOptions::new().id("order:1"));
+        state.state_mut().insert("b", 1);
+        state.state_mut().insert("a", json!([{"s": "x\ny"}]));
+        assert_eq!(
+            checkpoint_json(&state),
+            checkpoint_value(&state).to_string()
         );
     }
 }

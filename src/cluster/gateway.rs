@@ -652,7 +652,10 @@ impl GatewayState {
     /// Hands a request to the agent, or queues it behind the agent's start
     /// (starting it when nobody did yet).
     fn deliver(&mut self, myself: &ActorRef<GatewayMsg>, req: &Request, item: Pending) {
-        if let Some(queue) = self.pending.get_mut(&req.agent) {
+        // Usually nothing is starting: no hash of the id for that.
+        if !self.pending.is_empty()
+            && let Some(queue) = self.pending.get_mut(&req.agent)
+        {
             queue.push_back(item.queued());
             return;
         }
@@ -981,6 +984,22 @@ pub(crate) async fn call_gateway(
     request: Vec<u8>,
     timeout: Duration,
 ) -> Result<serde_json::Value> {
+    let bytes = call_gateway_bytes(gateway, node, request, timeout).await?;
+    Reply::decode(&bytes)
+}
+
+/// [`call_gateway`], the reply envelope left undecoded.
+///
+/// # Errors
+///
+/// `Timeout` "cluster call timed out"; `Cancelled` "node connection lost"
+/// when the gateway or its session is gone.
+pub(crate) async fn call_gateway_bytes(
+    gateway: &ActorRef<GatewayMsg>,
+    node: &str,
+    request: Vec<u8>,
+    timeout: Duration,
+) -> Result<Vec<u8>> {
     use ractor::rpc::CallResult;
     // Beyond what the clock can represent (centuries): wait without a
     // limit. A bound, not a clock read: this runs on every call.
@@ -989,7 +1008,7 @@ pub(crate) async fn call_gateway(
         .call(|reply| GatewayMsg::Call(request, reply), limit)
         .await
     {
-        Ok(CallResult::Success(bytes)) => Reply::decode(&bytes),
+        Ok(CallResult::Success(bytes)) => Ok(bytes),
         Ok(CallResult::Timeout) => Err(Error::timeout("cluster call timed out")
             .with_detail("timeout_ms", timeout.as_millis() as u64)),
         Ok(CallResult::SenderError) | Err(_) => Err(noconnection(node)),

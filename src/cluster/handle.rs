@@ -8,9 +8,13 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::{Map, Value};
 
-use super::envelope::{Op, Outgoing, checkpoint_value};
-use super::gateway::{GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, noconnection};
+use super::envelope::{Op, Outgoing, Reply, checkpoint_value};
+use super::gateway::{
+    GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, call_gateway_bytes, noconnection,
+};
+use super::reply::CallReply;
 use super::{Inner, Place, owner, telemetry};
+use crate::agent::AgentState;
 use crate::directive::StopReason;
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
@@ -120,7 +124,10 @@ impl ClusterAgent {
     /// carried to the owner) for the agent's answer: its checkpoint
     /// `{version, agent, id, state}` (restore it with
     /// [`AgentState::restore`](crate::AgentState::restore) if you hold the
-    /// agent type).
+    /// agent type). [`call_reply`](ClusterAgent::call_reply) answers the
+    /// same without building the `Value` (cheaper when you only need to
+    /// know the call was processed, forward the JSON, or read a type of
+    /// yours).
     ///
     /// # Errors
     ///
@@ -131,11 +138,51 @@ impl ClusterAgent {
     /// when the owner's node is not reachable (the signal may or may not
     /// have been processed).
     pub async fn call(&self, signal: Signal, timeout: Duration) -> Result<Value> {
+        self.request(
+            signal,
+            timeout,
+            |state| checkpoint_value(&state),
+            |bytes| Reply::decode(&bytes),
+        )
+        .await
+    }
+
+    /// [`call`](ClusterAgent::call), the agent's checkpoint kept as it
+    /// arrived and read when asked ([`CallReply`]): a reply from another
+    /// node has its JSON syntax checked, no `Value` built.
+    ///
+    /// ```no_run
+    /// # async fn f(cluster: jido::cluster::Cluster) -> jido::Result<()> {
+    /// use std::time::Duration;
+    /// use jido::signal::Signal;
+    ///
+    /// let order = cluster.agent("order:17");
+    /// let reply = order.call_reply(Signal::new("order.pay", serde_json::json!({"amount": 42})),
+    ///     Duration::from_secs(5)).await?;
+    /// let checkpoint = reply.into_value()?; // only if a `Value` is needed
+    /// # let _ = checkpoint;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](ClusterAgent::call).
+    pub async fn call_reply(&self, signal: Signal, timeout: Duration) -> Result<CallReply> {
+        self.request(signal, timeout, CallReply::local, CallReply::remote)
+            .await
+    }
+
+    /// A call, its answer read by `local` (from an agent of this node) or
+    /// `remote` (a reply envelope).
+    async fn request<T>(
+        &self,
+        signal: Signal,
+        timeout: Duration,
+        local: impl FnOnce(AgentState) -> T,
+        remote: impl FnOnce(Vec<u8>) -> Result<T>,
+    ) -> Result<T> {
         match self.route()? {
-            Route::Local(agent) => agent
-                .call_timeout(signal, timeout)
-                .await
-                .map(|state| checkpoint_value(&state)),
+            Route::Local(agent) => agent.call_timeout(signal, timeout).await.map(local),
             Route::Gateway(gateway, node) => {
                 let span =
                     telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
@@ -143,7 +190,9 @@ impl ClusterAgent {
                     .signal(&signal)
                     .deadline(timeout)
                     .encode();
-                let result = call_gateway(&gateway, &node, request, timeout).await;
+                let result = call_gateway_bytes(&gateway, &node, request, timeout)
+                    .await
+                    .and_then(remote);
                 span.finish(&result);
                 result
             }

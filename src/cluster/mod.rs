@@ -103,6 +103,7 @@ mod envelope;
 mod gateway;
 mod handle;
 mod placement;
+mod reply;
 mod telemetry;
 
 use std::collections::HashMap;
@@ -120,6 +121,7 @@ pub use config::{ClusterConfig, ClusterTls};
 pub use gateway::GatewayMsg;
 pub use handle::{ClusterAgent, RemoteChild};
 pub use placement::{Place, owner};
+pub use reply::CallReply;
 
 use crate::agent::AgentState;
 use crate::error::{Error, Result};

@@ -215,10 +215,7 @@ fn from_structured(body: &[u8]) -> Result<Signal> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(encoded.as_bytes())
             .map_err(|_| invalid("data_base64", "invalid", "data_base64 is not base64".into()))?;
-        let media = match &raw.datacontenttype {
-            Some(Attr::Str(s)) => Some(s.as_str()),
-            _ => None,
-        };
+        let media = raw.datacontenttype.as_ref().and_then(Attr::as_str);
         // Binary data has no JSON meaning unless its media type says so.
         let media = media.or(Some("application/octet-stream"));
         raw.data = data_from_bytes(&bytes, media, "data_base64")?;

@@ -1,6 +1,7 @@
 //! The CloudEvents JSON event format: serialisation, parsing and the
 //! validation shared with the builder.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use chrono::DateTime;
@@ -10,38 +11,52 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::{
-    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, RESERVED_ATTRIBUTES, SPEC_VERSION, Signal,
-    check_depth, check_extension, invalid, new_id, too_deep,
+    CLOUDEVENTS_SPEC_VERSION, JSON_CONTENT_TYPE, SPEC_VERSION, Signal, check_depth,
+    check_extension, invalid, new_id, too_deep,
 };
 use crate::error::{Error, Result};
 
-/// A context attribute as read: a string, or something else (named by its
-/// JSON type, for the error).
+/// A context attribute as read: a string (owned, or borrowed from the
+/// JSON text being read when it has no escapes: no allocation), or
+/// something else (named by its JSON type, for the error).
 #[derive(Debug)]
-pub(crate) enum Attr {
+pub(crate) enum Attr<'a> {
     Str(String),
+    Ref(&'a str),
     Other(&'static str),
+}
+
+impl Attr<'_> {
+    /// The string, when it is one.
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Attr::Str(s) => Some(s),
+            Attr::Ref(s) => Some(s),
+            Attr::Other(_) => None,
+        }
+    }
 }
 
 /// An event as read, before validation. `None` = absent or `null`.
 #[derive(Debug, Default)]
-pub(crate) struct RawSignal {
-    pub(crate) specversion: Option<Attr>,
-    pub(crate) id: Option<Attr>,
-    pub(crate) source: Option<Attr>,
-    pub(crate) ty: Option<Attr>,
-    pub(crate) subject: Option<Attr>,
-    pub(crate) time: Option<Attr>,
-    pub(crate) datacontenttype: Option<Attr>,
-    pub(crate) dataschema: Option<Attr>,
+pub(crate) struct RawSignal<'a> {
+    pub(crate) specversion: Option<Attr<'a>>,
+    pub(crate) id: Option<Attr<'a>>,
+    pub(crate) source: Option<Attr<'a>>,
+    pub(crate) ty: Option<Attr<'a>>,
+    pub(crate) subject: Option<Attr<'a>>,
+    pub(crate) time: Option<Attr<'a>>,
+    pub(crate) datacontenttype: Option<Attr<'a>>,
+    pub(crate) dataschema: Option<Attr<'a>>,
     pub(crate) data: Option<Value>,
     pub(crate) extensions: Map<String, Value>,
 }
 
-fn string_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
+fn string_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Option<Cow<'a, str>>> {
     match attr {
         None => Ok(None),
-        Some(Attr::Str(s)) => Ok(Some(s)),
+        Some(Attr::Str(s)) => Ok(Some(Cow::Owned(s))),
+        Some(Attr::Ref(s)) => Ok(Some(Cow::Borrowed(s))),
         Some(Attr::Other(kind)) => Err(invalid(
             field,
             "invalid",
@@ -51,7 +66,7 @@ fn string_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
 }
 
 /// An optional attribute: absent is fine, empty is not.
-fn optional_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
+fn optional_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Option<Cow<'a, str>>> {
     match string_attr(field, attr)? {
         Some(s) if s.is_empty() => Err(invalid(field, "empty", format!("{field} given but empty"))),
         other => Ok(other),
@@ -59,7 +74,7 @@ fn optional_attr(field: &str, attr: Option<Attr>) -> Result<Option<String>> {
 }
 
 /// A required attribute: absent and empty are both "missing".
-fn required_attr(field: &str, attr: Option<Attr>) -> Result<String> {
+fn required_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Cow<'a, str>> {
     match string_attr(field, attr)? {
         Some(s) if !s.is_empty() => Ok(s),
         _ => Err(invalid(field, "missing", format!("missing {field}"))),
@@ -68,7 +83,7 @@ fn required_attr(field: &str, attr: Option<Attr>) -> Result<String> {
 
 /// Jido's validation of an event. `wire` = read from JSON or a map (a
 /// specversion is then required).
-pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
+pub(crate) fn validate(raw: RawSignal<'_>, wire: bool) -> Result<Signal> {
     if wire {
         match string_attr("specversion", raw.specversion)? {
             None => {
@@ -85,13 +100,13 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
                     "unexpected",
                     format!("unexpected specversion {v}"),
                 )
-                .with_detail("value", v));
+                .with_detail("value", v.into_owned()));
             }
         }
     }
     let ty = required_attr("type", raw.ty)?;
     let source = required_attr("source", raw.source)?;
-    let id = optional_attr("id", raw.id)?.map_or_else(new_id, super::Text::from);
+    let id = optional_attr("id", raw.id)?.map_or_else(new_id, text);
     let subject = optional_attr("subject", raw.subject)?;
     let time = optional_attr("time", raw.time)?;
     if let Some(t) = &time
@@ -120,24 +135,48 @@ pub(crate) fn validate(raw: RawSignal, wire: bool) -> Result<Signal> {
         check_extension(name, value)?;
     }
     let datacontenttype = match datacontenttype {
-        None if data.is_some() => Some(JSON_CONTENT_TYPE.to_owned()),
-        other => other,
+        None if data.is_some() => super::MediaType::Json,
+        None => super::MediaType::Absent,
+        Some(Cow::Owned(t)) => super::MediaType::from_text(Some(t)),
+        Some(Cow::Borrowed(t)) if t == JSON_CONTENT_TYPE => super::MediaType::Json,
+        Some(Cow::Borrowed(t)) => super::MediaType::Other(t.into()),
     };
     Ok(Signal {
         id,
-        source: (source != super::DEFAULT_SOURCE).then(|| source.into_boxed_str()),
-        ty: super::text::Short::from_string(ty),
-        subject: subject.map(String::into_boxed_str),
-        time: time.map(super::Text::from),
-        datacontenttype: super::MediaType::from_text(datacontenttype),
-        dataschema: dataschema.map(String::into_boxed_str),
+        source: (source != super::DEFAULT_SOURCE).then(|| boxed(source)),
+        ty: match ty {
+            Cow::Borrowed(t) => super::text::Short::new(t),
+            Cow::Owned(t) => super::text::Short::from_string(t),
+        },
+        subject: subject.map(boxed),
+        time: time.map(text),
+        datacontenttype,
+        dataschema: dataschema.map(boxed),
         data: data.map(super::payload::Data::Json),
         extensions: super::Extensions::from_map(raw.extensions),
         trust: super::Trust::default(),
     })
 }
 
-fn attr_from_value(value: Value) -> Option<Attr> {
+/// `text` in its own buffer (no copy when it already has one).
+fn boxed(text: Cow<'_, str>) -> Box<str> {
+    match text {
+        Cow::Borrowed(t) => t.into(),
+        Cow::Owned(t) => t.into_boxed_str(),
+    }
+}
+
+/// `text` inline when it has the length the runtime writes (a UUIDv7 id,
+/// a time with microseconds) in ASCII, as a signal made here holds it;
+/// else in its own buffer.
+fn text<const N: usize>(text: Cow<'_, str>) -> super::Text<N> {
+    match <[u8; N]>::try_from(text.as_bytes()) {
+        Ok(bytes) if bytes.is_ascii() => super::Text::Inline(bytes),
+        _ => super::Text::Heap(boxed(text)),
+    }
+}
+
+fn attr_from_value(value: Value) -> Option<Attr<'static>> {
     match value {
         Value::Null => None,
         Value::String(s) => Some(Attr::Str(s)),
@@ -156,7 +195,7 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-impl RawSignal {
+impl RawSignal<'static> {
     fn set(&mut self, key: &str, value: Value) {
         let slot = match key {
             "specversion" => &mut self.specversion,
@@ -256,7 +295,9 @@ impl Signal {
 
     /// The signal as CloudEvents JSON bytes (`specversion` `"1.0.2"`).
     pub fn to_json_vec(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        let mut out = Vec::with_capacity(256);
+        self.write_json(&mut out);
+        out
     }
 
     /// The signal as CloudEvents JSON text with `specversion` `"1.0"`, the
@@ -339,6 +380,85 @@ impl Signal {
     }
 }
 
+/// Writes `text` as a JSON string, byte for byte as serde_json does: the
+/// text as it is between quotes when nothing in it needs an escape (a
+/// check of eight bytes at a time, one copy), serde_json's escaping
+/// otherwise.
+pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    if needs_escape(text.as_bytes()) {
+        // Into memory: cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
+    } else {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    }
+}
+
+/// Whether a byte of `bytes` is one JSON escapes in a string (a control
+/// character, `"` or `\`). Eight bytes at a time: "has a byte less than
+/// n" and "has a zero byte" (after XOR with the quote or the backslash)
+/// are exact tests on a word.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES << 7;
+    let escapes = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let x = u64::from_le_bytes(w);
+        let control = x.wrapping_sub(ONES * 0x20) & !x;
+        let q = x ^ (ONES * u64::from(b'"'));
+        let quote = q.wrapping_sub(ONES) & !q;
+        let s = x ^ (ONES * u64::from(b'\\'));
+        let backslash = s.wrapping_sub(ONES) & !s;
+        if (control | quote | backslash) & HIGH != 0 {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&b| escapes(b))
+}
+
+impl Signal {
+    /// Appends the signal's CloudEvents JSON (`specversion` `"1.0.2"`) to
+    /// `out`: the same bytes as its `Serialize` form through serde_json,
+    /// written with fewer steps (the envelope of a remote call is written
+    /// this way).
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(br#"{"specversion":"#);
+        write_json_str(out, SPEC_VERSION);
+        let attributes: [(&[u8], Option<&str>); 7] = [
+            (br#","id":"#, Some(self.id())),
+            (br#","source":"#, Some(self.source())),
+            (br#","type":"#, Some(self.ty())),
+            (br#","subject":"#, self.subject()),
+            (br#","time":"#, self.time()),
+            (br#","datacontenttype":"#, self.datacontenttype()),
+            (br#","dataschema":"#, self.dataschema()),
+        ];
+        for (key, value) in attributes {
+            if let Some(value) = value {
+                out.extend_from_slice(key);
+                write_json_str(out, value);
+            }
+        }
+        if let Some(data) = self.data() {
+            out.extend_from_slice(br#","data":"#);
+            // A JSON value into memory: cannot fail.
+            let _ = serde_json::to_writer(&mut *out, data);
+        }
+        for (key, value) in self.extensions.iter() {
+            out.push(b',');
+            write_json_str(out, key);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut *out, value);
+        }
+        out.push(b'}');
+    }
+}
+
 /// A [`Signal`] serialised with `specversion` `"1.0"` (the CloudEvents
 /// specification's value for every 1.0.x revision). Made by
 /// [`Signal::as_cloudevent`].
@@ -383,7 +503,7 @@ impl TryFrom<Value> for Signal {
 const DEPTH_MARKER: &str = "jido-signal-too-deep:";
 
 /// Reads a CloudEvents JSON object without validating it.
-pub(crate) fn parse_raw(json: &[u8]) -> Result<RawSignal> {
+pub(crate) fn parse_raw(json: &[u8]) -> Result<RawSignal<'_>> {
     serde_json::from_slice(json).map_err(json_error)
 }
 
@@ -420,17 +540,61 @@ fn json_error(err: serde_json::Error) -> Error {
         .with_detail("error", message)
 }
 
-/// A top-level key of the JSON format.
+/// A top-level key of the JSON format: a context attribute read into its
+/// field, `data`, or another (an extension; `data_base64` too, refused as
+/// one).
 enum Key {
-    Known(&'static str),
+    Attr(Field),
+    Data,
     Other(String),
 }
 
-/// The attributes read into fields: every reserved one but `data_base64`
-/// (the last), which is refused.
-const KNOWN_KEYS: &[&str] = RESERVED_ATTRIBUTES
-    .split_at(RESERVED_ATTRIBUTES.len() - 1)
-    .0;
+/// A context attribute with a field of its own in [`RawSignal`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Field {
+    SpecVersion,
+    Id,
+    Source,
+    Type,
+    Subject,
+    Time,
+    DataContentType,
+    DataSchema,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Field::SpecVersion => "specversion",
+            Field::Id => "id",
+            Field::Source => "source",
+            Field::Type => "type",
+            Field::Subject => "subject",
+            Field::Time => "time",
+            Field::DataContentType => "datacontenttype",
+            Field::DataSchema => "dataschema",
+        }
+    }
+}
+
+impl Key {
+    /// The key named `name`, when it is not an extension (one `match`:
+    /// no comparison with every attribute's name in turn).
+    fn known(name: &str) -> Option<Key> {
+        Some(match name {
+            "specversion" => Key::Attr(Field::SpecVersion),
+            "id" => Key::Attr(Field::Id),
+            "source" => Key::Attr(Field::Source),
+            "type" => Key::Attr(Field::Type),
+            "subject" => Key::Attr(Field::Subject),
+            "time" => Key::Attr(Field::Time),
+            "datacontenttype" => Key::Attr(Field::DataContentType),
+            "dataschema" => Key::Attr(Field::DataSchema),
+            "data" => Key::Data,
+            _ => return None,
+        })
+    }
+}
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -441,16 +605,10 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("an attribute name")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(match KNOWN_KEYS.iter().find(|k| **k == v) {
-                    Some(k) => Key::Known(k),
-                    None => Key::Other(v.to_owned()),
-                })
+                Ok(Key::known(v).unwrap_or_else(|| Key::Other(v.to_owned())))
             }
             fn visit_string<E: de::Error>(self, v: String) -> Result<Key, E> {
-                Ok(match KNOWN_KEYS.iter().find(|k| **k == v) {
-                    Some(k) => Key::Known(k),
-                    None => Key::Other(v),
-                })
+                Ok(Key::known(&v).unwrap_or(Key::Other(v)))
             }
         }
         deserializer.deserialize_str(KeyVisitor)
@@ -461,14 +619,17 @@ impl<'de> Deserialize<'de> for Key {
 struct AttrSeed;
 
 impl<'de> DeserializeSeed<'de> for AttrSeed {
-    type Value = Option<Attr>;
+    type Value = Option<Attr<'de>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         struct AttrVisitor;
         impl<'de> Visitor<'de> for AttrVisitor {
-            type Value = Option<Attr>;
+            type Value = Option<Attr<'de>>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an attribute value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Some(Attr::Ref(v)))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 Ok(Some(Attr::Str(v.to_owned())))
@@ -517,38 +678,38 @@ fn mark_depth<E: de::Error>(field: &str) -> impl FnOnce(E) -> E + '_ {
     }
 }
 
-impl<'de> Deserialize<'de> for RawSignal {
+impl<'de> Deserialize<'de> for RawSignal<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct RawVisitor;
         impl<'de> Visitor<'de> for RawVisitor {
-            type Value = RawSignal;
+            type Value = RawSignal<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a cloudevents json object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSignal, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawSignal<'de>, A::Error> {
                 let mut raw = RawSignal::default();
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
-                        Key::Known("data") => {
+                        Key::Data => {
                             raw.data = Some(map.next_value::<Value>().map_err(mark_depth::<
                                 A::Error,
                             >(
                                 "data"
                             ))?);
                         }
-                        Key::Known(name) => {
+                        Key::Attr(field) => {
                             let attr =
                                 map.next_value_seed(AttrSeed)
-                                    .map_err(mark_depth::<A::Error>(name))?;
-                            let slot = match name {
-                                "specversion" => &mut raw.specversion,
-                                "id" => &mut raw.id,
-                                "source" => &mut raw.source,
-                                "type" => &mut raw.ty,
-                                "subject" => &mut raw.subject,
-                                "time" => &mut raw.time,
-                                "datacontenttype" => &mut raw.datacontenttype,
-                                _ => &mut raw.dataschema,
+                                    .map_err(mark_depth::<A::Error>(field.name()))?;
+                            let slot = match field {
+                                Field::SpecVersion => &mut raw.specversion,
+                                Field::Id => &mut raw.id,
+                                Field::Source => &mut raw.source,
+                                Field::Type => &mut raw.ty,
+                                Field::Subject => &mut raw.subject,
+                                Field::Time => &mut raw.time,
+                                Field::DataContentType => &mut raw.datacontenttype,
+                                Field::DataSchema => &mut raw.dataschema,
                             };
                             *slot = attr;
                         }
@@ -566,5 +727,134 @@ impl<'de> Deserialize<'de> for RawSignal {
             }
         }
         deserializer.deserialize_map(RawVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::{MediaType, RESERVED_ATTRIBUTES, Text};
+
+    /// The same event with and without escapes in its strings: read
+    /// borrowed from the text or copied, the signal is the same.
+    #[test]
+    fn borrowed_and_escaped_attributes_read_the_same() {
+        let id = "0190f0c2-7c4e-7d4e-9b1a-0123456789ab";
+        let plain = format!(
+            r#"{{"specversion":"1.0.2","id":"{id}","source":"svc","type":"order.pay","subject":"s","time":"2026-11-22T10:00:00.123456Z","datacontenttype":"application/json","dataschema":"urn:x","data":{{"n":1}},"ext":"e"}}"#
+        );
+        // Every string with an escaped character in it.
+        let escaped = plain
+            .replace("svc", r"\u0073vc")
+            .replace("order.pay", r"order\u002epay")
+            .replace(id, &id.replace('0', r"\u0030"))
+            .replace("10:00", r"1\u0030:00")
+            .replace("application/json", r"application\/json")
+            .replace("urn:x", r"urn:\u0078");
+        assert_ne!(plain, escaped);
+        let a = Signal::from_json_str(&plain).unwrap();
+        let b = Signal::from_json_str(&escaped).unwrap();
+        assert_eq!(a.to_json_value(), b.to_json_value());
+        assert_eq!(
+            (a.id(), a.source(), a.ty(), a.time()),
+            (id, "svc", "order.pay", Some("2026-11-22T10:00:00.123456Z"))
+        );
+        // The forms a signal made here has: no allocation for them.
+        for s in [&a, &b] {
+            assert!(matches!(s.id, Text::Inline(_)));
+            assert!(matches!(s.time, Some(Text::Inline(_))));
+            assert!(s.datacontenttype == MediaType::Json);
+        }
+    }
+
+    /// `write_json` writes what serde_json writes for the signal.
+    #[test]
+    fn the_direct_writer_writes_serde_jsons_bytes() {
+        let plain = Signal::new("order.pay", serde_json::json!({"n": 1, "s": [true, null]}));
+        let full = crate::signal::SignalBuilder::new("order\"pay\u{1}é\\")
+            .id("id with \"quotes\" and\ttabs")
+            .source("src/é")
+            .subject("line\nbreak")
+            .time_rfc3339("2026-11-22T10:00:00Z")
+            .datacontenttype("text/plain")
+            .dataschema("urn:x\u{7f}")
+            .data(Value::String("x\u{0}y".into()))
+            .extension("traceparent", "00-ab")
+            .extension("count", 3)
+            .build()
+            .unwrap();
+        let bare = crate::signal::SignalBuilder::new("t")
+            .no_time()
+            .build()
+            .unwrap();
+        for s in [plain, full, bare] {
+            let want = serde_json::to_vec(&s).unwrap();
+            assert_eq!(
+                String::from_utf8(s.to_json_vec()).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+        // Every byte value at every position of a word and of the tail.
+        for len in [7, 8, 9, 16, 17] {
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    let want = b < 0x20 || b == b'"' || b == b'\\';
+                    assert_eq!(needs_escape(&bytes), want, "{len} {at} {b}");
+                }
+            }
+        }
+        for text in [
+            "",
+            "plain",
+            "é\u{80}",
+            "\"",
+            "\\",
+            "\u{1f}",
+            "\u{7f}",
+            "a\u{2028}b",
+        ] {
+            let mut out = Vec::new();
+            write_json_str(&mut out, text);
+            assert_eq!(out, serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn every_reserved_attribute_but_data_base64_has_a_key() {
+        for name in RESERVED_ATTRIBUTES {
+            match Key::known(name) {
+                Some(Key::Attr(field)) => assert_eq!(field.name(), name),
+                Some(Key::Data) => assert_eq!(name, "data"),
+                Some(Key::Other(_)) => unreachable!(),
+                None => assert_eq!(name, "data_base64"),
+            }
+        }
+        assert!(Key::known("dataschemas").is_none());
+    }
+
+    #[test]
+    fn other_lengths_and_non_ascii_text_are_kept_as_given() {
+        // 36 bytes, not ASCII: on the heap, as given.
+        let id = "é".repeat(18);
+        let json = format!(r#"{{"specversion":"1.0.2","id":"{id}","source":"jido","type":"t"}}"#);
+        let s = Signal::from_json_str(&json).unwrap();
+        assert_eq!(s.id(), id);
+        assert!(matches!(s.id, Text::Heap(_)));
+        let s = Signal::from_json_str(
+            r#"{"specversion":"1.0.2","id":"short","source":"jido","type":"t","datacontenttype":"text/plain","time":"2026-11-22T10:00:00Z"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.id(), s.source(), s.datacontenttype(), s.time()),
+            (
+                "short",
+                "jido",
+                Some("text/plain"),
+                Some("2026-11-22T10:00:00Z")
+            )
+        );
+        assert!(s.source.is_none());
     }
 }

@@ -79,7 +79,7 @@
 pub mod dispatch;
 #[cfg(feature = "http")]
 mod http;
-mod json;
+pub(crate) mod json;
 mod payload;
 pub mod router;
 mod text;
