@@ -147,6 +147,11 @@ impl<'a> Outgoing<'a> {
         field(&mut out, br#","reason":"#, self.reason);
         field(&mut out, br#","parent":"#, self.parent);
         field(&mut out, br#","tag":"#, self.tag);
+        if let Some(options) = self.options {
+            out.extend_from_slice(br#","options":"#);
+            // A map of JSON values into memory: cannot fail.
+            let _ = serde_json::to_writer(&mut out, options);
+        }
         out.push(b'}');
         out
     }
@@ -659,6 +664,9 @@ mod tests {
     #[test]
     fn requests_are_written_as_serde_json_writes_them() {
         let signal = Signal::new("order.pay", json!({"amount": 42, "memo": "a\"b"}));
+        let Value::Object(options) = json!({"on_parent_death": "stop", "q": "x\"y"}) else {
+            unreachable!()
+        };
         let ops = [
             Op::Call,
             Op::Cast,
@@ -675,7 +683,8 @@ mod tests {
                 .deadline(Duration::from_millis(1500))
                 .sender("node-a")
                 .reason("shutdown: x\ny")
-                .parent("p:1", Some("tag\\1"));
+                .parent("p:1", Some("tag\\1"))
+                .options(Some(&options));
             for req in [bare, full] {
                 assert_eq!(
                     String::from_utf8(req.encode()).unwrap(),
