@@ -106,6 +106,26 @@ pub(crate) fn spawn_error(err: ractor::SpawnErr) -> Error {
     }
 }
 
+/// A future that is pending once, waking its task at once: the task goes
+/// to the back of the scheduler's queue, behind the tasks that are ready
+/// (the one the handler just spawned among them).
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
 /// Aborts a task when dropped (timers, in-flight work), so nothing outlives
 /// the agent, whichever way it ends.
 pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
@@ -448,6 +468,15 @@ impl Actor for AgentServer {
                     Box::pin(state.on_drain(&myself)).await;
                 }
             }
+        }
+        if state.hold_local() {
+            // The `cmd` this call left waiting (on an action's task, the
+            // default) gets one scheduler turn: a task that ends in it (a
+            // short action) is settled now, without a `Poll` message and
+            // its pass through the mailbox. The turn is a yield, not a
+            // wait: the mailbox is served again right after it.
+            YieldOnce(false).await;
+            state.release_local(&myself);
         }
         match state.extras.as_mut().and_then(|e| e.crash.take()) {
             Some(message) => Err(boxed(Error::execution(message))),
@@ -1086,10 +1115,41 @@ impl AgentServerState {
             unsettled: 1,
             running: Running::Local(LocalCmd {
                 fut,
+                waiting: false,
                 span: (!span.is_disabled()).then(|| Box::new(span)),
             }),
         });
         self.poll_local(myself);
+    }
+
+    /// Whether the handler should keep the local `cmd` it just polled for
+    /// one scheduler turn (it is waiting); wakes meanwhile send no
+    /// message (see [`ActorWaker::hold`]).
+    fn hold_local(&mut self) -> bool {
+        let (
+            Some(InFlight {
+                running: Running::Local(cmd),
+                ..
+            }),
+            Some(waker),
+        ) = (&mut self.in_flight, &self.waker)
+        else {
+            return false;
+        };
+        if !std::mem::take(&mut cmd.waiting) {
+            return false;
+        }
+        waker.hold();
+        true
+    }
+
+    /// Ends [`hold_local`](Self::hold_local): polls the `cmd` if it was
+    /// woken meanwhile, then moves on as after a `Poll` message.
+    fn release_local(&mut self, myself: &ActorRef<AgentMsg>) {
+        if self.waker.as_ref().is_some_and(|w| w.release()) {
+            self.poll_local(myself);
+            self.advance(myself);
+        }
     }
 
     /// Polls the local `cmd` in flight, if any; settles it when it is
@@ -1112,11 +1172,14 @@ impl AgentServerState {
             let _entered = cmd.span.as_deref().map(tracing::Span::enter);
             cmd.fut.as_mut().poll(&mut cx)
         };
-        if let std::task::Poll::Ready(item) = polled {
-            self.in_flight = None;
-            self.settle(item);
-            self.batch_done();
-            self.check_waiters();
+        match polled {
+            std::task::Poll::Ready(item) => {
+                self.in_flight = None;
+                self.settle(item);
+                self.batch_done();
+                self.check_waiters();
+            }
+            std::task::Poll::Pending => cmd.waiting = true,
         }
     }
 
