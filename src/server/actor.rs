@@ -863,14 +863,14 @@ impl AgentServerState {
             "signal_received",
             || json!({"type": signal.ty(), "id": signal.id()}),
         );
-        let work = Work { signal, reply };
         if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
             // Nothing ahead of it: start at once without going through
             // `pending`, so an agent that only ever sees one signal at a
-            // time never allocates a queue buffer.
-            self.start_signal(myself, work);
+            // time never allocates a queue buffer. Shared from here on: the
+            // signal is moved once, into its `Arc`.
+            self.start_signal(myself, Arc::new(signal), reply);
         } else {
-            self.pending.push_back(work);
+            self.pending.push_back(Work { signal, reply });
         }
         self.advance(myself);
     }
@@ -911,27 +911,27 @@ impl AgentServerState {
                 return;
             }
             started += 1;
-            self.start_signal(myself, work);
+            self.start_signal(myself, Arc::new(work.signal), work.reply);
         }
     }
 
     /// Routes `work`; `None` when it was handled at once (no route, the
     /// built-in stop).
-    fn prepare(&mut self, work: Work) -> Option<Prepared> {
-        let err = match self.router.targets(&work.signal) {
-            Ok(targets) => return Some(Self::prepared(work, targets)),
+    fn prepare(&mut self, signal: Arc<Signal>, reply: Option<Reply>) -> Option<Prepared> {
+        let err = match self.router.targets(&signal) {
+            Ok(targets) => return Some(Self::prepared(signal, reply, targets)),
             Err(err) => err,
         };
-        self.unrouted(work.signal, work.reply, err);
+        self.unrouted(signal, reply, err);
         None
     }
 
     fn prepared<'a>(
-        work: Work,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
         targets: impl IntoIterator<Item = &'a RouteTarget, IntoIter: ExactSizeIterator>,
     ) -> Prepared {
         let targets = targets.into_iter();
-        let Work { signal, reply } = work;
         // The signal's data, copied once for each route that takes it as
         // its params (an instruction owns its params); no other copy.
         let data = || match signal.data() {
@@ -975,7 +975,7 @@ impl AgentServerState {
             }
         }
         Prepared {
-            signal: Arc::new(signal),
+            signal,
             reply,
             commands,
             tick,
@@ -985,11 +985,17 @@ impl AgentServerState {
     /// Starts `first` and, behind it, the pending signals that route: one
     /// task runs their `cmd`s in order and stops after the first one that
     /// returns directives (those run before any later signal).
-    fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, first: Work) {
+    fn start_signal(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
+    ) {
         if self.instance_gone() {
-            return self.refuse_gone(myself, first);
+            let signal = Arc::unwrap_or_clone(signal);
+            return self.refuse_gone(myself, Work { signal, reply });
         }
-        let Some(first) = self.prepare(first) else {
+        let Some(first) = self.prepare(signal, reply) else {
             return;
         };
         if !first.tick && self.agent.strategy().is_direct() {
@@ -1006,7 +1012,11 @@ impl AgentServerState {
                 self.pending.push_front(work);
                 break;
             }
-            batch.push(Self::prepared(work, routes.into_iter().map(|r| r.target())));
+            batch.push(Self::prepared(
+                Arc::new(work.signal),
+                work.reply,
+                routes.into_iter().map(|r| r.target()),
+            ));
         }
         for p in &batch {
             tracing::debug!(
@@ -1253,7 +1263,7 @@ impl AgentServerState {
         });
     }
 
-    fn unrouted(&mut self, signal: Signal, reply: Option<Reply>, err: Error) {
+    fn unrouted(&mut self, signal: Arc<Signal>, reply: Option<Reply>, err: Error) {
         self.consumed(&signal);
         let ty = signal.ty().to_owned();
         if ty == signal_types::AGENT_STOP {
@@ -1262,7 +1272,6 @@ impl AgentServerState {
                 .and_then(|d| d.get("reason"))
                 .and_then(Value::as_str)
                 .map_or(StopReason::Normal, StopReason::from);
-            let signal = Arc::new(signal);
             self.queue.push_back((signal, Directive::Stop { reason }));
             if let Some(reply) = reply {
                 let _ = reply.send(Ok(self.agent.clone()));
@@ -1286,7 +1295,7 @@ impl AgentServerState {
             return;
         }
         self.queue
-            .push_back((Arc::new(signal), Directive::error(error, "routing")));
+            .push_back((signal, Directive::error(error, "routing")));
     }
 
     /// Settles the `cmd`s the in-flight batch finished so far; once the
@@ -1393,7 +1402,7 @@ impl AgentServerState {
                 continue;
             }
             match self.pending.pop_front() {
-                Some(work) => self.start_signal(myself, work),
+                Some(work) => self.start_signal(myself, Arc::new(work.signal), work.reply),
                 None => return,
             }
         }
