@@ -919,10 +919,22 @@ impl<T> Router<T> {
             // segments are valid, so an empty segment or a character
             // outside `[a-zA-Z0-9_-]` finds no child.
             let mut node = &self.root;
-            for seg in signal.ty().split('.') {
-                match node.exact.get(seg) {
+            let mut rest = signal.ty();
+            loop {
+                // By hand: `str::split`'s searcher costs more than the
+                // lookups for the usual one to three short segments.
+                let end = rest.bytes().position(|b| b == b'.');
+                let (seg, next) = match end {
+                    Some(end) => (rest.get(..end), rest.get(end + 1..)),
+                    None => (Some(rest), None),
+                };
+                match seg.and_then(|seg| node.exact.get(seg)) {
                     Some(child) => node = child,
                     None => return found,
+                }
+                match next {
+                    Some(next) => rest = next,
+                    None => break,
                 }
             }
             found.extend(node.handlers.iter().filter(|e| e.route.accepts(signal)));
