@@ -469,6 +469,11 @@ impl Actor for AgentServer {
                 }
             }
         }
+        if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
+            // A directive executor panicked: the agent fails now, before
+            // anything else is settled.
+            return Err(boxed(Error::execution(message)));
+        }
         if state.hold_local() {
             // The `cmd` this call left waiting (on an action's task, the
             // default) gets one scheduler turn: a task that ends in it (a
@@ -477,11 +482,11 @@ impl Actor for AgentServer {
             // wait: the mailbox is served again right after it.
             YieldOnce(false).await;
             state.release_local(&myself);
+            if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
+                return Err(boxed(Error::execution(message)));
+            }
         }
-        match state.extras.as_mut().and_then(|e| e.crash.take()) {
-            Some(message) => Err(boxed(Error::execution(message))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     async fn handle_supervisor_evt(
