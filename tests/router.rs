@@ -252,6 +252,55 @@ fn a_second_target_on_a_path_keeps_both_in_insertion_order() {
     assert_eq!(router.len(), 3);
 }
 
+#[test]
+fn a_router_without_wildcards_orders_and_refuses_like_any_other() {
+    // Exact segments only (the common agent router): same order, same
+    // errors; a wildcard added later is found beside the exact routes.
+    let mut router = Router::new();
+    router.add("order.placed", "plain").unwrap();
+    router
+        .add_route(Route::new("order.placed", "low").priority(-5))
+        .unwrap();
+    router
+        .add_route(
+            Route::new("order.placed", "checked")
+                .priority(90)
+                .when(|_| true),
+        )
+        .unwrap();
+    router
+        .add_route(Route::new("order.placed", "high").priority(20))
+        .unwrap();
+    router.add("order", "parent").unwrap();
+    assert_eq!(
+        routed(&router, "order.placed"),
+        vec!["high", "plain", "low", "checked"]
+    );
+    assert_eq!(routed(&router, "order"), vec!["parent"]);
+    for (ty, reason) in [
+        ("order.shipped", "no_handlers_found"),
+        ("order.placed.late", "no_handlers_found"),
+        ("placed", "no_handlers_found"),
+        ("order..placed", "invalid_signal_type"),
+        ("order.placed.", "invalid_signal_type"),
+        ("order.pla ced", "invalid_signal_type"),
+        ("", "invalid_signal_type"),
+    ] {
+        let err = router.route(&sig(ty)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Routing, "{ty:?}");
+        assert_eq!(err.detail("reason"), Some(&json!(reason)), "{ty:?}");
+    }
+    router.add("order.*", "star").unwrap();
+    assert_eq!(
+        routed(&router, "order.placed"),
+        vec!["high", "plain", "low", "star", "checked"]
+    );
+    assert_eq!(routed(&router, "order.shipped"), vec!["star"]);
+    router.remove("order.*");
+    assert_eq!(routed(&router, "order.shipped"), Vec::<&str>::new());
+    assert_eq!(routed(&router, "order"), vec!["parent"]);
+}
+
 // ---------------------------------------------------------------- match functions
 
 #[test]

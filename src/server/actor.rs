@@ -106,6 +106,26 @@ pub(crate) fn spawn_error(err: ractor::SpawnErr) -> Error {
     }
 }
 
+/// A future that is pending once, waking its task at once: the task goes
+/// to the back of the scheduler's queue, behind the tasks that are ready
+/// (the one the handler just spawned among them).
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
 /// Aborts a task when dropped (timers, in-flight work), so nothing outlives
 /// the agent, whichever way it ends.
 pub(crate) struct AbortOnDrop<T>(pub(crate) JoinHandle<T>);
@@ -449,10 +469,24 @@ impl Actor for AgentServer {
                 }
             }
         }
-        match state.extras.as_mut().and_then(|e| e.crash.take()) {
-            Some(message) => Err(boxed(Error::execution(message))),
-            None => Ok(()),
+        if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
+            // A directive executor panicked: the agent fails now, before
+            // anything else is settled.
+            return Err(boxed(Error::execution(message)));
         }
+        if state.hold_local() {
+            // The `cmd` this call left waiting (on an action's task, the
+            // default) gets one scheduler turn: a task that ends in it (a
+            // short action) is settled now, without a `Poll` message and
+            // its pass through the mailbox. The turn is a yield, not a
+            // wait: the mailbox is served again right after it.
+            YieldOnce(false).await;
+            state.release_local(&myself);
+            if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
+                return Err(boxed(Error::execution(message)));
+            }
+        }
+        Ok(())
     }
 
     async fn handle_supervisor_evt(
@@ -834,14 +868,14 @@ impl AgentServerState {
             "signal_received",
             || json!({"type": signal.ty(), "id": signal.id()}),
         );
-        let work = Work { signal, reply };
         if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
             // Nothing ahead of it: start at once without going through
             // `pending`, so an agent that only ever sees one signal at a
-            // time never allocates a queue buffer.
-            self.start_signal(myself, work);
+            // time never allocates a queue buffer. Shared from here on: the
+            // signal is moved once, into its `Arc`.
+            self.start_signal(myself, Arc::new(signal), reply);
         } else {
-            self.pending.push_back(work);
+            self.pending.push_back(Work { signal, reply });
         }
         self.advance(myself);
     }
@@ -882,27 +916,27 @@ impl AgentServerState {
                 return;
             }
             started += 1;
-            self.start_signal(myself, work);
+            self.start_signal(myself, Arc::new(work.signal), work.reply);
         }
     }
 
     /// Routes `work`; `None` when it was handled at once (no route, the
     /// built-in stop).
-    fn prepare(&mut self, work: Work) -> Option<Prepared> {
-        let err = match self.router.targets(&work.signal) {
-            Ok(targets) => return Some(Self::prepared(work, targets)),
+    fn prepare(&mut self, signal: Arc<Signal>, reply: Option<Reply>) -> Option<Prepared> {
+        let err = match self.router.targets(&signal) {
+            Ok(targets) => return Some(Self::prepared(signal, reply, targets)),
             Err(err) => err,
         };
-        self.unrouted(work.signal, work.reply, err);
+        self.unrouted(signal, reply, err);
         None
     }
 
     fn prepared<'a>(
-        work: Work,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
         targets: impl IntoIterator<Item = &'a RouteTarget, IntoIter: ExactSizeIterator>,
     ) -> Prepared {
         let targets = targets.into_iter();
-        let Work { signal, reply } = work;
         // The signal's data, copied once for each route that takes it as
         // its params (an instruction owns its params); no other copy.
         let data = || match signal.data() {
@@ -946,7 +980,7 @@ impl AgentServerState {
             }
         }
         Prepared {
-            signal: Arc::new(signal),
+            signal,
             reply,
             commands,
             tick,
@@ -956,11 +990,17 @@ impl AgentServerState {
     /// Starts `first` and, behind it, the pending signals that route: one
     /// task runs their `cmd`s in order and stops after the first one that
     /// returns directives (those run before any later signal).
-    fn start_signal(&mut self, myself: &ActorRef<AgentMsg>, first: Work) {
+    fn start_signal(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
+    ) {
         if self.instance_gone() {
-            return self.refuse_gone(myself, first);
+            let signal = Arc::unwrap_or_clone(signal);
+            return self.refuse_gone(myself, Work { signal, reply });
         }
-        let Some(first) = self.prepare(first) else {
+        let Some(first) = self.prepare(signal, reply) else {
             return;
         };
         if !first.tick && self.agent.strategy().is_direct() {
@@ -977,7 +1017,11 @@ impl AgentServerState {
                 self.pending.push_front(work);
                 break;
             }
-            batch.push(Self::prepared(work, routes.into_iter().map(|r| r.target())));
+            batch.push(Self::prepared(
+                Arc::new(work.signal),
+                work.reply,
+                routes.into_iter().map(|r| r.target()),
+            ));
         }
         for p in &batch {
             tracing::debug!(
@@ -1086,10 +1130,41 @@ impl AgentServerState {
             unsettled: 1,
             running: Running::Local(LocalCmd {
                 fut,
+                waiting: false,
                 span: (!span.is_disabled()).then(|| Box::new(span)),
             }),
         });
         self.poll_local(myself);
+    }
+
+    /// Whether the handler should keep the local `cmd` it just polled for
+    /// one scheduler turn (it is waiting); wakes meanwhile send no
+    /// message (see [`ActorWaker::hold`]).
+    fn hold_local(&mut self) -> bool {
+        let (
+            Some(InFlight {
+                running: Running::Local(cmd),
+                ..
+            }),
+            Some(waker),
+        ) = (&mut self.in_flight, &self.waker)
+        else {
+            return false;
+        };
+        if !std::mem::take(&mut cmd.waiting) {
+            return false;
+        }
+        waker.hold();
+        true
+    }
+
+    /// Ends [`hold_local`](Self::hold_local): polls the `cmd` if it was
+    /// woken meanwhile, then moves on as after a `Poll` message.
+    fn release_local(&mut self, myself: &ActorRef<AgentMsg>) {
+        if self.waker.as_ref().is_some_and(|w| w.release()) {
+            self.poll_local(myself);
+            self.advance(myself);
+        }
     }
 
     /// Polls the local `cmd` in flight, if any; settles it when it is
@@ -1112,11 +1187,14 @@ impl AgentServerState {
             let _entered = cmd.span.as_deref().map(tracing::Span::enter);
             cmd.fut.as_mut().poll(&mut cx)
         };
-        if let std::task::Poll::Ready(item) = polled {
-            self.in_flight = None;
-            self.settle(item);
-            self.batch_done();
-            self.check_waiters();
+        match polled {
+            std::task::Poll::Ready(item) => {
+                self.in_flight = None;
+                self.settle(item);
+                self.batch_done();
+                self.check_waiters();
+            }
+            std::task::Poll::Pending => cmd.waiting = true,
         }
     }
 
@@ -1190,7 +1268,7 @@ impl AgentServerState {
         });
     }
 
-    fn unrouted(&mut self, signal: Signal, reply: Option<Reply>, err: Error) {
+    fn unrouted(&mut self, signal: Arc<Signal>, reply: Option<Reply>, err: Error) {
         self.consumed(&signal);
         let ty = signal.ty().to_owned();
         if ty == signal_types::AGENT_STOP {
@@ -1199,7 +1277,6 @@ impl AgentServerState {
                 .and_then(|d| d.get("reason"))
                 .and_then(Value::as_str)
                 .map_or(StopReason::Normal, StopReason::from);
-            let signal = Arc::new(signal);
             self.queue.push_back((signal, Directive::Stop { reason }));
             if let Some(reply) = reply {
                 let _ = reply.send(Ok(self.agent.clone()));
@@ -1223,7 +1300,7 @@ impl AgentServerState {
             return;
         }
         self.queue
-            .push_back((Arc::new(signal), Directive::error(error, "routing")));
+            .push_back((signal, Directive::error(error, "routing")));
     }
 
     /// Settles the `cmd`s the in-flight batch finished so far; once the
@@ -1330,7 +1407,7 @@ impl AgentServerState {
                 continue;
             }
             match self.pending.pop_front() {
-                Some(work) => self.start_signal(myself, work),
+                Some(work) => self.start_signal(myself, Arc::new(work.signal), work.reply),
                 None => return,
             }
         }

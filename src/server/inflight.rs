@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::task::ArcWake;
@@ -95,6 +95,9 @@ impl DoneItem {
 /// caller gets `Cancelled`.
 pub(crate) struct LocalCmd {
     pub(crate) fut: Pin<Box<dyn Future<Output = DoneItem> + Send>>,
+    /// Left pending by the last poll of the handler running now (see
+    /// `AgentServerState::hold_local`).
+    pub(crate) waiting: bool,
     /// The signal's span, entered around each poll (an `Instrumented`
     /// wrapper would move the future once more before it is boxed);
     /// `None` while the span is disabled, boxed otherwise: this sits in
@@ -103,31 +106,54 @@ pub(crate) struct LocalCmd {
 }
 
 /// The waker of an actor's [`LocalCmd`]: a wake is a `Poll` message to the
-/// actor, one per burst of wakes (the flag is cleared when the actor
-/// polls).
+/// actor, one per burst of wakes (cleared when the actor polls), except
+/// while the handler that left the `cmd` waiting holds it (see
+/// [`ActorWaker::hold`]): a wake then only marks it, and that handler
+/// polls it before it returns.
 pub(crate) struct ActorWaker {
     actor: ActorRef<AgentMsg>,
-    woken: AtomicBool,
+    /// [`WOKEN`] and [`HELD`].
+    state: AtomicU8,
 }
+
+/// Woken since the last poll: a `Poll` message was sent, or the holding
+/// handler will poll.
+const WOKEN: u8 = 1;
+/// A handler of the actor will poll once more before it returns: a wake
+/// sends no message.
+const HELD: u8 = 2;
 
 impl ActorWaker {
     pub(crate) fn new(actor: ActorRef<AgentMsg>) -> Self {
         Self {
             actor,
-            woken: AtomicBool::new(false),
+            state: AtomicU8::new(0),
         }
     }
 
     /// Called right before the actor polls: wakes from now on send a new
     /// message.
     pub(crate) fn polling(&self) {
-        self.woken.store(false, Ordering::Release);
+        self.state.store(0, Ordering::Release);
+    }
+
+    /// The handler that polled keeps the `cmd` for one more scheduler
+    /// turn: wakes until [`ActorWaker::release`] send no message.
+    pub(crate) fn hold(&self) {
+        self.state.fetch_or(HELD, Ordering::AcqRel);
+    }
+
+    /// Ends [`ActorWaker::hold`]; `true` when the `cmd` was woken while
+    /// held (or before), so the handler polls it now. A wake after this
+    /// sends a message again (unless one is due to this poll anyway).
+    pub(crate) fn release(&self) -> bool {
+        self.state.fetch_and(!HELD, Ordering::AcqRel) & WOKEN != 0
     }
 }
 
 impl ArcWake for ActorWaker {
     fn wake_by_ref(arc_self: &Arc<Self>) {
-        if !arc_self.woken.swap(true, Ordering::AcqRel) {
+        if arc_self.state.fetch_or(WOKEN, Ordering::AcqRel) == 0 {
             // A stopped actor has nothing left to poll.
             let _ = arc_self
                 .actor

@@ -727,6 +727,10 @@ pub struct Router<T> {
     root: Node<T>,
     len: usize,
     next_seq: u64,
+    /// A route with a `*` or `**` segment was ever added: until then a type
+    /// matches by one walk down the exact segments (see
+    /// [`Router::matched`]).
+    wildcards: bool,
 }
 
 impl<T> Default for Router<T> {
@@ -741,6 +745,7 @@ impl<T: Clone> Clone for Router<T> {
             root: self.root.clone(),
             len: self.len,
             next_seq: self.next_seq,
+            wildcards: self.wildcards,
         }
     }
 }
@@ -779,6 +784,7 @@ impl<T> Router<T> {
             root: Node::default(),
             len: 0,
             next_seq: 0,
+            wildcards: false,
         }
     }
 
@@ -843,6 +849,7 @@ impl<T> Router<T> {
         self.next_seq += 1;
         let mut node = &mut self.root;
         for seg in route.path.split('.') {
+            self.wildcards |= seg == "*" || seg == "**";
             node = node.child_mut(seg);
         }
         if node.handlers.capacity() == 0 {
@@ -906,6 +913,34 @@ impl<T> Router<T> {
     /// up to [`INLINE_MATCHES`] of them.
     fn matched(&self, signal: &Signal) -> Matched<'_, T> {
         let mut found = Matched::new();
+        if !self.wildcards {
+            // Only exact segments: the type's own path is the one place a
+            // route can match. No check of the type is needed: a route's
+            // segments are valid, so an empty segment or a character
+            // outside `[a-zA-Z0-9_-]` finds no child.
+            let mut node = &self.root;
+            let mut rest = signal.ty();
+            loop {
+                // By hand: `str::split`'s searcher costs more than the
+                // lookups for the usual one to three short segments.
+                let end = rest.bytes().position(|b| b == b'.');
+                let (seg, next) = match end {
+                    Some(end) => (rest.get(..end), rest.get(end + 1..)),
+                    None => (Some(rest), None),
+                };
+                match seg.and_then(|seg| node.exact.get(seg)) {
+                    Some(child) => node = child,
+                    None => return found,
+                }
+                match next {
+                    Some(next) => rest = next,
+                    None => break,
+                }
+            }
+            found.extend(node.handlers.iter().filter(|e| e.route.accepts(signal)));
+            sort_matched(&mut found);
+            return found;
+        }
         let mut buf = [""; INLINE_SEGMENTS];
         let heap;
         let segs: &[&str] = match split_segments(signal.ty(), &mut buf) {
@@ -919,14 +954,7 @@ impl<T> Router<T> {
         let mut memo = None;
         self.root.collect(segs, 0, false, &mut found, &mut memo);
         found.retain(|e| e.route.accepts(signal));
-        if found.len() > 1 {
-            found.sort_unstable_by(|a, b| {
-                b.rank
-                    .cmp(&a.rank)
-                    .then(b.route.priority.cmp(&a.route.priority))
-                    .then(a.seq.cmp(&b.seq))
-            });
-        }
+        sort_matched(&mut found);
         found
     }
 
@@ -977,6 +1005,19 @@ const INLINE_MATCHES: usize = 2;
 
 /// Routes matched by one signal.
 type Matched<'a, T> = smallvec::SmallVec<[&'a Entry<T>; INLINE_MATCHES]>;
+
+/// Puts matched entries in routing order: complexity (0 for a route with
+/// a match function), then priority, then insertion.
+fn sort_matched<T>(found: &mut Matched<'_, T>) {
+    if found.len() > 1 {
+        found.sort_unstable_by(|a, b| {
+            b.rank
+                .cmp(&a.rank)
+                .then(b.route.priority.cmp(&a.route.priority))
+                .then(a.seq.cmp(&b.seq))
+        });
+    }
+}
 
 /// The routing error of a signal no route matches.
 fn no_route(signal: &Signal) -> Error {
