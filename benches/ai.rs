@@ -121,7 +121,7 @@ async fn hand_loop(model: &Arc<dyn LlmClient>, exec: &Exec, tools: &ToolSet) -> 
         for call in &resp.tool_calls {
             let tool = tools.get(&call.name).expect("tool");
             let ins = Instruction::new(tool.action().clone())
-                .with_params(call.arguments.clone())
+                .with_params(Value::clone(&call.arguments))
                 .with_opts(inline());
             let outcome = exec.execute(ins, Context::new()).await;
             let result = match outcome.result {
@@ -168,7 +168,7 @@ async fn react_request(
         } else if let Some(d) = custom.downcast_ref::<ToolExec>() {
             let action = d.action.clone().expect("tool action");
             let ins = Instruction::new(action)
-                .with_params(d.arguments.clone())
+                .with_params(Value::clone(&d.arguments))
                 .with_opts(inline());
             let outcome = exec.execute(ins, Context::new()).await;
             let result = match outcome.result {
@@ -559,7 +559,7 @@ impl Actor for RawReact {
                 for (i, (call, _)) in state.pending.iter().enumerate() {
                     let tool = self.tools.get(&call.name).expect("tool");
                     let ins = Instruction::new(tool.action().clone())
-                        .with_params(call.arguments.clone())
+                        .with_params(Value::clone(&call.arguments))
                         .with_opts(tool_opts());
                     let exec = self.exec.clone();
                     let me = myself.clone();

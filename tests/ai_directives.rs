@@ -193,7 +193,7 @@ async fn llm_generate_with_tool_calls_and_no_counted_tokens_sends_no_usage() {
     resp.tool_calls = vec![ToolCall {
         id: "tc_1".into(),
         name: "multiply".into(),
-        arguments: json!({"a": 2, "b": 3}),
+        arguments: json!({"a": 2, "b": 3}).into(),
     }];
     resp.finish_reason = FinishReason::Other("length".into());
     let ai = AiRuntime::new().client(Fake::new(vec![Reply::Answer(resp)]));
@@ -596,7 +596,7 @@ fn tool_exec_fields_and_defaults() {
     }))
     .unwrap();
     assert_eq!(from.max_retries, 0);
-    assert_eq!(from.arguments, json!({}));
+    assert_eq!(from.arguments, json!({}).into());
     assert_eq!(from.timeout_ms, Some(15_000));
     // request id and iteration: field, then metadata, then context.
     let c = from.correlation();

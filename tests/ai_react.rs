@@ -72,7 +72,7 @@ fn tc(id: &str, name: &str, args: Value) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),
-        arguments: args,
+        arguments: args.into(),
     }
 }
 

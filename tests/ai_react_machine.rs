@@ -25,7 +25,7 @@ fn call(id: &str, name: &str, args: Value) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),
-        arguments: args,
+        arguments: args.into(),
     }
 }
 
@@ -178,7 +178,7 @@ fn tool_calls_start_at_most_the_concurrency_and_results_go_back_in_call_order() 
             call,
         } => {
             assert_eq!((request_id.as_str(), *iteration), ("r1", 1));
-            assert_eq!(call.arguments, json!({"n": 1}));
+            assert_eq!(call.arguments, json!({"n": 1}).into());
         }
         other => panic!("{other:?}"),
     }

@@ -291,12 +291,12 @@ async fn directives_without_a_runtime() {
         jido::ai::ToolCall {
             id: "a".into(),
             name: "lookup".into(),
-            arguments: json!({"key": "k"}),
+            arguments: json!({"key": "k"}).into(),
         },
         jido::ai::ToolCall {
             id: "b".into(),
             name: "teleport".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         },
     ]);
     let d = agent

@@ -33,6 +33,7 @@
 //! assert_eq!(directive.kind(), "ai.tool_exec");
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -550,8 +551,9 @@ pub struct ToolExec {
     pub tool_name: String,
     /// The arguments, as the model wrote them (normalised against the
     /// tool's schema before decoding).
+    /// Shared with the tool call it answers (no copy per directive).
     #[serde(default = "empty_object")]
-    pub arguments: Value,
+    pub arguments: Arc<Value>,
     /// Context values for the action (`state` excepted, see above).
     #[serde(default)]
     pub context: Map<String, Value>,
@@ -586,8 +588,8 @@ pub struct ToolExec {
     pub(crate) tool: Option<Tool>,
 }
 
-fn empty_object() -> Value {
-    Value::Object(Map::new())
+fn empty_object() -> Arc<Value> {
+    Arc::new(Value::Object(Map::new()))
 }
 
 fn clamped_u32<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
@@ -614,12 +616,17 @@ impl PartialEq for ToolExec {
 }
 
 impl ToolExec {
-    /// Runs tool `tool_name` for call `id` with `arguments`.
-    pub fn new(id: impl Into<String>, tool_name: impl Into<String>, arguments: Value) -> Self {
+    /// Runs tool `tool_name` for call `id` with `arguments` (a `Value` or
+    /// the `Arc<Value>` of a [`ToolCall`](crate::ai::ToolCall)).
+    pub fn new(
+        id: impl Into<String>,
+        tool_name: impl Into<String>,
+        arguments: impl Into<Arc<Value>>,
+    ) -> Self {
         ToolExec {
             id: id.into(),
             tool_name: tool_name.into(),
-            arguments,
+            arguments: arguments.into(),
             context: Map::new(),
             timeout_ms: None,
             max_retries: 0,

@@ -889,7 +889,7 @@ impl AiRuntime {
                     None => return fail(unknown_tool_error(&d2.tool_name)),
                 },
             };
-            let arguments = match tool.normalize_arguments(d2.arguments.clone()) {
+            let arguments = match tool.normalize_arguments(Value::clone(&d2.arguments)) {
                 Ok(args) => args,
                 Err(err) => return fail(err.with_detail("tool_name", d2.tool_name.clone())),
             };

@@ -36,6 +36,8 @@
 //! # Ok::<(), jido::Error>(())
 //! ```
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -697,7 +699,7 @@ pub(crate) fn turn_value(
             let mut m = Map::with_capacity(3);
             m.insert("id".into(), c.id.into());
             m.insert("name".into(), c.name.into());
-            m.insert("arguments".into(), c.arguments);
+            m.insert("arguments".into(), Arc::unwrap_or_clone(c.arguments));
             Value::Object(m)
         })
         .collect();

@@ -35,6 +35,7 @@ pub use scripted::{Script, ScriptedModel};
 pub use specs::ToolSpecs;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -126,14 +127,50 @@ impl Message {
 
 /// A tool call made by the model: the call id, the tool's name and its
 /// arguments (a JSON value, already assembled from streamed fragments).
+///
+/// The arguments are shared (`Arc<Value>`): a call travels from the model's
+/// answer into the conversation, the strategy's state, the tool directive
+/// and the next model call, and each of those copies is a reference count,
+/// not a copy of the JSON. Their serde form is the plain value.
+///
+/// ```
+/// use jido::ai::ToolCall;
+/// use serde_json::json;
+///
+/// let call = ToolCall::new("tc_1", "add", json!({"a": 2}));
+/// let copy = call.clone(); // the arguments are not copied
+/// assert_eq!(*copy.arguments, json!({"a": 2}));
+/// assert_eq!(copy.arguments["a"], 2);
+/// assert_eq!(
+///     serde_json::to_value(&call).unwrap(),
+///     json!({"id": "tc_1", "name": "add", "arguments": {"a": 2}})
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The model's id for this call; the tool result answers it.
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as the model wrote them (normally a JSON object).
-    pub arguments: Value,
+    /// The arguments, as the model wrote them (normally a JSON object),
+    /// shared.
+    pub arguments: Arc<Value>,
+}
+
+impl ToolCall {
+    /// A call `id` of tool `name` with `arguments` (a `Value` or an
+    /// `Arc<Value>`).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arc<Value>>,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
 }
 
 /// A tool offered to the model: name, description and the JSON Schema of its
@@ -513,7 +550,7 @@ mod tests {
         let call = ToolCall {
             id: "tc_1".into(),
             name: "add".into(),
-            arguments: serde_json::json!({"a": 1}),
+            arguments: serde_json::json!({"a": 1}).into(),
         };
         let msgs = vec![
             Message::system("be brief"),

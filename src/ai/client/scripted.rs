@@ -111,7 +111,7 @@ impl Script {
             .map(|(name, arguments)| ToolCall {
                 id: self.next_id(),
                 name: name.into(),
-                arguments,
+                arguments: arguments.into(),
             })
             .collect();
         self.turns.push(Turn::Calls {
@@ -570,7 +570,7 @@ mod tests {
             vec![ToolCall {
                 id: "tc_1".into(),
                 name: "multiply".into(),
-                arguments: json!({"a": 6, "b": 7})
+                arguments: json!({"a": 6, "b": 7}).into()
             }]
         );
         let history = vec![
@@ -613,7 +613,7 @@ mod tests {
                 vec![ToolCall {
                     id: "x".into(),
                     name: "add".into(),
-                    arguments: json!({}),
+                    arguments: json!({}).into(),
                 }],
             ),
             Message::tool_result("x", "add", "1"),
@@ -691,7 +691,7 @@ mod tests {
                 vec![ToolCall {
                     id: "tc_1".into(),
                     name: "multiply".into(),
-                    arguments: json!({"a": 6, "b": 7}),
+                    arguments: json!({"a": 6, "b": 7}).into(),
                 }],
             ),
             Message::tool_result("tc_1", "multiply", "42"),

@@ -680,7 +680,7 @@ fn message_state(m: &Message) -> StateValue {
                 let mut call = StateMap::with_capacity(3);
                 call.insert("id", c.id.as_str());
                 call.insert("name", c.name.as_str());
-                call.insert("arguments", StateValue::from(&c.arguments));
+                call.insert("arguments", StateValue::from(&*c.arguments));
                 StateValue::Object(call)
             })
             .collect();
@@ -1211,7 +1211,7 @@ fn pending_state(c: &PendingToolCall) -> StateValue {
     let mut m = StateMap::with_capacity(5);
     m.insert("id", c.call.id.as_str());
     m.insert("name", c.call.name.as_str());
-    m.insert("arguments", StateValue::from(&c.call.arguments));
+    m.insert("arguments", StateValue::from(&*c.call.arguments));
     m.insert("state", c.state.name());
     let result = match &c.state {
         ToolCallState::Done(r) => StateValue::from(r.to_value()),
@@ -1226,7 +1226,7 @@ fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
     let call = ToolCall {
         id: m.get("id")?.as_str()?.to_owned(),
         name: m.get("name")?.as_str()?.to_owned(),
-        arguments: m.get("arguments").map_or(Value::Null, StateValue::to_json),
+        arguments: Arc::new(m.get("arguments").map_or(Value::Null, StateValue::to_json)),
     };
     let state = match m.get("state")?.as_str()? {
         "queued" => ToolCallState::Queued,
