@@ -474,8 +474,9 @@ fn cancel_fails_the_running_request_and_answers_its_open_tool_calls() {
     assert_eq!(m.status, Status::Error);
     assert_eq!(m.termination, Some(Termination::Cancelled));
     let msgs = m.conversation.messages();
-    let tail: Vec<&str> = msgs[msgs.len() - 2..]
+    let tail: Vec<&str> = msgs
         .iter()
+        .skip(msgs.len() - 2)
         .map(|m| m.content.as_str())
         .collect();
     assert_eq!(tail[0], r#"{"ok":true,"result":{"v":1}}"#);

@@ -39,7 +39,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::client::{JsonSchemaFormat, Message, ToolChoice, ToolSpecs};
+use super::client::{JsonSchemaFormat, Messages, ToolChoice, ToolSpecs};
 use super::envelope::ErrorEnvelope;
 use super::signals::Correlation;
 use super::tool::Tool;
@@ -123,8 +123,8 @@ fn millis(d: Duration) -> u64 {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum ContextWire {
-    List(Vec<Message>),
-    Object { messages: Vec<Message> },
+    List(Messages),
+    Object { messages: Messages },
 }
 
 /// A list of texts, or one text.
@@ -182,7 +182,7 @@ pub(crate) struct LlmCall {
     pub(crate) id: String,
     pub(crate) model: ModelRef,
     pub(crate) system_prompt: Option<String>,
-    pub(crate) context: Vec<Message>,
+    pub(crate) context: Messages,
     pub(crate) tools: ToolSpecs,
     pub(crate) tool_choice: ToolChoice,
     pub(crate) max_tokens: u32,
@@ -205,8 +205,9 @@ macro_rules! llm_directive {
             pub model: ModelRef,
             /// Sent first as a system message, when set.
             pub system_prompt: Option<String>,
-            /// The conversation.
-            pub context: Vec<Message>,
+            /// The conversation (shared: no message is copied into the
+            /// directive nor out of it into the model's request).
+            pub context: Messages,
             /// Tools offered to the model (descriptions only; empty: none),
             /// shared: a strategy passing the same tools on every call
             /// copies no spec.
@@ -229,14 +230,15 @@ macro_rules! llm_directive {
         }
 
         impl $name {
-            /// A call `id` to `model` with the conversation `context` and
-            /// every other field at its default.
-            pub fn new(id: impl Into<String>, model: impl Into<ModelRef>, context: Vec<Message>) -> Self {
+            /// A call `id` to `model` with the conversation `context` (a
+            /// `Vec<Message>` or shared [`Messages`]) and every other field
+            /// at its default.
+            pub fn new(id: impl Into<String>, model: impl Into<ModelRef>, context: impl Into<Messages>) -> Self {
                 $name {
                     id: id.into(),
                     model: model.into(),
                     system_prompt: None,
-                    context,
+                    context: context.into(),
                     tools: ToolSpecs::new(),
                     tool_choice: ToolChoice::Auto,
                     max_tokens: DEFAULT_MAX_TOKENS,

@@ -960,11 +960,10 @@ impl AiRuntime {
 }
 
 fn llm_request(call: &LlmCall, model: String, timeout: Duration, stream: bool) -> LlmRequest {
-    let mut messages = Vec::with_capacity(call.context.len() + 1);
+    let mut messages = call.context.clone();
     if let Some(system) = &call.system_prompt {
-        messages.push(Message::system(system.clone()));
+        messages.push_front(Message::system(system.clone()));
     }
-    messages.extend(call.context.iter().cloned());
     let mut req = LlmRequest::new(model, messages);
     req.tools = call.tools.clone();
     req.tool_choice = call.tool_choice.clone();

@@ -23,6 +23,7 @@ mod assemble;
 mod config;
 #[cfg(feature = "ai-genai")]
 mod genai;
+mod messages;
 mod scripted;
 mod specs;
 
@@ -31,6 +32,7 @@ pub use self::genai::GenaiClient;
 pub use aliases::ModelAliases;
 pub use assemble::ToolCallAssembler;
 pub use config::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TIMEOUT, LlmConfig};
+pub use messages::{Messages, MessagesIter};
 pub use scripted::{Script, ScriptedModel};
 pub use specs::ToolSpecs;
 
@@ -219,8 +221,9 @@ pub struct LlmRequest {
     /// The resolved model spec, `"provider::model"` or a bare model name
     /// (aliases are resolved before a request is built).
     pub model: String,
-    /// The conversation, system prompt first when there is one.
-    pub messages: Vec<Message>,
+    /// The conversation, system prompt first when there is one (shared:
+    /// cloning a request copies no message).
+    pub messages: Messages,
     /// Tools offered to the model (empty: none), shared.
     #[serde(default, skip_serializing_if = "ToolSpecs::is_empty")]
     pub tools: ToolSpecs,
@@ -250,11 +253,12 @@ pub struct LlmRequest {
 }
 
 impl LlmRequest {
-    /// A request for `model` with `messages` and every option unset.
-    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+    /// A request for `model` with `messages` (a `Vec<Message>` or shared
+    /// [`Messages`]) and every option unset.
+    pub fn new(model: impl Into<String>, messages: impl Into<Messages>) -> Self {
         LlmRequest {
             model: model.into(),
-            messages,
+            messages: messages.into(),
             tools: ToolSpecs::new(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,

@@ -357,8 +357,10 @@ impl ScriptedModel {
             .with_details(json!({"expected_users": expected, "actual_user": user})));
         };
         let since = latest_user.map_or(0, |i| i + 1);
-        let index = req.messages[since..]
+        let index = req
+            .messages
             .iter()
+            .skip(since)
             .filter(|m: &&Message| m.role == Role::Assistant && !m.tool_calls.is_empty())
             .count();
         script.turns.get(index).cloned().ok_or_else(|| {

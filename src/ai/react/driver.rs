@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use super::machine::Turn;
 use super::{DEFAULT_TOOL_BACKOFF_MS, DEFAULT_TOOL_MAX_RETRIES, DEFAULT_TOOL_TIMEOUT_MS};
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
-use crate::ai::client::{JsonSchemaFormat, Message, ToolCall, ToolSpecs, Usage};
+use crate::ai::client::{JsonSchemaFormat, Messages, ToolCall, ToolSpecs, Usage};
 use crate::ai::directive::{
     DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream, ModelRef,
     ToolExec,
@@ -115,7 +115,7 @@ impl Settings {
     pub(crate) fn llm_call(
         &self,
         call_id: String,
-        context: Vec<Message>,
+        context: Messages,
         system_prompt: Option<String>,
         tools: ToolSpecs,
         metadata: Map<String, Value>,

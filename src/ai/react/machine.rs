@@ -25,7 +25,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::output::OutputSchema;
-use crate::ai::client::{FinishReason, LlmResponse, Message, Role, ToolCall, Usage};
+use crate::ai::client::{FinishReason, LlmResponse, Message, Messages, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, usage_state};
 use crate::error::{Error, Result};
@@ -570,9 +570,10 @@ impl Conversation {
         self.entries.is_empty()
     }
 
-    /// The messages, copied (what a model call sends).
-    pub fn messages(&self) -> Vec<Message> {
-        self.iter().cloned().collect()
+    /// The messages, shared (what a model call sends): no message is
+    /// copied.
+    pub fn messages(&self) -> Messages {
+        Messages::from_shared(self.entries.clone())
     }
 
     /// The messages, borrowed.

@@ -319,7 +319,7 @@ impl<M: Machine> Reasoning<M> {
         };
         s.llm_call(
             call.call_id,
-            call.messages,
+            call.messages.into(),
             call.system_prompt,
             tools,
             metadata,
