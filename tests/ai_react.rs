@@ -143,8 +143,17 @@ async fn directives_of_a_request_without_a_runtime() {
             .collect::<Vec<_>>(),
         ["multiply", "lookup"]
     );
+    // Typed correlation; the data form shows it as `metadata`.
+    assert!(stream.metadata.is_empty());
     assert_eq!(
-        Value::Object(stream.metadata.clone()),
+        stream.correlation(),
+        jido::ai::signals::Correlation::new()
+            .request_id("r1")
+            .iteration(1)
+            .strategy("react")
+    );
+    assert_eq!(
+        serde_json::to_value(stream).unwrap()["metadata"],
         json!({"request_id": "r1", "iteration": 1, "strategy": "react"})
     );
     assert_eq!(agent.state()["status"], "running");
@@ -215,7 +224,8 @@ async fn directives_of_a_request_without_a_runtime() {
     let generate = custom::<jido::ai::LlmGenerate>(&d[0]);
     assert_eq!(generate.model, jido::ai::ModelRef::alias("fast"));
     // A generated request id.
-    assert_eq!(generate.metadata["request_id"].as_str().unwrap().len(), 36);
+    let request_id = generate.correlation().request_id.unwrap();
+    assert_eq!(request_id.len(), 36);
 }
 
 #[tokio::test]

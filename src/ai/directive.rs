@@ -225,8 +225,14 @@ macro_rules! llm_directive {
             /// schema (none by default).
             pub response_format: Option<JsonSchemaFormat>,
             /// Free metadata; `request_id`, `run_id`, `iteration` and
-            /// `strategy` are copied to every signal.
+            /// `strategy` are copied to every signal (where
+            /// [`correlation`](Self::correlation) does not set them).
             pub metadata: Map<String, Value>,
+            /// The correlation ids of its signals, typed (what a strategy
+            /// sets: no JSON map per call). An id left unset here is read
+            /// from `metadata`; the data form writes these into
+            /// `metadata`.
+            pub correlation: Correlation,
         }
 
         impl $name {
@@ -246,6 +252,7 @@ macro_rules! llm_directive {
                     timeout: None,
                     response_format: None,
                     metadata: Map::new(),
+                    correlation: Correlation::new(),
                 }
             }
 
@@ -312,9 +319,17 @@ macro_rules! llm_directive {
                 self
             }
 
-            /// The correlation ids of its signals.
+            /// Sets the typed correlation ids.
+            #[must_use]
+            pub fn with_correlation(mut self, correlation: Correlation) -> Self {
+                self.correlation = correlation;
+                self
+            }
+
+            /// The correlation ids of its signals: the typed ones, each
+            /// unset one read from `metadata`.
             pub fn correlation(&self) -> Correlation {
-                Correlation::from_metadata(&self.metadata)
+                self.correlation.clone().or_from_metadata(&self.metadata)
             }
 
             pub(crate) fn to_call(&self) -> LlmCall {
@@ -347,7 +362,7 @@ macro_rules! llm_directive {
                     temperature: self.temperature,
                     timeout: self.timeout.map(millis),
                     response_format: self.response_format.clone(),
-                    metadata: self.metadata.clone(),
+                    metadata: self.correlation.with_metadata(&self.metadata),
                 }
             }
 
@@ -366,6 +381,7 @@ macro_rules! llm_directive {
                     timeout: w.timeout.map(Duration::from_millis),
                     response_format: w.response_format,
                     metadata: w.metadata,
+                    correlation: Correlation::new(),
                 })
             }
         }

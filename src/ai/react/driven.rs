@@ -104,7 +104,8 @@ impl Driven for ReAct {
                     context,
                     self.system_prompt.clone(),
                     s.specs.clone(),
-                    s.call_metadata(request_id, iteration, 0),
+                    s.call_correlation(request_id, iteration),
+                    serde_json::Map::new(),
                     format,
                 )
             }

@@ -32,7 +32,7 @@ use crate::ai::directive::{
 };
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, RequestState, usage_json};
-use crate::ai::signals::{self, LlmDeltaData, ToolResultData};
+use crate::ai::signals::{self, Correlation, LlmDeltaData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
@@ -95,19 +95,15 @@ impl Settings {
         }
     }
 
-    /// The metadata of a model call: `request_id`, `iteration`, `strategy`
-    /// (room for `extra` more entries).
-    pub(crate) fn call_metadata(
-        &self,
-        request_id: impl Into<Value>,
-        iteration: u64,
-        extra: usize,
-    ) -> Map<String, Value> {
-        let mut metadata = Map::with_capacity(3 + extra);
-        metadata.insert("request_id".into(), request_id.into());
-        metadata.insert("iteration".into(), iteration.into());
-        metadata.insert("strategy".into(), self.core.module().into());
-        metadata
+    /// The correlation of a model call: `request_id`, `iteration`,
+    /// `strategy` (typed: no JSON map per call).
+    pub(crate) fn call_correlation(&self, request_id: String, iteration: u64) -> Correlation {
+        Correlation {
+            request_id: Some(request_id),
+            run_id: None,
+            iteration: Some(iteration),
+            strategy: Some(self.core.module().to_owned()),
+        }
     }
 
     /// A model call ([`LlmStream`] when streaming, else [`LlmGenerate`])
@@ -118,6 +114,7 @@ impl Settings {
         context: Messages,
         system_prompt: Option<String>,
         tools: ToolSpecs,
+        correlation: Correlation,
         metadata: Map<String, Value>,
         format: Option<JsonSchemaFormat>,
     ) -> Directive {
@@ -127,7 +124,8 @@ impl Settings {
                     .tools(tools)
                     .max_tokens(self.max_tokens)
                     .temperature(self.temperature)
-                    .metadata(metadata);
+                    .metadata(metadata)
+                    .with_correlation(correlation);
                 d.system_prompt = system_prompt;
                 d.timeout = self.llm_timeout;
                 d.response_format = format;
