@@ -613,14 +613,14 @@ fn on_command<S: Driven>(
                 Some(d) => d.call_id.as_str(),
                 None => params.get("call_id").and_then(Value::as_str).unwrap_or(""),
             };
-            if S::awaits(core.state::<S::State>(agent), call_id) {
+            if S::awaits(core.state_ref::<S::State>(agent), call_id) {
                 core.forward(ctx, &mut out);
             }
             return out;
         }
         suffix::USAGE | suffix::TOOL_STARTED => {
             let request_id = signals::correlated_request(ctx, &params);
-            let state = core.state::<S::State>(agent);
+            let state = core.state_ref::<S::State>(agent);
             if state
                 .active_request()
                 .is_some_and(|a| Some(a) == request_id)
@@ -705,7 +705,7 @@ fn lift<S: Driven>(
 /// typed state in the ext; read only by the steps that need it: each read
 /// checks the ext against `__strategy__`).
 pub(crate) fn machine<'a, S: Driven>(strategy: &S, agent: &'a mut AgentData) -> &'a S::State {
-    strategy.settings().core.state::<S::State>(agent)
+    strategy.settings().core.state_ref::<S::State>(agent)
 }
 
 fn unknown(name: &str) -> Directive {
