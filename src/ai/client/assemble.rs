@@ -36,7 +36,7 @@ struct Partial {
 /// calls.push(&LlmEvent::ToolCallDelta { index: 0, id: None, name: None, arguments: "6}".into() });
 /// let calls = calls.finish();
 /// assert_eq!(calls[0].name, "multiply");
-/// assert_eq!(calls[0].arguments, json!({"a": 6}));
+/// assert_eq!(*calls[0].arguments, json!({"a": 6}));
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct ToolCallAssembler {

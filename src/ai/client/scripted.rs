@@ -268,7 +268,7 @@ impl Script {
 /// let mut messages = vec![Message::user("What is 6 times 7?")];
 /// let first = model.generate(LlmRequest::new("any", messages.clone())).await?;
 /// assert_eq!(first.tool_calls[0].id, "tc_1");
-/// assert_eq!(first.tool_calls[0].arguments, json!({"a": 6, "b": 7}));
+/// assert_eq!(*first.tool_calls[0].arguments, json!({"a": 6, "b": 7}));
 ///
 /// // Send back the call and its result: the model answers.
 /// messages.push(Message::assistant_tool_calls("", first.tool_calls.clone()));

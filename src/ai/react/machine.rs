@@ -710,7 +710,7 @@ fn message_state(m: &Message) -> StateValue {
 /// let Step::CallLlm { call_id, .. } = &t.steps[0] else { unreachable!() };
 /// assert_eq!(m.status, Status::AwaitingLlm);
 ///
-/// let call = ToolCall { id: "tc_1".into(), name: "add".into(), arguments: json!({"a": 2, "b": 3}) };
+/// let call = ToolCall::new("tc_1", "add", json!({"a": 2, "b": 3}));
 /// let t = m.handle(&cfg, Event::LlmResult { call_id: call_id.clone(), result: Ok(Turn::tool_calls(vec![call])) });
 /// assert!(matches!(&t.steps[..], [Step::ExecTool { .. }]));
 /// let t = m.handle(&cfg, Event::ToolResult { call_id: "tc_1".into(), result: ResultEnvelope::ok(json!({"sum": 5})) });
