@@ -104,8 +104,10 @@ impl Driven for ReAct {
                     context,
                     self.system_prompt.clone(),
                     s.specs.clone(),
-                    s.call_correlation(request_id, iteration),
-                    serde_json::Map::new(),
+                    (
+                        s.call_correlation(request_id, iteration),
+                        serde_json::Map::new(),
+                    ),
                     format,
                 )
             }

@@ -107,15 +107,15 @@ impl Settings {
     }
 
     /// A model call ([`LlmStream`] when streaming, else [`LlmGenerate`])
-    /// with the configured model, limits and timeout.
+    /// with the configured model, limits and timeout, its typed
+    /// correlation and free metadata.
     pub(crate) fn llm_call(
         &self,
         call_id: String,
         context: Messages,
         system_prompt: Option<String>,
         tools: ToolSpecs,
-        correlation: Correlation,
-        metadata: Map<String, Value>,
+        (correlation, metadata): (Correlation, Map<String, Value>),
         format: Option<JsonSchemaFormat>,
     ) -> Directive {
         macro_rules! build {

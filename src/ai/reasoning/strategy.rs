@@ -323,8 +323,7 @@ impl<M: Machine> Reasoning<M> {
             call.messages.into(),
             call.system_prompt,
             tools,
-            correlation,
-            metadata,
+            (correlation, metadata),
             None,
         )
     }
