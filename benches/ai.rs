@@ -61,7 +61,9 @@ use jido::ai::reasoning::machine::{Event, Machine, Step};
 use jido::ai::reasoning::parse::{parse_scores, parse_thoughts, steps_and_conclusion};
 use jido::ai::reasoning::{ChainOfThought, Reasoning, TreeOfThoughts};
 use jido::ai::signals::{LlmResultData, ToolResultData};
-use jido::ai::{LlmGenerate, LlmRequest, LlmResponse, Message, ToolExec, ToolSet, ToolSpecs};
+use jido::ai::{
+    LlmGenerate, LlmRequest, LlmResponse, Message, Messages, ToolExec, ToolSet, ToolSpecs,
+};
 use jido::exec::Exec;
 use jido::prelude::*;
 use jido::server::{Jido, JidoConfig};
@@ -106,7 +108,7 @@ fn inline() -> ExecOptions {
 /// The hand-written loop.
 async fn hand_loop(model: &Arc<dyn LlmClient>, exec: &Exec, tools: &ToolSet) -> LlmResponse {
     let specs: ToolSpecs = tools.specs().into();
-    let mut messages = vec![Message::user(QUESTION)];
+    let mut messages = Messages::from(vec![Message::user(QUESTION)]);
     loop {
         let mut req = LlmRequest::new("scripted", messages.clone());
         req.tools = specs.clone();
@@ -121,7 +123,7 @@ async fn hand_loop(model: &Arc<dyn LlmClient>, exec: &Exec, tools: &ToolSet) -> 
         for call in &resp.tool_calls {
             let tool = tools.get(&call.name).expect("tool");
             let ins = Instruction::new(tool.action().clone())
-                .with_params(call.arguments.clone())
+                .with_params(Value::clone(&call.arguments))
                 .with_opts(inline());
             let outcome = exec.execute(ins, Context::new()).await;
             let result = match outcome.result {
@@ -168,7 +170,7 @@ async fn react_request(
         } else if let Some(d) = custom.downcast_ref::<ToolExec>() {
             let action = d.action.clone().expect("tool action");
             let ins = Instruction::new(action)
-                .with_params(d.arguments.clone())
+                .with_params(Value::clone(&d.arguments))
                 .with_opts(inline());
             let outcome = exec.execute(ins, Context::new()).await;
             let result = match outcome.result {
@@ -502,14 +504,14 @@ enum RawMsg {
 impl ractor::Message for RawMsg {}
 
 struct RawState {
-    messages: Vec<Message>,
+    messages: Messages,
     pending: Vec<(jido::ai::ToolCall, Option<ResultEnvelope>)>,
     reply: Option<RpcReplyPort<String>>,
 }
 
 impl RawReact {
-    fn call_model(&self, myself: &ActorRef<RawMsg>, messages: &[Message]) {
-        let mut req = LlmRequest::new("scripted", messages.to_vec());
+    fn call_model(&self, myself: &ActorRef<RawMsg>, messages: &Messages) {
+        let mut req = LlmRequest::new("scripted", messages.clone());
         req.tools = self.tools.specs().into();
         let model = self.model.clone();
         let me = myself.clone();
@@ -526,7 +528,7 @@ impl Actor for RawReact {
     type Arguments = ();
     async fn pre_start(&self, _: ActorRef<RawMsg>, _: ()) -> Result<RawState, ActorProcessingErr> {
         Ok(RawState {
-            messages: Vec::new(),
+            messages: Messages::new(),
             pending: Vec::new(),
             reply: None,
         })
@@ -539,7 +541,7 @@ impl Actor for RawReact {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             RawMsg::Ask(question, reply) => {
-                state.messages = vec![Message::user(question)];
+                state.messages = Messages::from(vec![Message::user(question)]);
                 state.reply = Some(reply);
                 self.call_model(&myself, &state.messages);
             }
@@ -559,7 +561,7 @@ impl Actor for RawReact {
                 for (i, (call, _)) in state.pending.iter().enumerate() {
                     let tool = self.tools.get(&call.name).expect("tool");
                     let ins = Instruction::new(tool.action().clone())
-                        .with_params(call.arguments.clone())
+                        .with_params(Value::clone(&call.arguments))
                         .with_opts(tool_opts());
                     let exec = self.exec.clone();
                     let me = myself.clone();

@@ -57,7 +57,7 @@ fn few_shot() -> Vec<Message> {
             vec![ToolCall {
                 id: id.clone(),
                 name: "multiply".into(),
-                arguments: json!({"a": a, "b": b}),
+                arguments: json!({"a": a, "b": b}).into(),
             }],
         ));
         messages.push(Message::tool_result(&id, "multiply", (a * b).to_string()));

@@ -129,7 +129,7 @@ fn few_shot() -> Vec<Message> {
             vec![ToolCall {
                 id: id.clone(),
                 name: "calculator".into(),
-                arguments: json!({"op": "mul", "a": a, "b": b}),
+                arguments: json!({"op": "mul", "a": a, "b": b}).into(),
             }],
         ));
         out.push(Message::tool_result(

@@ -216,7 +216,7 @@ fn tool_request() -> LlmRequest {
                 vec![ToolCall {
                     id: "call_a".into(),
                     name: "multiply".into(),
-                    arguments: json!({"a": 2, "b": 3}),
+                    arguments: json!({"a": 2, "b": 3}).into(),
                 }],
             ),
             Message::tool_result("call_a", "multiply", "6"),
@@ -281,7 +281,7 @@ async fn generate_sends_the_openai_request_and_reads_the_answer() {
         vec![ToolCall {
             id: "call_b".into(),
             name: "multiply".into(),
-            arguments: json!({"a": 6, "b": 7})
+            arguments: json!({"a": 6, "b": 7}).into()
         }]
     );
     assert_eq!(res.finish_reason, FinishReason::ToolCalls);
@@ -427,8 +427,8 @@ async fn stream_assembles_fragmented_tool_calls_and_reads_the_usage_chunk() {
         1
     );
     assert_eq!(done.tool_calls, assembled);
-    assert_eq!(done.tool_calls[0].arguments, json!({"a": 6, "b": 7}));
-    assert_eq!(done.tool_calls[1].arguments, json!({"x": [1, 2]}));
+    assert_eq!(done.tool_calls[0].arguments, json!({"a": 6, "b": 7}).into());
+    assert_eq!(done.tool_calls[1].arguments, json!({"x": [1, 2]}).into());
     assert_eq!(done.finish_reason, FinishReason::Length);
     assert_eq!(
         done.usage,

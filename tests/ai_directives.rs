@@ -117,6 +117,46 @@ fn llm_generate_fields_and_defaults() {
     assert_eq!(Directive::from(d).kind(), "ai.llm_generate");
 }
 
+#[test]
+fn typed_correlation_comes_first_and_shows_as_metadata_in_the_data_form() {
+    use jido::ai::signals::Correlation;
+    let d = LlmGenerate::new("c1", "a:b", vec![Message::user("q")])
+        .meta("phase", "reasoning")
+        .meta("iteration", 9)
+        .with_correlation(
+            Correlation::new()
+                .request_id("r1")
+                .iteration(2)
+                .strategy("react"),
+        );
+    // Typed ids win; an id the typed correlation leaves unset comes from
+    // the metadata.
+    assert_eq!(
+        d.correlation(),
+        Correlation::new()
+            .request_id("r1")
+            .iteration(2)
+            .strategy("react")
+    );
+    let partial = LlmGenerate::new("c2", "a:b", Vec::<Message>::new())
+        .meta("run_id", "run_7")
+        .with_correlation(Correlation::new().request_id("r2"));
+    assert_eq!(
+        partial.correlation(),
+        Correlation::new().request_id("r2").run_id("run_7")
+    );
+    // The data form: the typed ids first, then the other metadata keys.
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(
+        serde_json::to_string(&json["metadata"]).unwrap(),
+        r#"{"request_id":"r1","iteration":2,"strategy":"react","phase":"reasoning"}"#
+    );
+    // Read back as data, the ids are in the metadata: the same correlation.
+    let back: LlmGenerate = serde_json::from_value(json).unwrap();
+    assert_eq!(back.correlation(), d.correlation());
+    assert_eq!(back.metadata["phase"], "reasoning");
+}
+
 #[tokio::test(start_paused = true)]
 async fn llm_generate_sends_usage_then_one_response() {
     let fake = Fake::new(vec![Reply::Answer(answer("hi there", usage(7, 3)))]);
@@ -193,7 +233,7 @@ async fn llm_generate_with_tool_calls_and_no_counted_tokens_sends_no_usage() {
     resp.tool_calls = vec![ToolCall {
         id: "tc_1".into(),
         name: "multiply".into(),
-        arguments: json!({"a": 2, "b": 3}),
+        arguments: json!({"a": 2, "b": 3}).into(),
     }];
     resp.finish_reason = FinishReason::Other("length".into());
     let ai = AiRuntime::new().client(Fake::new(vec![Reply::Answer(resp)]));
@@ -596,7 +636,7 @@ fn tool_exec_fields_and_defaults() {
     }))
     .unwrap();
     assert_eq!(from.max_retries, 0);
-    assert_eq!(from.arguments, json!({}));
+    assert_eq!(from.arguments, json!({}).into());
     assert_eq!(from.timeout_ms, Some(15_000));
     // request id and iteration: field, then metadata, then context.
     let c = from.correlation();

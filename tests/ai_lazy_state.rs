@@ -28,7 +28,7 @@ fn turn_with_tool(call: &str) -> Turn {
     Turn::tool_calls(vec![ToolCall {
         id: call.into(),
         name: "multiply".into(),
-        arguments: json!({"a": 6, "b": 7}),
+        arguments: json!({"a": 6, "b": 7}).into(),
     }])
     .with_usage(Usage {
         input_tokens: 5,

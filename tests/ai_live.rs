@@ -90,7 +90,7 @@ fn tool_request(question: &str) -> LlmRequest {
             vec![ToolCall {
                 id: id.clone(),
                 name: "multiply".into(),
-                arguments: json!({"a": a, "b": b}),
+                arguments: json!({"a": a, "b": b}).into(),
             }],
         ));
         messages.push(Message::tool_result(&id, "multiply", (a * b).to_string()));
@@ -214,7 +214,7 @@ async fn live_tool_result_round_trip_is_accepted() {
         vec![ToolCall {
             id: "call_q".into(),
             name: "multiply".into(),
-            arguments: json!({"a": 6, "b": 7}),
+            arguments: json!({"a": 6, "b": 7}).into(),
         }],
     ));
     req.messages

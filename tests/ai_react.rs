@@ -72,7 +72,7 @@ fn tc(id: &str, name: &str, args: Value) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),
-        arguments: args,
+        arguments: args.into(),
     }
 }
 
@@ -110,6 +110,57 @@ fn custom<T: jido::directive::CustomDirective>(d: &Directive) -> &T {
 }
 
 #[tokio::test]
+async fn model_calls_share_the_conversation_and_the_tool_arguments() {
+    let react = ReAct::new().model("local:tiny").tools(tools());
+    let mut agent = AgentState::new(Bot(react), AgentOptions::new());
+    let d = agent
+        .cmd(ReAct::query_command("6*7?", Some("r1")), ExecOptions::new())
+        .await;
+    let first = custom::<jido::ai::LlmStream>(&d[0]).context.clone();
+    assert_eq!(first, vec![jido::ai::Message::user("6*7?")]);
+    let call = tc("t1", "multiply", json!({"a": 6, "b": 7}));
+    let args = Arc::clone(&call.arguments);
+    let d = agent
+        .cmd(
+            Command::strategy(
+                commands::LLM_RESULT,
+                ReAct::llm_response_payload("call_r1_1", Ok(Turn::tool_calls(vec![call]))),
+            ),
+            ExecOptions::new(),
+        )
+        .await;
+    // The tool runs with the model's arguments, shared, not copied.
+    let exec = custom::<jido::ai::ToolExec>(&d[0]);
+    assert_eq!(*exec.arguments, json!({"a": 6, "b": 7}));
+    let d = agent
+        .cmd(
+            Command::strategy(
+                commands::TOOL_RESULT,
+                json!({
+                    "call_id": "t1", "tool_name": "multiply",
+                    "result": {"status": "ok", "result": {"product": 42}, "effects": []},
+                    "metadata": {},
+                }),
+            ),
+            ExecOptions::new(),
+        )
+        .await;
+    let second = custom::<jido::ai::LlmStream>(&d[0]).context.clone();
+    assert_eq!(second.len(), 3);
+    assert_eq!(second[1].tool_calls[0].arguments, args);
+    // The second call's history is the first call's messages themselves.
+    let (a, b) = (
+        first.shared().next().unwrap(),
+        second.shared().next().unwrap(),
+    );
+    assert!(Arc::ptr_eq(a, b));
+    // A push onto one call's list leaves the other as it was.
+    let mut more = second.clone();
+    more.push(jido::ai::Message::user("next"));
+    assert_eq!((second.len(), more.len()), (3, 4));
+}
+
+#[tokio::test]
 async fn directives_of_a_request_without_a_runtime() {
     let react = ReAct::new()
         .model("local:tiny")
@@ -143,8 +194,17 @@ async fn directives_of_a_request_without_a_runtime() {
             .collect::<Vec<_>>(),
         ["multiply", "lookup"]
     );
+    // Typed correlation; the data form shows it as `metadata`.
+    assert!(stream.metadata.is_empty());
     assert_eq!(
-        Value::Object(stream.metadata.clone()),
+        stream.correlation(),
+        jido::ai::signals::Correlation::new()
+            .request_id("r1")
+            .iteration(1)
+            .strategy("react")
+    );
+    assert_eq!(
+        serde_json::to_value(stream).unwrap()["metadata"],
         json!({"request_id": "r1", "iteration": 1, "strategy": "react"})
     );
     assert_eq!(agent.state()["status"], "running");
@@ -215,7 +275,8 @@ async fn directives_of_a_request_without_a_runtime() {
     let generate = custom::<jido::ai::LlmGenerate>(&d[0]);
     assert_eq!(generate.model, jido::ai::ModelRef::alias("fast"));
     // A generated request id.
-    assert_eq!(generate.metadata["request_id"].as_str().unwrap().len(), 36);
+    let request_id = generate.correlation().request_id.unwrap();
+    assert_eq!(request_id.len(), 36);
 }
 
 #[tokio::test]

@@ -582,12 +582,12 @@ fn tot_tool_rounds_feed_results_back_in_call_order() {
         ToolCall {
             id: "tc_1".into(),
             name: "lookup".into(),
-            arguments: json!({"k": 1}),
+            arguments: json!({"k": 1}).into(),
         },
         ToolCall {
             id: "tc_2".into(),
             name: "lookup".into(),
-            arguments: json!({"k": 2}),
+            arguments: json!({"k": 2}).into(),
         },
     ];
     let t = m.handle(
@@ -668,7 +668,7 @@ fn tot_stops_taking_tool_calls_after_three_rounds() {
     let call = ToolCall {
         id: "tc".into(),
         name: "lookup".into(),
-        arguments: json!({}),
+        arguments: json!({}).into(),
     };
     for round in 1..=4 {
         let call_id = m.run.llm_call_id.clone().unwrap();
@@ -914,7 +914,7 @@ fn adaptive_delegates_per_request_and_keeps_busy_and_call_ids() {
     let tc = ToolCall {
         id: "tc_1".into(),
         name: "multiply".into(),
-        arguments: json!({"a": 6, "b": 7}),
+        arguments: json!({"a": 6, "b": 7}).into(),
     };
     let t = m.handle(
         &cfg,

@@ -48,7 +48,7 @@ fn call() -> ToolCall {
     ToolCall {
         id: "t1".into(),
         name: "multiply".into(),
-        arguments: json!({"a": 6, "b": 7}),
+        arguments: json!({"a": 6, "b": 7}).into(),
     }
 }
 

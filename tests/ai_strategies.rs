@@ -238,9 +238,10 @@ async fn directives_without_a_runtime() {
     assert!(s.tools.is_empty());
     assert_eq!((s.max_tokens, s.temperature), (300, 0.0));
     assert_eq!(
-        Value::Object(s.metadata.clone()),
-        json!({"request_id": "r1", "iteration": 1, "strategy": "cot", "phase": "reasoning"})
+        serde_json::to_string(&serde_json::to_value(s).unwrap()["metadata"]).unwrap(),
+        r#"{"request_id":"r1","iteration":1,"strategy":"cot","phase":"reasoning"}"#
     );
+    assert_eq!(s.correlation().strategy.as_deref(), Some("cot"));
     assert_eq!(agent.state()["status"], "running");
     assert_eq!(
         agent.state()["__strategy__"]["requests"]["r1"],
@@ -291,12 +292,12 @@ async fn directives_without_a_runtime() {
         jido::ai::ToolCall {
             id: "a".into(),
             name: "lookup".into(),
-            arguments: json!({"key": "k"}),
+            arguments: json!({"key": "k"}).into(),
         },
         jido::ai::ToolCall {
             id: "b".into(),
             name: "teleport".into(),
-            arguments: json!({}),
+            arguments: json!({}).into(),
         },
     ]);
     let d = agent

@@ -99,7 +99,7 @@ fn a_typed_signal_is_its_json_form_to_every_json_reader() {
         Ok(Turn::tool_calls(vec![ToolCall {
             id: "t1".into(),
             name: "multiply".into(),
-            arguments: json!({"a": 6, "b": 7}),
+            arguments: json!({"a": 6, "b": 7}).into(),
         }])),
     );
     check(turn.clone(), turn.clone().into_signal());
@@ -110,7 +110,7 @@ fn a_typed_signal_is_its_json_form_to_every_json_reader() {
             Ok(Turn::tool_calls(vec![ToolCall {
                 id: "t1".into(),
                 name: "multiply".into(),
-                arguments: json!({"a": 6, "b": 7}),
+                arguments: json!({"a": 6, "b": 7}).into(),
             }]))
         ))
     );
@@ -260,7 +260,7 @@ fn call() -> ToolCall {
     ToolCall {
         id: "t1".into(),
         name: "multiply".into(),
-        arguments: json!({"a": 6, "b": 7}),
+        arguments: json!({"a": 6, "b": 7}).into(),
     }
 }
 

@@ -33,12 +33,13 @@
 //! assert_eq!(directive.kind(), "ai.tool_exec");
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::client::{JsonSchemaFormat, Message, ToolChoice, ToolSpecs};
+use super::client::{JsonSchemaFormat, Messages, ToolChoice, ToolSpecs};
 use super::envelope::ErrorEnvelope;
 use super::signals::Correlation;
 use super::tool::Tool;
@@ -122,8 +123,8 @@ fn millis(d: Duration) -> u64 {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum ContextWire {
-    List(Vec<Message>),
-    Object { messages: Vec<Message> },
+    List(Messages),
+    Object { messages: Messages },
 }
 
 /// A list of texts, or one text.
@@ -181,7 +182,7 @@ pub(crate) struct LlmCall {
     pub(crate) id: String,
     pub(crate) model: ModelRef,
     pub(crate) system_prompt: Option<String>,
-    pub(crate) context: Vec<Message>,
+    pub(crate) context: Messages,
     pub(crate) tools: ToolSpecs,
     pub(crate) tool_choice: ToolChoice,
     pub(crate) max_tokens: u32,
@@ -204,8 +205,9 @@ macro_rules! llm_directive {
             pub model: ModelRef,
             /// Sent first as a system message, when set.
             pub system_prompt: Option<String>,
-            /// The conversation.
-            pub context: Vec<Message>,
+            /// The conversation (shared: no message is copied into the
+            /// directive nor out of it into the model's request).
+            pub context: Messages,
             /// Tools offered to the model (descriptions only; empty: none),
             /// shared: a strategy passing the same tools on every call
             /// copies no spec.
@@ -223,19 +225,26 @@ macro_rules! llm_directive {
             /// schema (none by default).
             pub response_format: Option<JsonSchemaFormat>,
             /// Free metadata; `request_id`, `run_id`, `iteration` and
-            /// `strategy` are copied to every signal.
+            /// `strategy` are copied to every signal (where
+            /// [`correlation`](Self::correlation) does not set them).
             pub metadata: Map<String, Value>,
+            /// The correlation ids of its signals, typed (what a strategy
+            /// sets: no JSON map per call). An id left unset here is read
+            /// from `metadata`; the data form writes these into
+            /// `metadata`.
+            pub correlation: Correlation,
         }
 
         impl $name {
-            /// A call `id` to `model` with the conversation `context` and
-            /// every other field at its default.
-            pub fn new(id: impl Into<String>, model: impl Into<ModelRef>, context: Vec<Message>) -> Self {
+            /// A call `id` to `model` with the conversation `context` (a
+            /// `Vec<Message>` or shared [`Messages`]) and every other field
+            /// at its default.
+            pub fn new(id: impl Into<String>, model: impl Into<ModelRef>, context: impl Into<Messages>) -> Self {
                 $name {
                     id: id.into(),
                     model: model.into(),
                     system_prompt: None,
-                    context,
+                    context: context.into(),
                     tools: ToolSpecs::new(),
                     tool_choice: ToolChoice::Auto,
                     max_tokens: DEFAULT_MAX_TOKENS,
@@ -243,6 +252,7 @@ macro_rules! llm_directive {
                     timeout: None,
                     response_format: None,
                     metadata: Map::new(),
+                    correlation: Correlation::new(),
                 }
             }
 
@@ -309,9 +319,17 @@ macro_rules! llm_directive {
                 self
             }
 
-            /// The correlation ids of its signals.
+            /// Sets the typed correlation ids.
+            #[must_use]
+            pub fn with_correlation(mut self, correlation: Correlation) -> Self {
+                self.correlation = correlation;
+                self
+            }
+
+            /// The correlation ids of its signals: the typed ones, each
+            /// unset one read from `metadata`.
             pub fn correlation(&self) -> Correlation {
-                Correlation::from_metadata(&self.metadata)
+                self.correlation.clone().or_from_metadata(&self.metadata)
             }
 
             pub(crate) fn to_call(&self) -> LlmCall {
@@ -344,7 +362,7 @@ macro_rules! llm_directive {
                     temperature: self.temperature,
                     timeout: self.timeout.map(millis),
                     response_format: self.response_format.clone(),
-                    metadata: self.metadata.clone(),
+                    metadata: self.correlation.with_metadata(&self.metadata),
                 }
             }
 
@@ -363,6 +381,7 @@ macro_rules! llm_directive {
                     timeout: w.timeout.map(Duration::from_millis),
                     response_format: w.response_format,
                     metadata: w.metadata,
+                    correlation: Correlation::new(),
                 })
             }
         }
@@ -550,8 +569,9 @@ pub struct ToolExec {
     pub tool_name: String,
     /// The arguments, as the model wrote them (normalised against the
     /// tool's schema before decoding).
+    /// Shared with the tool call it answers (no copy per directive).
     #[serde(default = "empty_object")]
-    pub arguments: Value,
+    pub arguments: Arc<Value>,
     /// Context values for the action (`state` excepted, see above).
     #[serde(default)]
     pub context: Map<String, Value>,
@@ -586,8 +606,8 @@ pub struct ToolExec {
     pub(crate) tool: Option<Tool>,
 }
 
-fn empty_object() -> Value {
-    Value::Object(Map::new())
+fn empty_object() -> Arc<Value> {
+    Arc::new(Value::Object(Map::new()))
 }
 
 fn clamped_u32<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
@@ -614,12 +634,17 @@ impl PartialEq for ToolExec {
 }
 
 impl ToolExec {
-    /// Runs tool `tool_name` for call `id` with `arguments`.
-    pub fn new(id: impl Into<String>, tool_name: impl Into<String>, arguments: Value) -> Self {
+    /// Runs tool `tool_name` for call `id` with `arguments` (a `Value` or
+    /// the `Arc<Value>` of a [`ToolCall`](crate::ai::ToolCall)).
+    pub fn new(
+        id: impl Into<String>,
+        tool_name: impl Into<String>,
+        arguments: impl Into<Arc<Value>>,
+    ) -> Self {
         ToolExec {
             id: id.into(),
             tool_name: tool_name.into(),
-            arguments,
+            arguments: arguments.into(),
             context: Map::new(),
             timeout_ms: None,
             max_retries: 0,

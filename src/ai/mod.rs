@@ -38,8 +38,9 @@ pub mod tool;
 pub use client::GenaiClient;
 pub use client::{
     EmbedRequest, EmbedResponse, FinishReason, JsonSchemaFormat, LlmClient, LlmConfig, LlmError,
-    LlmErrorKind, LlmEvent, LlmEventStream, LlmRequest, LlmResponse, Message, ModelAliases, Role,
-    Script, ScriptedModel, ToolCall, ToolCallAssembler, ToolChoice, ToolSpec, ToolSpecs, Usage,
+    LlmErrorKind, LlmEvent, LlmEventStream, LlmRequest, LlmResponse, Message, Messages,
+    ModelAliases, Role, Script, ScriptedModel, ToolCall, ToolCallAssembler, ToolChoice, ToolSpec,
+    ToolSpecs, Usage,
 };
 pub use directive::{
     AiDirective, CancelRequest, EmitRequestError, EmitToolError, LlmEmbed, LlmGenerate, LlmStream,

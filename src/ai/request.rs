@@ -471,6 +471,22 @@ impl RequestCore {
         }
     }
 
+    /// The typed state of `agent`, to read: as [`state`](Self::state)
+    /// finds it, but never copied (after a commit the published snapshot
+    /// shares it; only a write through `state` copies it).
+    pub fn state_ref<'a, S: RequestState>(&self, agent: &'a mut AgentData) -> &'a S {
+        if !Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
+            self.rebuild::<S>(agent);
+        }
+        match agent
+            .strategy_ext::<Typed>()
+            .and_then(|t| t.state.downcast_ref::<S>())
+        {
+            Some(state) => state,
+            None => unreachable!("the typed state was just set"),
+        }
+    }
+
     /// Sets the ext from `__strategy__` as it is.
     fn rebuild<S: RequestState>(&self, agent: &mut AgentData) {
         let json = agent.strategy_state().cloned();
@@ -559,10 +575,12 @@ impl RequestCore {
             typed.base = Base { json, state: None };
             typed.current = None;
         }
-        let Some(snapshot) = typed.state.downcast_ref::<S>().cloned() else {
+        if !typed.state.is::<S>() {
             return;
-        };
-        typed.snapshot = Some((Arc::new(snapshot), write_typed::<S>));
+        }
+        // The snapshot shares the state: the next write through `state`
+        // copies it (a commit copies nothing).
+        typed.snapshot = Some((Arc::clone(&typed.state), write_typed::<S>));
         typed.rev += 1;
         Self::publish(state, typed, self.module);
     }

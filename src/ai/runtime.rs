@@ -889,7 +889,7 @@ impl AiRuntime {
                     None => return fail(unknown_tool_error(&d2.tool_name)),
                 },
             };
-            let arguments = match tool.normalize_arguments(d2.arguments.clone()) {
+            let arguments = match tool.normalize_arguments(Value::clone(&d2.arguments)) {
                 Ok(args) => args,
                 Err(err) => return fail(err.with_detail("tool_name", d2.tool_name.clone())),
             };
@@ -960,11 +960,10 @@ impl AiRuntime {
 }
 
 fn llm_request(call: &LlmCall, model: String, timeout: Duration, stream: bool) -> LlmRequest {
-    let mut messages = Vec::with_capacity(call.context.len() + 1);
+    let mut messages = call.context.clone();
     if let Some(system) = &call.system_prompt {
-        messages.push(Message::system(system.clone()));
+        messages.push_front(Message::system(system.clone()));
     }
-    messages.extend(call.context.iter().cloned());
     let mut req = LlmRequest::new(model, messages);
     req.tools = call.tools.clone();
     req.tool_choice = call.tool_choice.clone();

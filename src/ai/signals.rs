@@ -36,6 +36,8 @@
 //! # Ok::<(), jido::Error>(())
 //! ```
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -108,6 +110,13 @@ impl Correlation {
         self
     }
 
+    /// Sets the strategy's name.
+    #[must_use]
+    pub fn strategy(mut self, name: impl Into<String>) -> Self {
+        self.strategy = Some(name.into());
+        self
+    }
+
     /// Reads `request_id`, `run_id`, `iteration` (an integer or a numeric
     /// string) and `strategy` from a directive's metadata; other keys are
     /// ignored.
@@ -122,6 +131,47 @@ impl Correlation {
             iteration: metadata.get("iteration").and_then(read_u64),
             strategy: text("strategy"),
         }
+    }
+
+    /// This correlation with each id it leaves unset read from a
+    /// directive's `metadata` (see [`from_metadata`](Self::from_metadata)).
+    #[must_use]
+    pub fn or_from_metadata(self, metadata: &Map<String, Value>) -> Self {
+        if metadata.is_empty() {
+            return self;
+        }
+        let m = Self::from_metadata(metadata);
+        Correlation {
+            request_id: self.request_id.or(m.request_id),
+            run_id: self.run_id.or(m.run_id),
+            iteration: self.iteration.or(m.iteration),
+            strategy: self.strategy.or(m.strategy),
+        }
+    }
+
+    /// A directive's data-form `metadata`: the ids this correlation sets
+    /// (`request_id`, `run_id`, `iteration`, `strategy`), then every entry
+    /// of `metadata` they do not name.
+    pub fn with_metadata(&self, metadata: &Map<String, Value>) -> Map<String, Value> {
+        let mut out = Map::with_capacity(4 + metadata.len());
+        if let Some(r) = &self.request_id {
+            out.insert("request_id".into(), Value::from(r.as_str()));
+        }
+        if let Some(r) = &self.run_id {
+            out.insert("run_id".into(), Value::from(r.as_str()));
+        }
+        if let Some(i) = self.iteration {
+            out.insert("iteration".into(), Value::from(i));
+        }
+        if let Some(s) = &self.strategy {
+            out.insert("strategy".into(), Value::from(s.as_str()));
+        }
+        for (k, v) in metadata {
+            if !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        out
     }
 
     /// The `metadata` of a signal: `request_id`, `run_id` (the request id
@@ -697,7 +747,7 @@ pub(crate) fn turn_value(
             let mut m = Map::with_capacity(3);
             m.insert("id".into(), c.id.into());
             m.insert("name".into(), c.name.into());
-            m.insert("arguments".into(), c.arguments);
+            m.insert("arguments".into(), Arc::unwrap_or_clone(c.arguments));
             Value::Object(m)
         })
         .collect();

@@ -36,7 +36,7 @@ struct Partial {
 /// calls.push(&LlmEvent::ToolCallDelta { index: 0, id: None, name: None, arguments: "6}".into() });
 /// let calls = calls.finish();
 /// assert_eq!(calls[0].name, "multiply");
-/// assert_eq!(calls[0].arguments, json!({"a": 6}));
+/// assert_eq!(*calls[0].arguments, json!({"a": 6}));
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct ToolCallAssembler {
@@ -91,7 +91,7 @@ impl ToolCallAssembler {
             .map(|(index, call)| ToolCall {
                 id: call.id.unwrap_or_else(|| format!("call_{index}")),
                 name: call.name.unwrap_or_default(),
-                arguments: parse_arguments(call.arguments),
+                arguments: parse_arguments(call.arguments).into(),
             })
             .collect()
     }
@@ -131,9 +131,9 @@ mod tests {
         let calls = a.finish();
         assert_eq!(calls.len(), 2);
         assert_eq!(calls[0].id, "a");
-        assert_eq!(calls[0].arguments, json!({}));
+        assert_eq!(calls[0].arguments, json!({}).into());
         assert_eq!(calls[1].name, "sub");
-        assert_eq!(calls[1].arguments, json!({"x": 1}));
+        assert_eq!(calls[1].arguments, json!({"x": 1}).into());
     }
 
     #[test]
@@ -142,6 +142,6 @@ mod tests {
         a.push(&delta(2, None, Some("t"), "{\"x\": "));
         let calls = a.finish();
         assert_eq!(calls[0].id, "call_2");
-        assert_eq!(calls[0].arguments, json!("{\"x\": "));
+        assert_eq!(calls[0].arguments, json!("{\"x\": ").into());
     }
 }

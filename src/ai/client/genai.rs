@@ -224,7 +224,7 @@ fn chat_message(m: &Message) -> Result<ChatMessage, LlmError> {
                 ContentPart::ToolCall(GToolCall {
                     call_id: c.id.clone(),
                     fn_name: c.name.clone(),
-                    fn_arguments: c.arguments.clone(),
+                    fn_arguments: Value::clone(&c.arguments),
                     thought_signatures: None,
                 })
             }));
@@ -297,7 +297,7 @@ fn tool_call(c: GToolCall) -> ToolCall {
     ToolCall {
         id: c.call_id,
         name: c.fn_name,
-        arguments,
+        arguments: arguments.into(),
     }
 }
 

@@ -23,6 +23,7 @@ mod assemble;
 mod config;
 #[cfg(feature = "ai-genai")]
 mod genai;
+mod messages;
 mod scripted;
 mod specs;
 
@@ -31,10 +32,12 @@ pub use self::genai::GenaiClient;
 pub use aliases::ModelAliases;
 pub use assemble::ToolCallAssembler;
 pub use config::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TIMEOUT, LlmConfig};
+pub use messages::{Messages, MessagesIter};
 pub use scripted::{Script, ScriptedModel};
 pub use specs::ToolSpecs;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -126,14 +129,50 @@ impl Message {
 
 /// A tool call made by the model: the call id, the tool's name and its
 /// arguments (a JSON value, already assembled from streamed fragments).
+///
+/// The arguments are shared (`Arc<Value>`): a call travels from the model's
+/// answer into the conversation, the strategy's state, the tool directive
+/// and the next model call, and each of those copies is a reference count,
+/// not a copy of the JSON. Their serde form is the plain value.
+///
+/// ```
+/// use jido::ai::ToolCall;
+/// use serde_json::json;
+///
+/// let call = ToolCall::new("tc_1", "add", json!({"a": 2}));
+/// let copy = call.clone(); // the arguments are not copied
+/// assert_eq!(*copy.arguments, json!({"a": 2}));
+/// assert_eq!(copy.arguments["a"], 2);
+/// assert_eq!(
+///     serde_json::to_value(&call).unwrap(),
+///     json!({"id": "tc_1", "name": "add", "arguments": {"a": 2}})
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The model's id for this call; the tool result answers it.
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as the model wrote them (normally a JSON object).
-    pub arguments: Value,
+    /// The arguments, as the model wrote them (normally a JSON object),
+    /// shared.
+    pub arguments: Arc<Value>,
+}
+
+impl ToolCall {
+    /// A call `id` of tool `name` with `arguments` (a `Value` or an
+    /// `Arc<Value>`).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<Arc<Value>>,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
 }
 
 /// A tool offered to the model: name, description and the JSON Schema of its
@@ -182,8 +221,9 @@ pub struct LlmRequest {
     /// The resolved model spec, `"provider::model"` or a bare model name
     /// (aliases are resolved before a request is built).
     pub model: String,
-    /// The conversation, system prompt first when there is one.
-    pub messages: Vec<Message>,
+    /// The conversation, system prompt first when there is one (shared:
+    /// cloning a request copies no message).
+    pub messages: Messages,
     /// Tools offered to the model (empty: none), shared.
     #[serde(default, skip_serializing_if = "ToolSpecs::is_empty")]
     pub tools: ToolSpecs,
@@ -213,11 +253,12 @@ pub struct LlmRequest {
 }
 
 impl LlmRequest {
-    /// A request for `model` with `messages` and every option unset.
-    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+    /// A request for `model` with `messages` (a `Vec<Message>` or shared
+    /// [`Messages`]) and every option unset.
+    pub fn new(model: impl Into<String>, messages: impl Into<Messages>) -> Self {
         LlmRequest {
             model: model.into(),
-            messages,
+            messages: messages.into(),
             tools: ToolSpecs::new(),
             tool_choice: ToolChoice::Auto,
             max_tokens: None,
@@ -513,7 +554,7 @@ mod tests {
         let call = ToolCall {
             id: "tc_1".into(),
             name: "add".into(),
-            arguments: serde_json::json!({"a": 1}),
+            arguments: serde_json::json!({"a": 1}).into(),
         };
         let msgs = vec![
             Message::system("be brief"),

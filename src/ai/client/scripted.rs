@@ -111,7 +111,7 @@ impl Script {
             .map(|(name, arguments)| ToolCall {
                 id: self.next_id(),
                 name: name.into(),
-                arguments,
+                arguments: arguments.into(),
             })
             .collect();
         self.turns.push(Turn::Calls {
@@ -268,7 +268,7 @@ impl Script {
 /// let mut messages = vec![Message::user("What is 6 times 7?")];
 /// let first = model.generate(LlmRequest::new("any", messages.clone())).await?;
 /// assert_eq!(first.tool_calls[0].id, "tc_1");
-/// assert_eq!(first.tool_calls[0].arguments, json!({"a": 6, "b": 7}));
+/// assert_eq!(*first.tool_calls[0].arguments, json!({"a": 6, "b": 7}));
 ///
 /// // Send back the call and its result: the model answers.
 /// messages.push(Message::assistant_tool_calls("", first.tool_calls.clone()));
@@ -357,8 +357,10 @@ impl ScriptedModel {
             .with_details(json!({"expected_users": expected, "actual_user": user})));
         };
         let since = latest_user.map_or(0, |i| i + 1);
-        let index = req.messages[since..]
+        let index = req
+            .messages
             .iter()
+            .skip(since)
             .filter(|m: &&Message| m.role == Role::Assistant && !m.tool_calls.is_empty())
             .count();
         script.turns.get(index).cloned().ok_or_else(|| {
@@ -570,7 +572,7 @@ mod tests {
             vec![ToolCall {
                 id: "tc_1".into(),
                 name: "multiply".into(),
-                arguments: json!({"a": 6, "b": 7})
+                arguments: json!({"a": 6, "b": 7}).into()
             }]
         );
         let history = vec![
@@ -613,7 +615,7 @@ mod tests {
                 vec![ToolCall {
                     id: "x".into(),
                     name: "add".into(),
-                    arguments: json!({}),
+                    arguments: json!({}).into(),
                 }],
             ),
             Message::tool_result("x", "add", "1"),
@@ -691,7 +693,7 @@ mod tests {
                 vec![ToolCall {
                     id: "tc_1".into(),
                     name: "multiply".into(),
-                    arguments: json!({"a": 6, "b": 7}),
+                    arguments: json!({"a": 6, "b": 7}).into(),
                 }],
             ),
             Message::tool_result("tc_1", "multiply", "42"),

@@ -95,8 +95,8 @@ impl Driven for ReAct {
                 let context = if self.examples.is_empty() {
                     m.conversation.messages()
                 } else {
-                    let mut all = self.examples.as_ref().clone();
-                    all.extend(m.conversation.messages());
+                    let mut all = self.examples.clone();
+                    all.append(m.conversation.messages());
                     all
                 };
                 s.llm_call(
@@ -104,7 +104,10 @@ impl Driven for ReAct {
                     context,
                     self.system_prompt.clone(),
                     s.specs.clone(),
-                    s.call_metadata(request_id, iteration, 0),
+                    (
+                        s.call_correlation(request_id, iteration),
+                        serde_json::Map::new(),
+                    ),
                     format,
                 )
             }

@@ -25,14 +25,14 @@ use serde_json::{Map, Value};
 use super::machine::Turn;
 use super::{DEFAULT_TOOL_BACKOFF_MS, DEFAULT_TOOL_MAX_RETRIES, DEFAULT_TOOL_TIMEOUT_MS};
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
-use crate::ai::client::{JsonSchemaFormat, Message, ToolCall, ToolSpecs, Usage};
+use crate::ai::client::{JsonSchemaFormat, Messages, ToolCall, ToolSpecs, Usage};
 use crate::ai::directive::{
     DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream, ModelRef,
     ToolExec,
 };
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, RequestState, usage_json};
-use crate::ai::signals::{self, LlmDeltaData, ToolResultData};
+use crate::ai::signals::{self, Correlation, LlmDeltaData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
@@ -95,30 +95,27 @@ impl Settings {
         }
     }
 
-    /// The metadata of a model call: `request_id`, `iteration`, `strategy`
-    /// (room for `extra` more entries).
-    pub(crate) fn call_metadata(
-        &self,
-        request_id: impl Into<Value>,
-        iteration: u64,
-        extra: usize,
-    ) -> Map<String, Value> {
-        let mut metadata = Map::with_capacity(3 + extra);
-        metadata.insert("request_id".into(), request_id.into());
-        metadata.insert("iteration".into(), iteration.into());
-        metadata.insert("strategy".into(), self.core.module().into());
-        metadata
+    /// The correlation of a model call: `request_id`, `iteration`,
+    /// `strategy` (typed: no JSON map per call).
+    pub(crate) fn call_correlation(&self, request_id: String, iteration: u64) -> Correlation {
+        Correlation {
+            request_id: Some(request_id),
+            run_id: None,
+            iteration: Some(iteration),
+            strategy: Some(self.core.module().to_owned()),
+        }
     }
 
     /// A model call ([`LlmStream`] when streaming, else [`LlmGenerate`])
-    /// with the configured model, limits and timeout.
+    /// with the configured model, limits and timeout, its typed
+    /// correlation and free metadata.
     pub(crate) fn llm_call(
         &self,
         call_id: String,
-        context: Vec<Message>,
+        context: Messages,
         system_prompt: Option<String>,
         tools: ToolSpecs,
-        metadata: Map<String, Value>,
+        (correlation, metadata): (Correlation, Map<String, Value>),
         format: Option<JsonSchemaFormat>,
     ) -> Directive {
         macro_rules! build {
@@ -127,7 +124,8 @@ impl Settings {
                     .tools(tools)
                     .max_tokens(self.max_tokens)
                     .temperature(self.temperature)
-                    .metadata(metadata);
+                    .metadata(metadata)
+                    .with_correlation(correlation);
                 d.system_prompt = system_prompt;
                 d.timeout = self.llm_timeout;
                 d.response_format = format;
@@ -615,14 +613,14 @@ fn on_command<S: Driven>(
                 Some(d) => d.call_id.as_str(),
                 None => params.get("call_id").and_then(Value::as_str).unwrap_or(""),
             };
-            if S::awaits(core.state::<S::State>(agent), call_id) {
+            if S::awaits(core.state_ref::<S::State>(agent), call_id) {
                 core.forward(ctx, &mut out);
             }
             return out;
         }
         suffix::USAGE | suffix::TOOL_STARTED => {
             let request_id = signals::correlated_request(ctx, &params);
-            let state = core.state::<S::State>(agent);
+            let state = core.state_ref::<S::State>(agent);
             if state
                 .active_request()
                 .is_some_and(|a| Some(a) == request_id)
@@ -707,7 +705,7 @@ fn lift<S: Driven>(
 /// typed state in the ext; read only by the steps that need it: each read
 /// checks the ext against `__strategy__`).
 pub(crate) fn machine<'a, S: Driven>(strategy: &S, agent: &'a mut AgentData) -> &'a S::State {
-    strategy.settings().core.state::<S::State>(agent)
+    strategy.settings().core.state_ref::<S::State>(agent)
 }
 
 fn unknown(name: &str) -> Directive {

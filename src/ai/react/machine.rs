@@ -25,7 +25,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::output::OutputSchema;
-use crate::ai::client::{FinishReason, LlmResponse, Message, Role, ToolCall, Usage};
+use crate::ai::client::{FinishReason, LlmResponse, Message, Messages, Role, ToolCall, Usage};
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, usage_state};
 use crate::error::{Error, Result};
@@ -570,9 +570,10 @@ impl Conversation {
         self.entries.is_empty()
     }
 
-    /// The messages, copied (what a model call sends).
-    pub fn messages(&self) -> Vec<Message> {
-        self.iter().cloned().collect()
+    /// The messages, shared (what a model call sends): no message is
+    /// copied.
+    pub fn messages(&self) -> Messages {
+        Messages::from_shared(self.entries.clone())
     }
 
     /// The messages, borrowed.
@@ -680,7 +681,7 @@ fn message_state(m: &Message) -> StateValue {
                 let mut call = StateMap::with_capacity(3);
                 call.insert("id", c.id.as_str());
                 call.insert("name", c.name.as_str());
-                call.insert("arguments", StateValue::from(&c.arguments));
+                call.insert("arguments", StateValue::from(&*c.arguments));
                 StateValue::Object(call)
             })
             .collect();
@@ -709,7 +710,7 @@ fn message_state(m: &Message) -> StateValue {
 /// let Step::CallLlm { call_id, .. } = &t.steps[0] else { unreachable!() };
 /// assert_eq!(m.status, Status::AwaitingLlm);
 ///
-/// let call = ToolCall { id: "tc_1".into(), name: "add".into(), arguments: json!({"a": 2, "b": 3}) };
+/// let call = ToolCall::new("tc_1", "add", json!({"a": 2, "b": 3}));
 /// let t = m.handle(&cfg, Event::LlmResult { call_id: call_id.clone(), result: Ok(Turn::tool_calls(vec![call])) });
 /// assert!(matches!(&t.steps[..], [Step::ExecTool { .. }]));
 /// let t = m.handle(&cfg, Event::ToolResult { call_id: "tc_1".into(), result: ResultEnvelope::ok(json!({"sum": 5})) });
@@ -1211,7 +1212,7 @@ fn pending_state(c: &PendingToolCall) -> StateValue {
     let mut m = StateMap::with_capacity(5);
     m.insert("id", c.call.id.as_str());
     m.insert("name", c.call.name.as_str());
-    m.insert("arguments", StateValue::from(&c.call.arguments));
+    m.insert("arguments", StateValue::from(&*c.call.arguments));
     m.insert("state", c.state.name());
     let result = match &c.state {
         ToolCallState::Done(r) => StateValue::from(r.to_value()),
@@ -1226,7 +1227,7 @@ fn read_pending(v: &StateValue) -> Option<PendingToolCall> {
     let call = ToolCall {
         id: m.get("id")?.as_str()?.to_owned(),
         name: m.get("name")?.as_str()?.to_owned(),
-        arguments: m.get("arguments").map_or(Value::Null, StateValue::to_json),
+        arguments: Arc::new(m.get("arguments").map_or(Value::Null, StateValue::to_json)),
     };
     let state = match m.get("state")?.as_str()? {
         "queued" => ToolCallState::Queued,

@@ -83,13 +83,11 @@ mod output;
 
 pub use output::OutputSchema;
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value};
 
 use self::driver::Settings;
 use self::machine::{Machine, MachineConfig, Turn};
-use super::client::Message;
+use super::client::{Message, Messages};
 use super::envelope::ResultEnvelope;
 use super::request::RequestCore;
 pub use super::request::{
@@ -155,7 +153,7 @@ const MODULE: &str = "react";
 pub struct ReAct {
     settings: Settings,
     system_prompt: Option<String>,
-    examples: Arc<Vec<Message>>,
+    examples: Messages,
     machine: MachineConfig,
 }
 
@@ -171,7 +169,7 @@ impl ReAct {
         ReAct {
             settings: Settings::new(MODULE),
             system_prompt: None,
-            examples: Arc::new(Vec::new()),
+            examples: Messages::new(),
             machine: MachineConfig::new(),
         }
     }
@@ -190,7 +188,7 @@ impl ReAct {
     /// showing a small model how to call the tools.
     #[must_use]
     pub fn examples(mut self, messages: Vec<Message>) -> Self {
-        self.examples = Arc::new(messages);
+        self.examples = messages.into();
         self
     }
 

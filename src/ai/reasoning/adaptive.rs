@@ -480,7 +480,7 @@ fn lift_react(m: &react::Machine, config: &AdaptiveConfig, step: react::Step) ->
             request_id,
             phase: Phase::AwaitingLlm,
             system_prompt: config.react_system_prompt.clone(),
-            messages: m.conversation.messages(),
+            messages: m.conversation.messages().to_vec(),
             iteration,
         }),
         react::Step::ExecTool {

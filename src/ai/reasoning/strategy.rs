@@ -310,7 +310,8 @@ impl<M: Machine> Reasoning<M> {
     /// strategy's tools when the machine uses them.
     fn llm_call(&self, call: LlmCall, wants_tools: bool) -> Directive {
         let s = &self.settings;
-        let mut metadata = s.call_metadata(call.request_id, call.iteration, 1);
+        let correlation = s.call_correlation(call.request_id, call.iteration);
+        let mut metadata = serde_json::Map::with_capacity(1);
         metadata.insert("phase".into(), call.phase.as_str().into());
         let tools = if wants_tools {
             s.specs.clone()
@@ -319,10 +320,10 @@ impl<M: Machine> Reasoning<M> {
         };
         s.llm_call(
             call.call_id,
-            call.messages,
+            call.messages.into(),
             call.system_prompt,
             tools,
-            metadata,
+            (correlation, metadata),
             None,
         )
     }
