@@ -27,9 +27,9 @@
 //!   compare-and-swap costs about what a thread-local counter does.
 //! * **58 random bits** (the rest of `rand_b`) from a generator per thread
 //!   (wyrand: a 64-bit state stepped by an odd constant and mixed by one
-//!   128-bit multiplication), seeded once per thread from a CSPRNG (the
-//!   `uuid` crate's `new_v4`, i.e. `rand`'s thread generator seeded by the
-//!   operating system). They keep ids of different processes and nodes
+//!   128-bit multiplication), seeded once per thread from the operating
+//!   system's random source (through std's `RandomState`, whose SipHash
+//!   keys come from it). They keep ids of different processes and nodes
 //!   apart (a collision needs the same 15 ns unit and the same 58 bits).
 //!   They are not meant to be unguessable: RFC 9562 §8 warns against
 //!   using UUIDs as security capabilities, and the runtime never does.
@@ -134,11 +134,16 @@ fn random_bits() -> u64 {
         .unwrap_or(0)
 }
 
-/// 64 bits from a CSPRNG: a UUIDv4's 122 random bits folded (the fixed
-/// version and variant bits fall on random ones).
+/// 64 bits derived from the operating system's random source: std's
+/// `RandomState` draws its SipHash keys from it (once per thread, then
+/// counts them up), and a keyed SipHash of nothing is unpredictable
+/// without the keys.
 fn seed() -> u64 {
-    let bits = uuid::Uuid::new_v4().as_u128();
-    ((bits >> 64) as u64 ^ bits as u64) | 1
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        | 1
 }
 
 /// The 128 bits of a UUIDv7 at `tick` with `random` bits.
