@@ -85,6 +85,7 @@ use tracing::{Instrument, Span, field};
 use crate::action::{ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name};
 use crate::context::Context;
 use crate::effect::{AttemptHandle, Effect};
+use crate::executor::TrackedTask;
 use crate::error::{Error, ErrorKind, Result};
 pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
@@ -275,7 +276,10 @@ impl Exec {
             // and shutdown wait (~0.8 KB), and the caller's future (a
             // `cmd`, a strategy, a chain) is moved several times; in a box
             // only its pointer moves.
-            Ok(ready) => Either::Left(Box::pin(async move { ready.run(self).await })),
+            Ok(ready) => {
+                let fut = ready.run(self);
+                Either::Left(Box::pin(fut))
+            }
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
         }
     }
@@ -339,7 +343,14 @@ struct Ready {
 impl Ready {
     /// Stages 4 to 11: attempts, with retries. Nested runs started with
     /// the action's context stay on this executor.
-    async fn run(&self, exec: &Exec) -> Outcome {
+    ///
+    /// This future is what a run allocates (it is boxed whole, see
+    /// [`Exec::execute_parts`]): whatever it holds across an await is in
+    /// that box, and a box past ~1 KB leaves glibc's per-thread cache for
+    /// its slow path. So the attempt's synchronous steps are plain
+    /// functions ([`Run::begin`], [`Run::spawn`]) whose locals are not
+    /// kept, and the attempt's span lives in its shared cell only.
+    async fn run(self, exec: &Exec) -> Outcome {
         let run = Run {
             exec,
             action: &self.action,
@@ -416,6 +427,45 @@ impl Run<'_> {
     /// One attempt: span, budget, run, compensation. The flag is `false`
     /// when the action was not dispatched because the budget was gone.
     async fn attempt(&self, attempt: u32) -> (Result<Map<String, Value>>, Vec<Effect>, bool) {
+        let (actx, cell, budget) = match self.begin(attempt) {
+            Ok(begun) => begun,
+            Err(gone) => return (Err(gone), Vec::new(), false),
+        };
+        let result = match budget {
+            // Inline: no task, no limit.
+            None => self.run_inline(actx).instrument(cell.span().clone()).await,
+            // The context moves into the task, which enters the span around
+            // each poll (the caller only waits, so it does not: that would
+            // wrap and copy the whole wait); the effects are read through
+            // `cell`.
+            Some((deadline, started)) => match self.spawn(actx, &cell) {
+                Ok(task) => self.join(task, deadline, started).await,
+                Err(err) => Err(err),
+            },
+        };
+        let result = match result {
+            Err(err) if self.meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
+                // Boxed: the cold path would otherwise triple the size of
+                // every run's future.
+                Err(Box::pin(
+                    self.compensate(err, attempt + 1)
+                        .instrument(cell.span().clone()),
+                )
+                .await)
+            }
+            other => other,
+        };
+        record(cell.span(), &result);
+        (result, cell.take_effects(), true)
+    }
+
+    /// The synchronous start of an attempt: its span, its time budget
+    /// (`Some((deadline, started))` when it has a time limit) and its
+    /// context and cell; the timeout error when the budget is gone.
+    fn begin(
+        &self,
+        attempt: u32,
+    ) -> Result<(Context, AttemptHandle, Option<(Instant, Instant)>)> {
         let meta = self.meta;
         let span = match self.opts.get_telemetry() {
             Telemetry::Full => tracing::info_span!(
@@ -446,49 +496,21 @@ impl Run<'_> {
             (Some(inherited), Some(own)) => Some(inherited.min(own)),
             (inherited, own) => inherited.or(own),
         };
-        // `Some((deadline, started))` when the attempt has a time limit.
         let budget = deadline.zip(now);
         if budget.is_some_and(|(deadline, now)| deadline <= now) {
-            let result = Err(
-                Error::timeout("execution deadline exceeded before action dispatch")
-                    .with_detail("action", meta.name),
-            );
-            record(&span, &result);
-            return (result, Vec::new(), false);
+            let error = Error::timeout("execution deadline exceeded before action dispatch")
+                .with_detail("action", meta.name);
+            record_error(&span, &error);
+            return Err(error);
         }
         // Nested runs inherit the deadline set back by the margin.
         let nested = budget.map(|(deadline, now)| {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
-        let (actx, cell) = self.ctx.for_attempt(
-            self.action,
-            deadline,
-            nested,
-            self.exec.clone(),
-            span.clone(),
-        );
-
-        let result = match budget {
-            // Inline: no task, no limit.
-            None => self.run_inline(actx).instrument(span.clone()).await,
-            // The context moves into the task, which enters the span around
-            // each poll (the caller only waits, so it does not: that would
-            // wrap and copy the whole wait); the effects are read through
-            // `cell`.
-            Some((deadline, started)) => self.run_in_task(actx, &cell, deadline, started).await,
-        };
-        let result = match result {
-            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
-                // Boxed: the cold path would otherwise triple the size of
-                // every run's future.
-                Err(Box::pin(self.compensate(err, attempt + 1))
-                    .instrument(span.clone())
-                    .await)
-            }
-            other => other,
-        };
-        record(&span, &result);
-        (result, cell.take_effects(), true)
+        let (actx, cell) =
+            self.ctx
+                .for_attempt(self.action, deadline, nested, self.exec.clone(), span);
+        Ok((actx, cell, budget))
     }
 
     /// An attempt in the caller, with no time limit, catching panics.
@@ -502,26 +524,31 @@ impl Run<'_> {
         }
     }
 
-    /// An attempt in a supervised task under the deadline.
-    async fn run_in_task(
+    /// Starts an attempt in a supervised task (dropping the returned task,
+    /// when the caller gives up, aborts it).
+    fn spawn(
         &self,
         actx: Context,
         cell: &AttemptHandle,
+    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
+        Arc::clone(self.action.erased())
+            .spawn_run(
+                self.prepared,
+                actx,
+                self.exec.supervisor(),
+                cell.poll_flag(),
+            )
+            .map_err(|err| err.with_detail("action", self.meta.name))
+    }
+
+    /// Waits for an attempt's task until its deadline.
+    async fn join(
+        &self,
+        mut task: TrackedTask<Result<Map<String, Value>>>,
         deadline: Instant,
         started: Instant,
     ) -> Result<Map<String, Value>> {
         let name = self.meta.name;
-        let spawned = Arc::clone(self.action.erased()).spawn_run(
-            self.prepared,
-            actx,
-            self.exec.supervisor(),
-            cell.poll_flag(),
-        );
-        // Dropping the task (the caller gave up) aborts it.
-        let mut task = match spawned {
-            Ok(task) => task,
-            Err(err) => return Err(err.with_detail("action", name)),
-        };
         match task.join_until(deadline).await {
             Ok(Ok(Some(result))) => result,
             Ok(Ok(None)) => Err(Error::cancelled(format!(
@@ -644,12 +671,14 @@ fn record(span: &Span, result: &Result<Map<String, Value>>) {
         Ok(_) => {
             span.record("outcome", "ok");
         }
-        Err(err) => {
-            span.record("outcome", "error");
-            span.record("error_type", err.kind().as_str());
-            span.record("retryable", err.retryable());
-        }
+        Err(err) => record_error(span, err),
     }
+}
+
+fn record_error(span: &Span, err: &Error) {
+    span.record("outcome", "error");
+    span.record("error_type", err.kind().as_str());
+    span.record("retryable", err.retryable());
 }
 
 fn panicked(action: &'static str, panic: &(dyn Any + Send)) -> Error {

@@ -202,25 +202,47 @@ fn time_at(now: Duration) -> Text<27> {
 
 /// [`rfc3339_micros`], with the part up to the seconds kept per thread
 /// for the last second seen: signals made within one second (all of them,
-/// under load) only write their microseconds.
+/// under load) only write their microseconds. Built from whole chunks
+/// (byte-by-byte writes into the array made the compiler copy it one byte
+/// at a time).
 fn rfc3339_micros_cached(secs: u64, micros: u32) -> Option<[u8; 27]> {
-    thread_local! {
-        static SECOND: Cell<(u64, [u8; 27])> = const { Cell::new((u64::MAX, [0; 27])) };
-    }
-    let mut out = match SECOND.try_with(Cell::get) {
-        Ok((last, out)) if last == secs => out,
-        _ => {
-            let out = rfc3339_micros(secs, 0)?;
-            let _ = SECOND.try_with(|c| c.set((secs, out)));
-            out
-        }
-    };
-    let mut v = micros;
-    for at in (20..26).rev() {
-        out[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
+    let prefix = second_prefix(secs)?;
+    let mut out = [0; 27];
+    out[..20].copy_from_slice(&prefix);
+    out[20..26].copy_from_slice(&six_digits(micros));
+    out[26] = b'Z';
     Some(out)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.` of `secs`, kept per thread for the last second
+/// seen.
+fn second_prefix(secs: u64) -> Option<[u8; 20]> {
+    thread_local! {
+        static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+    }
+    if let Ok((last, prefix)) = SECOND.try_with(Cell::get)
+        && last == secs
+    {
+        return Some(prefix);
+    }
+    let full = rfc3339_micros(secs, 0)?;
+    let mut prefix = [0; 20];
+    prefix.copy_from_slice(&full[..20]);
+    let _ = SECOND.try_with(|c| c.set((secs, prefix)));
+    Some(prefix)
+}
+
+/// `v` (below 1 000 000) as six decimal digits.
+fn six_digits(v: u32) -> [u8; 6] {
+    let three = |x: u32| {
+        [
+            b'0' + (x / 100 % 10) as u8,
+            b'0' + (x / 10 % 10) as u8,
+            b'0' + (x % 10) as u8,
+        ]
+    };
+    let (hi, lo) = (three(v / 1000), three(v % 1000));
+    [hi[0], hi[1], hi[2], lo[0], lo[1], lo[2]]
 }
 
 /// `secs` (since the Unix epoch) and `micros` written as
