@@ -47,11 +47,6 @@ pub(crate) trait Erased: HasMetadata {
 
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>>;
     /// One attempt as a `'static` future owning a copy of the params (for
     /// a task).
     fn run_owned(
@@ -109,11 +104,6 @@ impl<A: Action> Typed<A> {
 }
 
 impl<A: Action> Typed<A> {
-    async fn run_typed(&self, prepared: &Prepared, ctx: &Context) -> Result<Map<String, Value>> {
-        let params = self.params(prepared)?.clone();
-        self.run_with(params, ctx).await
-    }
-
     async fn run_with(&self, params: A::Params, ctx: &Context) -> Result<Map<String, Value>> {
         let output = self.action.run(params, ctx).await?;
         self.action.validate_output(&output).map_err(|err| {
@@ -164,14 +154,6 @@ impl<A: Action> Erased for Typed<A> {
             }
         })?;
         Ok(Prepared(Box::new(params)))
-    }
-
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
-        Box::pin(self.run_typed(prepared, ctx))
     }
 
     fn run_owned(

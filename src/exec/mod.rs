@@ -278,6 +278,9 @@ impl Exec {
             // only its pointer moves.
             Ok(ready) => {
                 let fut = ready.run(self);
+                if std::env::var_os("JIDO_SIZES").is_some() {
+                    eprintln!("run box {}", std::mem::size_of_val(&fut));
+                }
                 Either::Left(Box::pin(fut))
             }
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
@@ -351,14 +354,7 @@ impl Ready {
     /// functions ([`Run::begin`], [`Run::spawn`]) whose locals are not
     /// kept, and the attempt's span lives in its shared cell only.
     async fn run(self, exec: &Exec) -> Outcome {
-        let run = Run {
-            exec,
-            action: &self.action,
-            prepared: &self.prepared,
-            meta: self.action.meta(),
-            opts: &self.opts,
-            ctx: &self.ctx,
-        };
+        let run = Run { exec, ready: &self };
         let max_retries = self.opts.get_max_retries();
         let mut attempt: u32 = 0;
         loop {
@@ -395,7 +391,7 @@ impl Ready {
                 // The inherited budget cannot fit another attempt.
                 return done(error);
             }
-            let meta = run.meta;
+            let meta = self.action.meta();
             tracing::info!(
                 action = meta.name,
                 attempt = attempt + 1,
@@ -413,14 +409,33 @@ impl Ready {
     }
 }
 
-/// One run of one action: what every attempt needs.
+/// One run of one action: what every attempt needs (two pointers: it is
+/// held across every await of the run).
 struct Run<'a> {
     exec: &'a Exec,
-    action: &'a DynAction,
-    prepared: &'a Prepared,
-    meta: &'a ActionMetadata,
-    opts: &'a ExecOptions,
-    ctx: &'a Context,
+    ready: &'a Ready,
+}
+
+impl Run<'_> {
+    fn action(&self) -> &DynAction {
+        &self.ready.action
+    }
+
+    fn prepared(&self) -> &Prepared {
+        &self.ready.prepared
+    }
+
+    fn meta(&self) -> &ActionMetadata {
+        self.ready.action.meta()
+    }
+
+    fn opts(&self) -> &ExecOptions {
+        &self.ready.opts
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.ready.ctx
+    }
 }
 
 impl Run<'_> {
@@ -444,7 +459,7 @@ impl Run<'_> {
             },
         };
         let result = match result {
-            Err(err) if self.meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
+            Err(err) if self.meta().compensation.enabled && err.kind() != ErrorKind::Cancelled => {
                 // Boxed: the cold path would otherwise triple the size of
                 // every run's future.
                 Err(Box::pin(
@@ -466,8 +481,8 @@ impl Run<'_> {
         &self,
         attempt: u32,
     ) -> Result<(Context, AttemptHandle, Option<(Instant, Instant)>)> {
-        let meta = self.meta;
-        let span = match self.opts.get_telemetry() {
+        let meta = self.meta();
+        let span = match self.opts().get_telemetry() {
             Telemetry::Full => tracing::info_span!(
                 "jido.action",
                 action = meta.name,
@@ -480,8 +495,8 @@ impl Run<'_> {
         };
 
         // Resolve the time budget.
-        let timeout = self.opts.get_timeout();
-        let inherited = self.ctx.nested_deadline();
+        let timeout = self.opts().get_timeout();
+        let inherited = self.ctx().nested_deadline();
         // Inline runs (zero timeout, no inherited deadline) never read the
         // clock.
         let now = if timeout.is_zero() && inherited.is_none() {
@@ -508,19 +523,19 @@ impl Run<'_> {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
         let (actx, cell) =
-            self.ctx
-                .for_attempt(self.action, deadline, nested, self.exec.clone(), span);
+            self.ctx()
+                .for_attempt(self.action(), deadline, nested, self.exec.clone(), span);
         Ok((actx, cell, budget))
     }
 
     /// An attempt in the caller, with no time limit, catching panics.
     async fn run_inline(&self, actx: Context) -> Result<Map<String, Value>> {
-        match AssertUnwindSafe(self.action.erased().run(self.prepared, &actx))
-            .catch_unwind()
-            .await
-        {
+        // The boxed future owns the context (this future, which the run's
+        // box holds, then does not).
+        let attempt = Arc::clone(self.action().erased()).run_owned(self.prepared(), actx);
+        match AssertUnwindSafe(attempt).catch_unwind().await {
             Ok(result) => result,
-            Err(panic) => Err(panicked(self.meta.name, &*panic)),
+            Err(panic) => Err(panicked(self.meta().name, &*panic)),
         }
     }
 
@@ -531,14 +546,14 @@ impl Run<'_> {
         actx: Context,
         cell: &AttemptHandle,
     ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
-        Arc::clone(self.action.erased())
+        Arc::clone(self.action().erased())
             .spawn_run(
-                self.prepared,
+                self.prepared(),
                 actx,
                 self.exec.supervisor(),
                 cell.poll_flag(),
             )
-            .map_err(|err| err.with_detail("action", self.meta.name))
+            .map_err(|err| err.with_detail("action", self.meta().name))
     }
 
     /// Waits for an attempt's task until its deadline.
@@ -548,8 +563,9 @@ impl Run<'_> {
         deadline: Instant,
         started: Instant,
     ) -> Result<Map<String, Value>> {
-        let name = self.meta.name;
-        match task.join_until(deadline).await {
+        let joined = task.join_until(deadline).await;
+        let name = self.meta().name;
+        match joined {
             Ok(Ok(Some(result))) => result,
             Ok(Ok(None)) => Err(Error::cancelled(format!(
                 "action {name} was cancelled: task supervisor shut down"
@@ -576,27 +592,27 @@ impl Run<'_> {
     /// Runs the action's compensation after attempt `attempt` (1-based)
     /// failed with `original`.
     async fn compensate(&self, original: Error, attempt: u32) -> Error {
-        let meta = self.meta;
+        let meta = self.meta();
         let timeout = self
-            .opts
+            .opts()
             .get_compensation_timeout()
             .unwrap_or(meta.compensation.timeout);
-        let copts = CompensationOptions::new(timeout, *self.opts, attempt);
+        let copts = CompensationOptions::new(timeout, *self.opts(), attempt);
         let deadline = instant_after(Instant::now(), timeout);
         let nested = deadline - nested_margin(timeout);
         // The attempt's context but for its deadlines and effect sink.
         // Its task runs in the current span (the attempt's), through the
         // wrapper below, not the cell's.
-        let (cctx, cell) = self.ctx.for_attempt(
-            self.action,
+        let (cctx, cell) = self.ctx().for_attempt(
+            self.action(),
             Some(deadline),
             Some(nested),
             self.exec.clone(),
             Span::none(),
         );
         let flag = cell.poll_flag();
-        let compensation = Arc::clone(self.action.erased()).compensate(
-            self.prepared,
+        let compensation = Arc::clone(self.action().erased()).compensate(
+            self.prepared(),
             original.clone(),
             cctx,
             copts,
