@@ -85,8 +85,8 @@ use tracing::{Instrument, Span, field};
 use crate::action::{ActionMetadata, CompensationOptions, DynAction, Prepared, json_type_name};
 use crate::context::Context;
 use crate::effect::{AttemptHandle, Effect};
-use crate::executor::TrackedTask;
 use crate::error::{Error, ErrorKind, Result};
+use crate::executor::TrackedTask;
 pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
 
@@ -276,13 +276,7 @@ impl Exec {
             // and shutdown wait (~0.8 KB), and the caller's future (a
             // `cmd`, a strategy, a chain) is moved several times; in a box
             // only its pointer moves.
-            Ok(ready) => {
-                let fut = ready.run(self);
-                if std::env::var_os("JIDO_SIZES").is_some() {
-                    eprintln!("run box {}", std::mem::size_of_val(&fut));
-                }
-                Either::Left(Box::pin(fut))
-            }
+            Ok(ready) => Either::Left(Box::pin(ready.run(self))),
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
         }
     }
@@ -354,7 +348,11 @@ impl Ready {
     /// functions ([`Run::begin`], [`Run::spawn`]) whose locals are not
     /// kept, and the attempt's span lives in its shared cell only.
     async fn run(self, exec: &Exec) -> Outcome {
-        let run = Run { exec, ready: &self };
+        let run = Run {
+            exec,
+            ready: &self,
+            meta: self.action.meta(),
+        };
         let max_retries = self.opts.get_max_retries();
         let mut attempt: u32 = 0;
         loop {
@@ -409,11 +407,12 @@ impl Ready {
     }
 }
 
-/// One run of one action: what every attempt needs (two pointers: it is
-/// held across every await of the run).
+/// One run of one action: what every attempt needs (three pointers: it
+/// is held across every await of the run).
 struct Run<'a> {
     exec: &'a Exec,
     ready: &'a Ready,
+    meta: &'a ActionMetadata,
 }
 
 impl Run<'_> {
@@ -426,7 +425,7 @@ impl Run<'_> {
     }
 
     fn meta(&self) -> &ActionMetadata {
-        self.ready.action.meta()
+        self.meta
     }
 
     fn opts(&self) -> &ExecOptions {
@@ -477,10 +476,7 @@ impl Run<'_> {
     /// The synchronous start of an attempt: its span, its time budget
     /// (`Some((deadline, started))` when it has a time limit) and its
     /// context and cell; the timeout error when the budget is gone.
-    fn begin(
-        &self,
-        attempt: u32,
-    ) -> Result<(Context, AttemptHandle, Option<(Instant, Instant)>)> {
+    fn begin(&self, attempt: u32) -> Result<(Context, AttemptHandle, Option<(Instant, Instant)>)> {
         let meta = self.meta();
         let span = match self.opts().get_telemetry() {
             Telemetry::Full => tracing::info_span!(
@@ -563,29 +559,39 @@ impl Run<'_> {
         deadline: Instant,
         started: Instant,
     ) -> Result<Map<String, Value>> {
-        let joined = task.join_until(deadline).await;
+        // What the task gave is handled in its own arm and never held
+        // across the wait below: it would be in every run's future.
+        if let Ok(joined) = task.join_until(deadline).await {
+            return self.joined(joined);
+        }
+        // The attempt is gone before compensation or a retry starts,
+        // unless its thread is blocked in synchronous code: the caller is
+        // answered at the deadline all the same.
+        task.abandon().await;
+        let name = self.meta().name;
+        let ms = millis(deadline.saturating_duration_since(started));
+        Err(
+            Error::timeout(format!("action {name} timed out after {ms}ms"))
+                .with_detail("action", name)
+                .with_detail("timeout_ms", ms),
+        )
+    }
+
+    /// What an attempt's task gave, before its deadline.
+    fn joined(
+        &self,
+        joined: std::result::Result<Option<Result<Map<String, Value>>>, tokio::task::JoinError>,
+    ) -> Result<Map<String, Value>> {
         let name = self.meta().name;
         match joined {
-            Ok(Ok(Some(result))) => result,
-            Ok(Ok(None)) => Err(Error::cancelled(format!(
+            Ok(Some(result)) => result,
+            Ok(None) => Err(Error::cancelled(format!(
                 "action {name} was cancelled: task supervisor shut down"
             ))
             .with_detail("action", name)),
-            Ok(Err(join)) if join.is_panic() => Err(panicked(name, &*join.into_panic())),
-            Ok(Err(_)) => Err(Error::cancelled(format!("action {name} was cancelled"))
+            Err(join) if join.is_panic() => Err(panicked(name, &*join.into_panic())),
+            Err(_) => Err(Error::cancelled(format!("action {name} was cancelled"))
                 .with_detail("action", name)),
-            Err(_elapsed) => {
-                // The attempt is gone before compensation or a retry
-                // starts, unless its thread is blocked in synchronous code:
-                // the caller is answered at the deadline all the same.
-                task.abandon().await;
-                let ms = millis(deadline.saturating_duration_since(started));
-                Err(
-                    Error::timeout(format!("action {name} timed out after {ms}ms"))
-                        .with_detail("action", name)
-                        .with_detail("timeout_ms", ms),
-                )
-            }
         }
     }
 

@@ -418,9 +418,7 @@ impl<T> Future for JoinUntil<'_, T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         if *this.abandoned {
-            return Pin::new(&mut **this.handle)
-                .poll(cx)
-                .map(|_| Ok(Ok(None)));
+            return Pin::new(&mut **this.handle).poll(cx).map(|_| Ok(Ok(None)));
         }
         if let Poll::Ready(joined) = Pin::new(&mut **this.handle).poll(cx) {
             return Poll::Ready(Ok(joined));
@@ -441,9 +439,7 @@ impl<T> Future for JoinUntil<'_, T> {
             .is_ok()
         {
             *this.abandoned = true;
-            return Pin::new(&mut **this.handle)
-                .poll(cx)
-                .map(|_| Ok(Ok(None)));
+            return Pin::new(&mut **this.handle).poll(cx).map(|_| Ok(Ok(None)));
         }
         Poll::Ready(Ok(Ok(None)))
     }
