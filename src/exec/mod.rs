@@ -407,6 +407,10 @@ impl Ready {
     }
 }
 
+/// A started attempt: its context, its cell, and its time budget
+/// (`Some((deadline, started))` when it has a time limit).
+type Begun = (Context, AttemptHandle, Option<(Instant, Instant)>);
+
 /// One run of one action: what every attempt needs (three pointers: it
 /// is held across every await of the run).
 struct Run<'a> {
@@ -476,7 +480,7 @@ impl Run<'_> {
     /// The synchronous start of an attempt: its span, its time budget
     /// (`Some((deadline, started))` when it has a time limit) and its
     /// context and cell; the timeout error when the budget is gone.
-    fn begin(&self, attempt: u32) -> Result<(Context, AttemptHandle, Option<(Instant, Instant)>)> {
+    fn begin(&self, attempt: u32) -> Result<Begun> {
         let meta = self.meta();
         let span = match self.opts().get_telemetry() {
             Telemetry::Full => tracing::info_span!(
