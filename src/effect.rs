@@ -176,6 +176,11 @@ impl AttemptHandle {
         )
     }
 
+    /// The attempt's `jido.action` span.
+    pub(crate) fn span(&self) -> &Span {
+        &self.0.span
+    }
+
     /// The poll flag for the attempt's task (shared with its effect sink:
     /// no allocation of its own).
     pub(crate) fn poll_flag(&self) -> Arc<dyn PollFlag> {

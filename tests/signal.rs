@@ -77,6 +77,83 @@ fn ids_are_unique_and_time_ordered() {
 }
 
 #[test]
+fn ids_are_rfc_9562_version_7_with_the_signals_time() {
+    for _ in 0..1000 {
+        let s = Signal::new("a", Value::Null);
+        let id = uuid::Uuid::parse_str(s.id()).unwrap();
+        assert_eq!(id.get_version(), Some(uuid::Version::SortRand));
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        // Lowercase and hyphenated, as `uuid` writes it.
+        assert_eq!(id.hyphenated().to_string(), s.id());
+        // The id's millisecond timestamp is the signal's time (both come
+        // from one clock read), never earlier; it runs ahead when ids are
+        // made faster than one per 1/65 536 ms, or when a thread that read
+        // the clock is preempted while others make ids (other tests make
+        // ids on eight threads meanwhile), so allow a second.
+        let (secs, nanos) = id.get_timestamp().unwrap().to_unix();
+        let id_ms = i64::try_from(secs * 1000 + u64::from(nanos / 1_000_000)).unwrap();
+        let time_ms = s.time_utc().unwrap().timestamp_millis();
+        assert!(
+            (0..1000).contains(&(id_ms - time_ms)),
+            "{} at {:?}",
+            s.id(),
+            s.time()
+        );
+    }
+}
+
+#[test]
+fn ids_are_unique_and_ordered_across_threads() {
+    // Eight threads make ids at once; each thread's ids increase, and no
+    // id is made twice.
+    let per_thread = 20_000;
+    let ids: Vec<Vec<String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..per_thread)
+                        .map(|_| Signal::new("t", Value::Null).id().to_owned())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut all = std::collections::HashSet::new();
+    for thread in &ids {
+        assert!(thread.windows(2).all(|w| w[0] < w[1]));
+        for id in thread {
+            assert!(all.insert(id.as_str()), "{id} made twice");
+        }
+    }
+    assert_eq!(all.len(), 8 * per_thread);
+
+    // An id made after another one on another thread (the first one's
+    // making happened before, through a channel) sorts after it.
+    let (to_b, from_a) = std::sync::mpsc::channel::<String>();
+    let (to_a, from_b) = std::sync::mpsc::channel::<String>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for _ in 0..2_000 {
+                to_b.send(Signal::new("a", Value::Null).id().to_owned())
+                    .unwrap();
+                let theirs = from_b.recv().unwrap();
+                let mine = Signal::new("a", Value::Null);
+                assert!(mine.id() > theirs.as_str(), "{} after {theirs}", mine.id());
+            }
+        });
+        scope.spawn(move || {
+            for _ in 0..2_000 {
+                let theirs = from_a.recv().unwrap();
+                let mine = Signal::new("b", Value::Null).id().to_owned();
+                assert!(mine > theirs, "{mine} after {theirs}");
+                to_a.send(mine).unwrap();
+            }
+        });
+    });
+}
+
+#[test]
 fn builder_sets_every_attribute() {
     let s = fixed();
     assert_eq!(s.id(), "evt-1");

@@ -47,11 +47,6 @@ pub(crate) trait Erased: HasMetadata {
 
     fn params_schema(&self) -> Value;
     fn prepare(&self, params: Value) -> Result<Prepared>;
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>>;
     /// One attempt as a `'static` future owning a copy of the params (for
     /// a task).
     fn run_owned(
@@ -109,11 +104,6 @@ impl<A: Action> Typed<A> {
 }
 
 impl<A: Action> Typed<A> {
-    async fn run_typed(&self, prepared: &Prepared, ctx: &Context) -> Result<Map<String, Value>> {
-        let params = self.params(prepared)?.clone();
-        self.run_with(params, ctx).await
-    }
-
     async fn run_with(&self, params: A::Params, ctx: &Context) -> Result<Map<String, Value>> {
         let output = self.action.run(params, ctx).await?;
         self.action.validate_output(&output).map_err(|err| {
@@ -166,14 +156,6 @@ impl<A: Action> Erased for Typed<A> {
         Ok(Prepared(Box::new(params)))
     }
 
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
-        Box::pin(self.run_typed(prepared, ctx))
-    }
-
     fn run_owned(
         self: Arc<Self>,
         prepared: &Prepared,
@@ -208,10 +190,46 @@ impl<A: Action> Erased for Typed<A> {
 
 /// Decodes the params of action `action`: a failure is a validation error
 /// with `action`, `path` and `reason` details.
+///
+/// The path of a failure is tracked only when it is needed: params whose
+/// copy is cheap (see [`copy_is_cheap`]) are first decoded from a borrow
+/// without tracking, and decoded again, tracked, only when that fails.
+/// Tracking costs on every decode (`serde_path_to_error` wraps every
+/// visitor and copies every key it passes into a `String`), so it would
+/// otherwise be paid on every run for an error that almost never comes.
 pub(crate) fn decode_params<P: serde::de::DeserializeOwned>(
     action: &str,
     params: Value,
 ) -> Result<P> {
+    if copy_is_cheap(&params)
+        && let Ok(decoded) = P::deserialize(&params)
+    {
+        return Ok(decoded);
+    }
+    decode_tracked(action, params)
+}
+
+/// Whether decoding `params` from a borrow costs no more than decoding
+/// it by value with path tracking: a borrow copies the strings it
+/// decodes (by value they are moved) while tracking copies every key, so
+/// an object of scalars and short strings is cheaper from a borrow, and
+/// one holding long text or nested values (whose size is unknown without
+/// walking them) is decoded by value.
+fn copy_is_cheap(params: &Value) -> bool {
+    /// Strings up to this length are copied at about the cost of a key.
+    const SHORT: usize = 64;
+    match params {
+        Value::Object(map) => map.values().all(|v| match v {
+            Value::Null | Value::Bool(_) | Value::Number(_) => true,
+            Value::String(s) => s.len() <= SHORT,
+            Value::Array(_) | Value::Object(_) => false,
+        }),
+        _ => false,
+    }
+}
+
+/// [`decode_params`] with the path of a failure tracked.
+fn decode_tracked<P: serde::de::DeserializeOwned>(action: &str, params: Value) -> Result<P> {
     serde_path_to_error::deserialize(params).map_err(|err| {
         let path = field_path(err.path());
         let reason = err.into_inner().to_string();

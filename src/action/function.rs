@@ -199,24 +199,6 @@ impl Erased for JsonAction {
         Ok(Prepared(Box::new(params)))
     }
 
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
-        let params = prepared.0.downcast_ref::<Map<String, Value>>().cloned();
-        let name = self.meta.name;
-        let fut = params.map(|params| (self.run)(params, ctx.clone()));
-        Box::pin(async move {
-            match fut {
-                Some(fut) => fut.await,
-                None => Err(Error::internal(format!(
-                    "params prepared for another action were given to {name}"
-                ))),
-            }
-        })
-    }
-
     fn run_owned(
         self: Arc<Self>,
         prepared: &Prepared,
@@ -282,23 +264,6 @@ where
     fn prepare(&self, params: Value) -> Result<Prepared> {
         let params: P = decode_params(self.meta.name, params)?;
         Ok(Prepared(Box::new(params)))
-    }
-
-    fn run<'a>(
-        &'a self,
-        prepared: &'a Prepared,
-        ctx: &'a Context,
-    ) -> BoxFuture<'a, Result<Map<String, Value>>> {
-        Box::pin(async move {
-            let params = prepared.0.downcast_ref::<P>().cloned().ok_or_else(|| {
-                Error::internal(format!(
-                    "params prepared for another action were given to {}",
-                    self.meta.name
-                ))
-            })?;
-            let output = (self.f)(params, ctx.clone()).await?;
-            output_to_map(self.meta.name, &output)
-        })
     }
 
     fn run_owned(

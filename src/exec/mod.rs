@@ -86,6 +86,7 @@ use crate::action::{ActionMetadata, CompensationOptions, DynAction, Prepared, js
 use crate::context::Context;
 use crate::effect::{AttemptHandle, Effect};
 use crate::error::{Error, ErrorKind, Result};
+use crate::executor::TrackedTask;
 pub(crate) use crate::executor::{millis, panic_message};
 use crate::instruction::Instruction;
 
@@ -275,7 +276,7 @@ impl Exec {
             // and shutdown wait (~0.8 KB), and the caller's future (a
             // `cmd`, a strategy, a chain) is moved several times; in a box
             // only its pointer moves.
-            Ok(ready) => Either::Left(Box::pin(async move { ready.run(self).await })),
+            Ok(ready) => Either::Left(Box::pin(ready.run(self))),
             Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
         }
     }
@@ -339,14 +340,18 @@ struct Ready {
 impl Ready {
     /// Stages 4 to 11: attempts, with retries. Nested runs started with
     /// the action's context stay on this executor.
-    async fn run(&self, exec: &Exec) -> Outcome {
+    ///
+    /// This future is what a run allocates (it is boxed whole, see
+    /// [`Exec::execute_parts`]): whatever it holds across an await is in
+    /// that box, and a box past ~1 KB leaves glibc's per-thread cache for
+    /// its slow path. So the attempt's synchronous steps are plain
+    /// functions ([`Run::begin`], [`Run::spawn`]) whose locals are not
+    /// kept, and the attempt's span lives in its shared cell only.
+    async fn run(self, exec: &Exec) -> Outcome {
         let run = Run {
             exec,
-            action: &self.action,
-            prepared: &self.prepared,
+            ready: &self,
             meta: self.action.meta(),
-            opts: &self.opts,
-            ctx: &self.ctx,
         };
         let max_retries = self.opts.get_max_retries();
         let mut attempt: u32 = 0;
@@ -384,7 +389,7 @@ impl Ready {
                 // The inherited budget cannot fit another attempt.
                 return done(error);
             }
-            let meta = run.meta;
+            let meta = self.action.meta();
             tracing::info!(
                 action = meta.name,
                 attempt = attempt + 1,
@@ -402,22 +407,82 @@ impl Ready {
     }
 }
 
-/// One run of one action: what every attempt needs.
+/// A started attempt: its context, its cell, and its time budget
+/// (`Some((deadline, started))` when it has a time limit).
+type Begun = (Context, AttemptHandle, Option<(Instant, Instant)>);
+
+/// One run of one action: what every attempt needs (three pointers: it
+/// is held across every await of the run).
 struct Run<'a> {
     exec: &'a Exec,
-    action: &'a DynAction,
-    prepared: &'a Prepared,
+    ready: &'a Ready,
     meta: &'a ActionMetadata,
-    opts: &'a ExecOptions,
-    ctx: &'a Context,
+}
+
+impl Run<'_> {
+    fn action(&self) -> &DynAction {
+        &self.ready.action
+    }
+
+    fn prepared(&self) -> &Prepared {
+        &self.ready.prepared
+    }
+
+    fn meta(&self) -> &ActionMetadata {
+        self.meta
+    }
+
+    fn opts(&self) -> &ExecOptions {
+        &self.ready.opts
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.ready.ctx
+    }
 }
 
 impl Run<'_> {
     /// One attempt: span, budget, run, compensation. The flag is `false`
     /// when the action was not dispatched because the budget was gone.
     async fn attempt(&self, attempt: u32) -> (Result<Map<String, Value>>, Vec<Effect>, bool) {
-        let meta = self.meta;
-        let span = match self.opts.get_telemetry() {
+        let (actx, cell, budget) = match self.begin(attempt) {
+            Ok(begun) => begun,
+            Err(gone) => return (Err(gone), Vec::new(), false),
+        };
+        let result = match budget {
+            // Inline: no task, no limit.
+            None => self.run_inline(actx).instrument(cell.span().clone()).await,
+            // The context moves into the task, which enters the span around
+            // each poll (the caller only waits, so it does not: that would
+            // wrap and copy the whole wait); the effects are read through
+            // `cell`.
+            Some((deadline, started)) => match self.spawn(actx, &cell) {
+                Ok(task) => self.join(task, deadline, started).await,
+                Err(err) => Err(err),
+            },
+        };
+        let result = match result {
+            Err(err) if self.meta().compensation.enabled && err.kind() != ErrorKind::Cancelled => {
+                // Boxed: the cold path would otherwise triple the size of
+                // every run's future.
+                Err(Box::pin(
+                    self.compensate(err, attempt + 1)
+                        .instrument(cell.span().clone()),
+                )
+                .await)
+            }
+            other => other,
+        };
+        record(cell.span(), &result);
+        (result, cell.take_effects(), true)
+    }
+
+    /// The synchronous start of an attempt: its span, its time budget
+    /// (`Some((deadline, started))` when it has a time limit) and its
+    /// context and cell; the timeout error when the budget is gone.
+    fn begin(&self, attempt: u32) -> Result<Begun> {
+        let meta = self.meta();
+        let span = match self.opts().get_telemetry() {
             Telemetry::Full => tracing::info_span!(
                 "jido.action",
                 action = meta.name,
@@ -430,8 +495,8 @@ impl Run<'_> {
         };
 
         // Resolve the time budget.
-        let timeout = self.opts.get_timeout();
-        let inherited = self.ctx.nested_deadline();
+        let timeout = self.opts().get_timeout();
+        let inherited = self.ctx().nested_deadline();
         // Inline runs (zero timeout, no inherited deadline) never read the
         // clock.
         let now = if timeout.is_zero() && inherited.is_none() {
@@ -446,130 +511,118 @@ impl Run<'_> {
             (Some(inherited), Some(own)) => Some(inherited.min(own)),
             (inherited, own) => inherited.or(own),
         };
-        // `Some((deadline, started))` when the attempt has a time limit.
         let budget = deadline.zip(now);
         if budget.is_some_and(|(deadline, now)| deadline <= now) {
-            let result = Err(
-                Error::timeout("execution deadline exceeded before action dispatch")
-                    .with_detail("action", meta.name),
-            );
-            record(&span, &result);
-            return (result, Vec::new(), false);
+            let error = Error::timeout("execution deadline exceeded before action dispatch")
+                .with_detail("action", meta.name);
+            record_error(&span, &error);
+            return Err(error);
         }
         // Nested runs inherit the deadline set back by the margin.
         let nested = budget.map(|(deadline, now)| {
             deadline - nested_margin(deadline.saturating_duration_since(now))
         });
-        let (actx, cell) = self.ctx.for_attempt(
-            self.action,
-            deadline,
-            nested,
-            self.exec.clone(),
-            span.clone(),
-        );
-
-        let result = match budget {
-            // Inline: no task, no limit.
-            None => self.run_inline(actx).instrument(span.clone()).await,
-            // The context moves into the task, which enters the span around
-            // each poll (the caller only waits, so it does not: that would
-            // wrap and copy the whole wait); the effects are read through
-            // `cell`.
-            Some((deadline, started)) => self.run_in_task(actx, &cell, deadline, started).await,
-        };
-        let result = match result {
-            Err(err) if meta.compensation.enabled && err.kind() != ErrorKind::Cancelled => {
-                // Boxed: the cold path would otherwise triple the size of
-                // every run's future.
-                Err(Box::pin(self.compensate(err, attempt + 1))
-                    .instrument(span.clone())
-                    .await)
-            }
-            other => other,
-        };
-        record(&span, &result);
-        (result, cell.take_effects(), true)
+        let (actx, cell) =
+            self.ctx()
+                .for_attempt(self.action(), deadline, nested, self.exec.clone(), span);
+        Ok((actx, cell, budget))
     }
 
     /// An attempt in the caller, with no time limit, catching panics.
     async fn run_inline(&self, actx: Context) -> Result<Map<String, Value>> {
-        match AssertUnwindSafe(self.action.erased().run(self.prepared, &actx))
-            .catch_unwind()
-            .await
-        {
+        // The boxed future owns the context (this future, which the run's
+        // box holds, then does not).
+        let attempt = Arc::clone(self.action().erased()).run_owned(self.prepared(), actx);
+        match AssertUnwindSafe(attempt).catch_unwind().await {
             Ok(result) => result,
-            Err(panic) => Err(panicked(self.meta.name, &*panic)),
+            Err(panic) => Err(panicked(self.meta().name, &*panic)),
         }
     }
 
-    /// An attempt in a supervised task under the deadline.
-    async fn run_in_task(
+    /// Starts an attempt in a supervised task (dropping the returned task,
+    /// when the caller gives up, aborts it).
+    fn spawn(
         &self,
         actx: Context,
         cell: &AttemptHandle,
+    ) -> Result<TrackedTask<Result<Map<String, Value>>>> {
+        Arc::clone(self.action().erased())
+            .spawn_run(
+                self.prepared(),
+                actx,
+                self.exec.supervisor(),
+                cell.poll_flag(),
+            )
+            .map_err(|err| err.with_detail("action", self.meta().name))
+    }
+
+    /// Waits for an attempt's task until its deadline.
+    async fn join(
+        &self,
+        mut task: TrackedTask<Result<Map<String, Value>>>,
         deadline: Instant,
         started: Instant,
     ) -> Result<Map<String, Value>> {
-        let name = self.meta.name;
-        let spawned = Arc::clone(self.action.erased()).spawn_run(
-            self.prepared,
-            actx,
-            self.exec.supervisor(),
-            cell.poll_flag(),
-        );
-        // Dropping the task (the caller gave up) aborts it.
-        let mut task = match spawned {
-            Ok(task) => task,
-            Err(err) => return Err(err.with_detail("action", name)),
-        };
-        match task.join_until(deadline).await {
-            Ok(Ok(Some(result))) => result,
-            Ok(Ok(None)) => Err(Error::cancelled(format!(
+        // What the task gave is handled in its own arm and never held
+        // across the wait below: it would be in every run's future.
+        if let Ok(joined) = task.join_until(deadline).await {
+            return self.joined(joined);
+        }
+        // The attempt is gone before compensation or a retry starts,
+        // unless its thread is blocked in synchronous code: the caller is
+        // answered at the deadline all the same.
+        task.abandon().await;
+        let name = self.meta().name;
+        let ms = millis(deadline.saturating_duration_since(started));
+        Err(
+            Error::timeout(format!("action {name} timed out after {ms}ms"))
+                .with_detail("action", name)
+                .with_detail("timeout_ms", ms),
+        )
+    }
+
+    /// What an attempt's task gave, before its deadline.
+    fn joined(
+        &self,
+        joined: std::result::Result<Option<Result<Map<String, Value>>>, tokio::task::JoinError>,
+    ) -> Result<Map<String, Value>> {
+        let name = self.meta().name;
+        match joined {
+            Ok(Some(result)) => result,
+            Ok(None) => Err(Error::cancelled(format!(
                 "action {name} was cancelled: task supervisor shut down"
             ))
             .with_detail("action", name)),
-            Ok(Err(join)) if join.is_panic() => Err(panicked(name, &*join.into_panic())),
-            Ok(Err(_)) => Err(Error::cancelled(format!("action {name} was cancelled"))
+            Err(join) if join.is_panic() => Err(panicked(name, &*join.into_panic())),
+            Err(_) => Err(Error::cancelled(format!("action {name} was cancelled"))
                 .with_detail("action", name)),
-            Err(_elapsed) => {
-                // The attempt is gone before compensation or a retry
-                // starts, unless its thread is blocked in synchronous code:
-                // the caller is answered at the deadline all the same.
-                task.abandon().await;
-                let ms = millis(deadline.saturating_duration_since(started));
-                Err(
-                    Error::timeout(format!("action {name} timed out after {ms}ms"))
-                        .with_detail("action", name)
-                        .with_detail("timeout_ms", ms),
-                )
-            }
         }
     }
 
     /// Runs the action's compensation after attempt `attempt` (1-based)
     /// failed with `original`.
     async fn compensate(&self, original: Error, attempt: u32) -> Error {
-        let meta = self.meta;
+        let meta = self.meta();
         let timeout = self
-            .opts
+            .opts()
             .get_compensation_timeout()
             .unwrap_or(meta.compensation.timeout);
-        let copts = CompensationOptions::new(timeout, *self.opts, attempt);
+        let copts = CompensationOptions::new(timeout, *self.opts(), attempt);
         let deadline = instant_after(Instant::now(), timeout);
         let nested = deadline - nested_margin(timeout);
         // The attempt's context but for its deadlines and effect sink.
         // Its task runs in the current span (the attempt's), through the
         // wrapper below, not the cell's.
-        let (cctx, cell) = self.ctx.for_attempt(
-            self.action,
+        let (cctx, cell) = self.ctx().for_attempt(
+            self.action(),
             Some(deadline),
             Some(nested),
             self.exec.clone(),
             Span::none(),
         );
         let flag = cell.poll_flag();
-        let compensation = Arc::clone(self.action.erased()).compensate(
-            self.prepared,
+        let compensation = Arc::clone(self.action().erased()).compensate(
+            self.prepared(),
             original.clone(),
             cctx,
             copts,
@@ -644,12 +697,14 @@ fn record(span: &Span, result: &Result<Map<String, Value>>) {
         Ok(_) => {
             span.record("outcome", "ok");
         }
-        Err(err) => {
-            span.record("outcome", "error");
-            span.record("error_type", err.kind().as_str());
-            span.record("retryable", err.retryable());
-        }
+        Err(err) => record_error(span, err),
     }
+}
+
+fn record_error(span: &Span, err: &Error) {
+    span.record("outcome", "error");
+    span.record("error_type", err.kind().as_str());
+    span.record("retryable", err.retryable());
 }
 
 fn panicked(action: &'static str, panic: &(dyn Any + Send)) -> Error {

@@ -1,5 +1,5 @@
 use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll};
@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
-use tokio::time::error::Elapsed;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
@@ -341,35 +340,35 @@ pub(crate) struct TrackedTask<T> {
 /// passed; `Ok(Ok(None))` when the supervisor shut down.
 pub(crate) type Joined<T> = std::result::Result<std::result::Result<Option<T>, JoinError>, Elapsed>;
 
+/// The deadline of a [`TrackedTask::join_until`] passed.
+#[derive(Debug)]
+pub(crate) struct Elapsed;
+
 impl<T> TrackedTask<T> {
     /// Waits for the task until `deadline`. When the supervisor shuts down
     /// first, the task is [abandoned](TrackedTask::abandon) and the wait
     /// ends as if the task had been cancelled (`Ok(Ok(None))`), even when
     /// its thread is blocked; when the deadline passes, it returns
     /// `Err(Elapsed)` with the task still running (the caller abandons it).
-    pub(crate) async fn join_until(&mut self, deadline: Instant) -> Joined<T> {
-        let joined = {
-            let TrackedTask {
-                handle, shutdown, ..
-            } = self;
-            let mut stopped = pin!(shutdown.notify.notified());
-            let mut joined = pin!(tokio::time::timeout_at(deadline, handle));
-            std::future::poll_fn(|cx| {
-                if let Poll::Ready(joined) = joined.as_mut().poll(cx) {
-                    return Poll::Ready(Some(joined));
-                }
-                if shutdown.is_set() {
-                    return Poll::Ready(None);
-                }
-                stopped.as_mut().poll(cx).map(|()| None)
-            })
-            .await
-        };
-        if let Some(joined) = joined {
-            return joined;
+    ///
+    /// A hand-written future (the task, its timer and the shutdown wait
+    /// side by side, ~200 bytes): the run future that holds it is
+    /// allocated on every run, and an `async` version with the same parts
+    /// was twice the size.
+    pub(crate) fn join_until(&mut self, deadline: Instant) -> JoinUntil<'_, T> {
+        let TrackedTask {
+            handle,
+            state,
+            shutdown,
+        } = self;
+        JoinUntil {
+            handle,
+            state: &**state,
+            shutdown,
+            sleep: tokio::time::sleep_until(deadline),
+            stopped: shutdown.notify.notified(),
+            abandoned: false,
         }
-        self.abandon().await;
-        Ok(Ok(None))
     }
 
     /// Whether the task has ended.
@@ -393,6 +392,56 @@ impl<T> TrackedTask<T> {
         {
             let _ = (&mut self.handle).await;
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`TrackedTask::join_until`].
+    pub(crate) struct JoinUntil<'a, T> {
+        handle: &'a mut JoinHandle<Option<T>>,
+        state: &'a dyn PollFlag,
+        shutdown: &'a Shutdown,
+        #[pin]
+        sleep: tokio::time::Sleep,
+        // Made with the future (so a shutdown from then on completes it),
+        // registered with the supervisor only when polled while waiting.
+        #[pin]
+        stopped: tokio::sync::futures::Notified<'a>,
+        // Shut down while the task was idle: waiting for it to be dropped.
+        abandoned: bool,
+    }
+}
+
+impl<T> Future for JoinUntil<'_, T> {
+    type Output = Joined<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if *this.abandoned {
+            return Pin::new(&mut **this.handle).poll(cx).map(|_| Ok(Ok(None)));
+        }
+        if let Poll::Ready(joined) = Pin::new(&mut **this.handle).poll(cx) {
+            return Poll::Ready(Ok(joined));
+        }
+        if this.sleep.poll(cx).is_ready() {
+            return Poll::Ready(Err(Elapsed));
+        }
+        if !this.shutdown.is_set() && this.stopped.poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // Shut down: abandon the task (see `TrackedTask::abandon`), and
+        // when it is idle wait until it has been dropped.
+        this.handle.abort();
+        if this
+            .state
+            .poll_flag()
+            .compare_exchange(IDLE, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            *this.abandoned = true;
+            return Pin::new(&mut **this.handle).poll(cx).map(|_| Ok(Ok(None)));
+        }
+        Poll::Ready(Ok(Ok(None)))
     }
 }
 

@@ -82,6 +82,7 @@ mod http;
 pub(crate) mod json;
 mod payload;
 pub mod router;
+mod stamp;
 mod text;
 mod typed;
 
@@ -97,6 +98,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use payload::Data;
+pub(crate) use stamp::{new_id, now_rfc3339};
 use text::{Short, Text};
 
 /// The `specversion` of every signal, as Jido writes it.
@@ -327,15 +329,6 @@ impl std::fmt::Debug for Trust {
     }
 }
 
-/// A fresh UUIDv7 as its 36 characters, encoded straight into the
-/// signal (no formatting machinery, no allocation: this is on every
-/// signal's path).
-pub(crate) fn new_id() -> Text<36> {
-    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    uuid::Uuid::now_v7().hyphenated().encode_lower(&mut buf);
-    Text::inline(buf)
-}
-
 /// The id of a signal as a UUIDv7, when it is one (always, for the ids
 /// the runtime generates): the id the instructions routed from it share.
 pub(crate) fn uuid_v7(signal: &Signal) -> Option<uuid::Uuid> {
@@ -344,93 +337,6 @@ pub(crate) fn uuid_v7(signal: &Signal) -> Option<uuid::Uuid> {
         Text::Heap(text) => uuid::Uuid::try_parse(text),
     };
     id.ok().filter(|id| id.get_version_num() == 7)
-}
-
-/// The current UTC time in RFC 3339 with microseconds, e.g.
-/// `2026-01-02T03:04:05.123456Z`.
-pub(crate) fn now_rfc3339() -> Text<27> {
-    let now = std::time::SystemTime::now();
-    now.duration_since(std::time::UNIX_EPOCH)
-        .ok()
-        .and_then(|since| rfc3339_micros_cached(since.as_secs(), since.subsec_micros()))
-        .map_or_else(
-            || Text::from(Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)),
-            Text::inline,
-        )
-}
-
-/// [`rfc3339_micros`], with the part up to the seconds kept per thread
-/// for the last second seen: signals made within one second (all of them,
-/// under load) only write their microseconds.
-fn rfc3339_micros_cached(secs: u64, micros: u32) -> Option<[u8; 27]> {
-    thread_local! {
-        static LAST: std::cell::Cell<(u64, [u8; 27])> =
-            const { std::cell::Cell::new((u64::MAX, [0; 27])) };
-    }
-    let mut out = match LAST.try_with(std::cell::Cell::get) {
-        Ok((last, out)) if last == secs => out,
-        _ => {
-            let out = rfc3339_micros(secs, 0)?;
-            let _ = LAST.try_with(|c| c.set((secs, out)));
-            out
-        }
-    };
-    let mut v = micros;
-    for at in (20..26).rev() {
-        out[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    Some(out)
-}
-
-/// `secs` (since the Unix epoch) and `micros` written as
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, the way chrono writes them with
-/// `SecondsFormat::Micros` (hand-written: chrono's formatter costs ~250 ns
-/// per signal); `None` past the year 9999.
-fn rfc3339_micros(secs: u64, micros: u32) -> Option<[u8; 27]> {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (hour, min, sec) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).ok()? + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    if !(0..=9999).contains(&year) {
-        return None;
-    }
-    let mut out = [0u8; 27];
-    let mut put = |at: usize, value: u64, width: usize| {
-        let mut v = value;
-        for i in (0..width).rev() {
-            out[at + i] = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-    };
-    put(0, year as u64, 4);
-    put(5, month as u64, 2);
-    put(8, day as u64, 2);
-    put(11, hour, 2);
-    put(14, min, 2);
-    put(17, sec, 2);
-    put(20, u64::from(micros), 6);
-    for (at, c) in [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-        (26, b'Z'),
-    ] {
-        out[at] = c;
-    }
-    Some(out)
 }
 
 impl Signal {
@@ -443,12 +349,13 @@ impl Signal {
     pub fn new(ty: impl AsRef<str>, data: impl Into<Value>) -> Self {
         let data = data.into();
         let data = (!data.is_null()).then_some(Data::Json(data));
+        let (id, time) = stamp::id_and_time();
         Self {
-            id: new_id(),
+            id,
             source: None,
             ty: Short::new(ty.as_ref()),
             subject: None,
-            time: Some(now_rfc3339()),
+            time: Some(time),
             datacontenttype: if data.is_some() {
                 MediaType::Json
             } else {
@@ -991,55 +898,8 @@ mod tests {
 }
 
 #[cfg(test)]
-mod time_format_tests {
+mod id_tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_micros_matches_chrono() {
-        for (secs, micros) in [
-            (0u64, 0u32),
-            (951_782_400, 1),           // 2000-02-29
-            (1_709_164_799, 999_999),   // 2024-02-28T23:59:59
-            (1_709_251_199, 123_456),   // 2024-02-29T23:59:59
-            (4_102_444_800, 500_000),   // 2100-01-01
-            (253_402_300_799, 999_999), // 9999-12-31T23:59:59
-        ] {
-            let chrono = DateTime::<Utc>::from_timestamp(secs as i64, micros * 1000)
-                .unwrap()
-                .to_rfc3339_opts(SecondsFormat::Micros, true);
-            assert_eq!(
-                rfc3339_micros(secs, micros).map(|b| String::from_utf8(b.to_vec()).unwrap()),
-                Some(chrono)
-            );
-        }
-        assert_eq!(rfc3339_micros(253_402_300_800, 0), None);
-        // The per-thread copy of the last second gives the same text,
-        // whichever second came before.
-        for (secs, micros) in [
-            (1_709_251_199u64, 123_456u32),
-            (1_709_251_199, 7),
-            (1_709_251_200, 999_999),
-            (1_709_251_199, 0),
-            (0, 1),
-        ] {
-            assert_eq!(
-                rfc3339_micros_cached(secs, micros),
-                rfc3339_micros(secs, micros)
-            );
-        }
-        assert_eq!(rfc3339_micros_cached(253_402_300_800, 0), None);
-        // Every day of four centuries around now.
-        for day in 0..146_097u64 {
-            let secs = 946_684_800 + day * 86_400 + 3_723;
-            let chrono = DateTime::<Utc>::from_timestamp(secs as i64, 7_000)
-                .unwrap()
-                .to_rfc3339_opts(SecondsFormat::Micros, true);
-            assert_eq!(
-                rfc3339_micros(secs, 7).map(|b| String::from_utf8(b.to_vec()).unwrap()),
-                Some(chrono)
-            );
-        }
-    }
 
     #[test]
     fn new_id_is_a_uuid_v7() {

@@ -15,19 +15,10 @@ pub(crate) enum Text<const N: usize> {
 }
 
 impl<const N: usize> Text<N> {
-    /// `bytes` inline when they are ASCII (always, for what the runtime
-    /// writes), else copied to the heap.
-    pub(crate) fn inline(bytes: [u8; N]) -> Self {
-        if bytes.is_ascii() {
-            Text::Inline(bytes)
-        } else {
-            Text::Heap(String::from_utf8_lossy(&bytes).into())
-        }
-    }
-
     pub(crate) fn as_str(&self) -> &str {
         match self {
-            // ASCII by construction (`inline`): never the empty fallback.
+            // ASCII by construction (only the runtime writes it): never
+            // the empty fallback.
             Text::Inline(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
             Text::Heap(text) => text,
         }
@@ -158,18 +149,11 @@ mod tests {
 
     #[test]
     fn inline_and_heap_compare_as_text() {
-        let inline = Text::<3>::inline(*b"abc");
+        let inline = Text::<3>::Inline(*b"abc");
         assert_eq!(inline.as_str(), "abc");
         assert_eq!(inline, Text::from("abc".to_owned()));
         assert_ne!(inline, Text::from("abd".to_owned()));
         assert_eq!(format!("{inline:?}"), "\"abc\"");
         assert_eq!(inline.into_string(), "abc");
-    }
-
-    #[test]
-    fn non_ascii_bytes_go_to_the_heap() {
-        let text = Text::<2>::inline([0xc3, 0xa9]);
-        assert!(matches!(text, Text::Heap(_)));
-        assert_eq!(text.as_str(), "é");
     }
 }
