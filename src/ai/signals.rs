@@ -378,14 +378,11 @@ impl LlmResultData {
     /// The `ai.llm.response` signal (source `/ai/llm`) carrying this
     /// payload typed.
     pub fn into_signal(self) -> crate::signal::Signal {
-        crate::signal::Signal::builder(LLM_RESPONSE)
-            .source(<LlmResponseData as TypedSignal>::SOURCE)
-            .payload(self)
-            .build()
-            .unwrap_or_else(|err| {
-                tracing::warn!(target: "jido::ai", signal_type = LLM_RESPONSE, error = %err, "ai signal built without its data");
-                crate::signal::Signal::new(LLM_RESPONSE, Value::Null)
-            })
+        crate::signal::Signal::typed_from(
+            LLM_RESPONSE,
+            <LlmResponseData as TypedSignal>::SOURCE,
+            self,
+        )
     }
 }
 
@@ -564,18 +561,10 @@ impl Payload for ToolResultData {
 
 /// A signal of `T`'s type and source carrying `data` as its [typed
 /// payload](crate::signal::Signal#typed-payloads) (its JSON is built only
-/// if someone reads it). The constant type and source make building
-/// infallible; should it fail anyway, a bare signal of the same type
-/// leaves, so that a terminal signal is still sent.
+/// if someone reads it). The type and source are constants, held valid by
+/// a test, so nothing is checked at run time and nothing can fail.
 pub(crate) fn signal_of<T: Payload>(data: T) -> crate::signal::Signal {
-    crate::signal::Signal::builder(T::TYPE)
-        .source(T::SOURCE)
-        .payload(data)
-        .build()
-        .unwrap_or_else(|err| {
-            tracing::warn!(target: "jido::ai", signal_type = T::TYPE, error = %err, "ai signal built without its data");
-            crate::signal::Signal::new(T::TYPE, Value::Null)
-        })
+    crate::signal::Signal::typed_from(T::TYPE, T::SOURCE, data)
 }
 
 /// The typed payload of the signal being handled when the strategy
@@ -775,4 +764,27 @@ pub(crate) fn turn_value(
         usage.map_or(Value::Null, |u| super::request::usage_json(&u)),
     );
     Value::Object(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signal::Signal;
+
+    /// `signal_of` skips the builder's checks: every AI signal's type and
+    /// source must pass them.
+    #[test]
+    fn every_ai_signal_type_and_source_is_valid() {
+        fn check<T: TypedSignal>() {
+            let built = Signal::builder(T::TYPE).source(T::SOURCE).build();
+            assert!(built.is_ok(), "{} {}: {built:?}", T::TYPE, T::SOURCE);
+        }
+        check::<LlmDeltaData>();
+        check::<UsageData>();
+        check::<LlmResponseData>();
+        check::<EmbedResultData>();
+        check::<ToolStartedData>();
+        check::<ToolResultData>();
+        check::<RequestErrorData>();
+    }
 }

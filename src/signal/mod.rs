@@ -368,6 +368,25 @@ impl Signal {
         }
     }
 
+    /// [`Signal::typed`] with a `source`, for the crate's own signal types
+    /// and sources: constants its tests hold valid, so the builder's
+    /// checks are skipped (debug builds still run them).
+    pub(crate) fn typed_from<T: serde::Serialize + Send + Sync + 'static>(
+        ty: &'static str,
+        source: &'static str,
+        value: T,
+    ) -> Self {
+        debug_assert!(
+            Signal::builder(ty).source(source).build().is_ok(),
+            "invalid built-in signal type or source: {ty} {source}"
+        );
+        let mut signal = Signal::typed(ty, value);
+        if source != DEFAULT_SOURCE {
+            signal.source = Some(source.into());
+        }
+        signal
+    }
+
     /// A builder for a signal of type `ty`; see [`SignalBuilder`].
     pub fn builder(ty: impl Into<String>) -> SignalBuilder {
         SignalBuilder::new(ty)
