@@ -360,8 +360,12 @@ struct Args {
     raw_only: bool,
     hibernate: bool,
     bulk: bool,
+    // The hibernation run (feature `persist`) reads these.
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     live: usize,
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     sample: usize,
+    #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     dir: Option<std::path::PathBuf>,
 }
 
