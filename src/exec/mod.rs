@@ -362,6 +362,7 @@ impl Ready {
     /// An `async move` block rather than an `async fn`: the latter would
     /// keep `self` twice in the future (the argument, and the local it is
     /// moved into on the first poll).
+    #[allow(clippy::manual_async_fn)] // see above: `async fn` keeps `self` twice
     fn run<M: Attempts>(self, exec: &Exec) -> impl Future<Output = Outcome> + Send + '_ {
         async move {
             let run = Run {
