@@ -662,6 +662,57 @@ async fn default_is_one_retry_after_250ms() {
     assert_eq!(Value::Object(out.output), json!({"n": 7, "attempt": 2}));
 }
 
+/// An inline run (`timeout 0`, which allocates no box of its own) keeps
+/// retries, backoff and compensation: every attempt runs in the caller's
+/// task, each failure is compensated, and the final error wraps the last.
+#[tokio::test(start_paused = true)]
+async fn an_inline_run_retries_and_compensates_in_the_caller() {
+    let probe = Probe::new();
+    let exec = Exec::new();
+    let t0 = Instant::now();
+    let handle = tokio::spawn({
+        let probe = probe.clone();
+        async move {
+            let me = tokio::task::try_id();
+            let outcome = exec
+                .execute(
+                    ins(
+                        Scripted::<1> {
+                            probe: probe.clone(),
+                        },
+                        json!({"fail": 5}),
+                    )
+                    .with_opts(ExecOptions::new().timeout(Duration::ZERO).max_retries(2)),
+                    Context::new(),
+                )
+                .await;
+            (me, outcome)
+        }
+    });
+    let (me, outcome) = handle.await.unwrap();
+    assert_eq!(outcome.attempts, 3);
+    assert_eq!(gaps(&probe.starts()), [250, 500]);
+    assert_eq!(probe.task_ids.lock().unwrap().clone(), [me, me, me]);
+    assert_eq!(probe.deadlines.lock().unwrap().clone(), [None, None, None]);
+    let compensated: Vec<_> = probe
+        .compensations()
+        .into_iter()
+        .map(|(at, msg)| (at.duration_since(t0).as_millis(), msg))
+        .collect();
+    assert_eq!(
+        compensated,
+        [
+            (0, "card declined".to_owned()),
+            (250, "card declined".to_owned()),
+            (750, "card declined".to_owned())
+        ]
+    );
+    let err = outcome.result.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Compensation);
+    assert_eq!(err.message(), "compensation completed for: card declined");
+    assert_eq!(err.detail("compensated"), Some(&json!(true)));
+}
+
 #[tokio::test(start_paused = true)]
 async fn backoff_doubles_from_250ms_and_caps_at_30s() {
     let probe = Probe::new();

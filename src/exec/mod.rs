@@ -272,12 +272,16 @@ impl Exec {
         base: Context,
     ) -> impl Future<Output = Outcome> + Send + '_ {
         match self.prepare(action, params, context, opts, base) {
-            // Boxed once, whole: the run holds the attempt's task, timer
-            // and shutdown wait (~0.8 KB), and the caller's future (a
+            // A spawned run is boxed once, whole: it holds the attempt's
+            // task, timer and shutdown wait, and the caller's future (a
             // `cmd`, a strategy, a chain) is moved several times; in a box
             // only its pointer moves.
-            Ok(ready) => Either::Left(Box::pin(ready.run(self))),
-            Err(error) => Either::Right(std::future::ready(Outcome::failed(error))),
+            Ok(ready) if !ready.inline() => Either::Left(Box::pin(ready.run::<Spawned>(self))),
+            // An inline run holds none of that (the action's own future is
+            // boxed by `run_owned`): it is small enough to stay in the
+            // caller's future, and a run allocates no box of its own.
+            Ok(ready) => Either::Right(Either::Left(ready.run::<Inline>(self))),
+            Err(error) => Either::Right(Either::Right(std::future::ready(Outcome::failed(error)))),
         }
     }
 
@@ -338,72 +342,122 @@ struct Ready {
 }
 
 impl Ready {
-    /// Stages 4 to 11: attempts, with retries. Nested runs started with
-    /// the action's context stay on this executor.
+    /// Whether every attempt runs inline, in the caller: a zero timeout
+    /// and no inherited deadline (both hold for the whole run).
+    fn inline(&self) -> bool {
+        is_inline(&self.opts, &self.ctx)
+    }
+
+    /// Stages 4 to 11: attempts, with retries, driven as `M` says. Nested
+    /// runs started with the action's context stay on this executor.
     ///
-    /// This future is what a run allocates (it is boxed whole, see
-    /// [`Exec::execute_parts`]): whatever it holds across an await is in
-    /// that box, and a box past ~1 KB leaves glibc's per-thread cache for
-    /// its slow path. So the attempt's synchronous steps are plain
+    /// A spawned run's future is what a run allocates (it is boxed whole,
+    /// see [`Exec::execute_parts`]): whatever it holds across an await is
+    /// in that box, and a box past ~1 KB leaves glibc's per-thread cache
+    /// for its slow path. So the attempt's synchronous steps are plain
     /// functions ([`Run::begin`], [`Run::spawn`]) whose locals are not
-    /// kept, and the attempt's span lives in its shared cell only.
-    async fn run(self, exec: &Exec) -> Outcome {
-        let run = Run {
-            exec,
-            ready: &self,
-            meta: self.action.meta(),
-        };
-        let max_retries = self.opts.get_max_retries();
-        let mut attempt: u32 = 0;
-        loop {
-            let (result, effects, dispatched) = run.attempt(attempt).await;
-            let error = match result {
-                Ok(output) => {
-                    return Outcome {
-                        result: Ok(output),
-                        effects,
-                        attempts: attempt + 1,
-                    };
+    /// kept, the attempt's span lives in its shared cell only, and the
+    /// backoff's timer is boxed (retries are rare).
+    ///
+    /// An `async move` block rather than an `async fn`: the latter would
+    /// keep `self` twice in the future (the argument, and the local it is
+    /// moved into on the first poll).
+    #[allow(clippy::manual_async_fn)] // see above: `async fn` keeps `self` twice
+    fn run<M: Attempts>(self, exec: &Exec) -> impl Future<Output = Outcome> + Send + '_ {
+        async move {
+            let run = Run {
+                exec,
+                ready: &self,
+                meta: self.action.meta(),
+            };
+            let max_retries = self.opts.get_max_retries();
+            let mut attempt: u32 = 0;
+            loop {
+                let (result, effects, dispatched) = M::attempt(&run, attempt).await;
+                let error = match result {
+                    Ok(output) => {
+                        return Outcome {
+                            result: Ok(output),
+                            effects,
+                            attempts: attempt + 1,
+                        };
+                    }
+                    Err(error) => error,
+                };
+                let done = |error: Error| Outcome {
+                    result: Err(error),
+                    effects,
+                    attempts: attempt + 1,
+                };
+                if !dispatched || attempt >= max_retries || !error.retryable() {
+                    return done(error);
                 }
-                Err(error) => error,
-            };
-            let done = |error: Error| Outcome {
-                result: Err(error),
-                effects,
-                attempts: attempt + 1,
-            };
-            if !dispatched || attempt >= max_retries || !error.retryable() {
-                return done(error);
+                // Computed when needed: the iterator would sit in every run's
+                // future.
+                let delay = self.opts.retry_policy().delays().nth(attempt as usize);
+                let Some(delay) = delay else {
+                    return done(error);
+                };
+                if self
+                    .ctx
+                    .nested_deadline()
+                    .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
+                {
+                    // The inherited budget cannot fit another attempt.
+                    return done(error);
+                }
+                let meta = self.action.meta();
+                tracing::info!(
+                    action = meta.name,
+                    attempt = attempt + 1,
+                    max_retries,
+                    delay_ms = millis(delay),
+                    "retrying {} (attempt {}/{}) after {}ms backoff",
+                    meta.name,
+                    attempt + 1,
+                    max_retries,
+                    millis(delay)
+                );
+                Box::pin(tokio::time::sleep(delay)).await;
+                attempt += 1;
             }
-            // Computed when needed: the iterator would sit in every run's
-            // future.
-            let delay = self.opts.retry_policy().delays().nth(attempt as usize);
-            let Some(delay) = delay else {
-                return done(error);
-            };
-            if self
-                .ctx
-                .nested_deadline()
-                .is_some_and(|d| instant_after(Instant::now(), delay) >= d)
-            {
-                // The inherited budget cannot fit another attempt.
-                return done(error);
-            }
-            let meta = self.action.meta();
-            tracing::info!(
-                action = meta.name,
-                attempt = attempt + 1,
-                max_retries,
-                delay_ms = millis(delay),
-                "retrying {} (attempt {}/{}) after {}ms backoff",
-                meta.name,
-                attempt + 1,
-                max_retries,
-                millis(delay)
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
         }
+    }
+}
+
+/// Whether a run with these options and base context runs its attempts
+/// inline: a zero timeout and no inherited deadline.
+fn is_inline(opts: &ExecOptions, ctx: &Context) -> bool {
+    opts.get_timeout().is_zero() && ctx.nested_deadline().is_none()
+}
+
+/// What an attempt gave: its result, its effects, and whether the action
+/// was dispatched (`false` when the budget was gone).
+type Attempted = (Result<Map<String, Value>>, Vec<Effect>, bool);
+
+/// How a run drives its attempts: [`Inline`] or [`Spawned`].
+trait Attempts {
+    /// One attempt of `run`.
+    fn attempt<'a>(run: &'a Run<'a>, attempt: u32) -> impl Future<Output = Attempted> + Send + 'a;
+}
+
+/// Attempts in the caller, with no time limit (a zero timeout and no
+/// inherited deadline): the run's future holds no task, timer or
+/// shutdown wait.
+struct Inline;
+
+impl Attempts for Inline {
+    fn attempt<'a>(run: &'a Run<'a>, attempt: u32) -> impl Future<Output = Attempted> + Send + 'a {
+        run.attempt_inline(attempt)
+    }
+}
+
+/// Attempts in tasks of the executor's supervisor, under a deadline.
+struct Spawned;
+
+impl Attempts for Spawned {
+    fn attempt<'a>(run: &'a Run<'a>, attempt: u32) -> impl Future<Output = Attempted> + Send + 'a {
+        run.attempt(attempt)
     }
 }
 
@@ -442,16 +496,34 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
+    /// One inline attempt: span, run in the caller, compensation.
+    async fn attempt_inline(&self, attempt: u32) -> Attempted {
+        let (actx, cell, budget) = match self.begin(attempt) {
+            Ok(begun) => begun,
+            Err(gone) => return (Err(gone), Vec::new(), false),
+        };
+        // `Inline` is only chosen when `is_inline` holds, and then `begin`
+        // gives no budget: the attempt has no time limit.
+        let _ = budget;
+        let result = self.run_inline(actx, &cell).await;
+        let result = match self.compensation(result, attempt, &cell) {
+            Ok(result) => result,
+            Err(compensating) => Err(compensating.await),
+        };
+        Self::settled(result, &cell)
+    }
+
     /// One attempt: span, budget, run, compensation. The flag is `false`
     /// when the action was not dispatched because the budget was gone.
-    async fn attempt(&self, attempt: u32) -> (Result<Map<String, Value>>, Vec<Effect>, bool) {
+    async fn attempt(&self, attempt: u32) -> Attempted {
         let (actx, cell, budget) = match self.begin(attempt) {
             Ok(begun) => begun,
             Err(gone) => return (Err(gone), Vec::new(), false),
         };
         let result = match budget {
-            // Inline: no task, no limit.
-            None => self.run_inline(actx).instrument(cell.span().clone()).await,
+            // No budget: inline (a spawned run always has one; an attempt
+            // without a time limit never goes to a task).
+            None => self.run_inline(actx, &cell).await,
             // The context moves into the task, which enters the span around
             // each poll (the caller only waits, so it does not: that would
             // wrap and copy the whole wait); the effects are read through
@@ -461,20 +533,43 @@ impl Run<'_> {
                 Err(err) => Err(err),
             },
         };
-        let result = match result {
+        let result = match self.compensation(result, attempt, &cell) {
+            Ok(result) => result,
+            Err(compensating) => Err(compensating.await),
+        };
+        Self::settled(result, &cell)
+    }
+
+    /// The end of an attempt, once compensated: the span's outcome, the
+    /// effects.
+    fn settled(result: Result<Map<String, Value>>, cell: &AttemptHandle) -> Attempted {
+        record(cell.span(), &result);
+        (result, cell.take_effects(), true)
+    }
+
+    /// The result of an attempt as it stands, or the compensation to run
+    /// for its failure, timeouts included, cancellation not (boxed: the
+    /// cold path would otherwise triple the size of every run's future).
+    /// A plain function, so that the result is not held across the
+    /// compensation's await (it moves into the box).
+    fn compensation<'a>(
+        &'a self,
+        result: Result<Map<String, Value>>,
+        attempt: u32,
+        cell: &AttemptHandle,
+    ) -> std::result::Result<
+        Result<Map<String, Value>>,
+        std::pin::Pin<Box<impl Future<Output = Error> + Send + 'a>>,
+    > {
+        match result {
             Err(err) if self.meta().compensation.enabled && err.kind() != ErrorKind::Cancelled => {
-                // Boxed: the cold path would otherwise triple the size of
-                // every run's future.
                 Err(Box::pin(
                     self.compensate(err, attempt + 1)
                         .instrument(cell.span().clone()),
-                )
-                .await)
+                ))
             }
-            other => other,
-        };
-        record(cell.span(), &result);
-        (result, cell.take_effects(), true)
+            other => Ok(other),
+        }
     }
 
     /// The synchronous start of an attempt: its span, its time budget
@@ -498,8 +593,8 @@ impl Run<'_> {
         let timeout = self.opts().get_timeout();
         let inherited = self.ctx().nested_deadline();
         // Inline runs (zero timeout, no inherited deadline) never read the
-        // clock.
-        let now = if timeout.is_zero() && inherited.is_none() {
+        // clock, so they have no budget.
+        let now = if is_inline(self.opts(), self.ctx()) {
             None
         } else {
             Some(Instant::now())
@@ -528,15 +623,28 @@ impl Run<'_> {
         Ok((actx, cell, budget))
     }
 
-    /// An attempt in the caller, with no time limit, catching panics.
-    async fn run_inline(&self, actx: Context) -> Result<Map<String, Value>> {
-        // The boxed future owns the context (this future, which the run's
-        // box holds, then does not).
-        let attempt = Arc::clone(self.action().erased()).run_owned(self.prepared(), actx);
-        match AssertUnwindSafe(attempt).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(panicked(self.meta().name, &*panic)),
-        }
+    /// An attempt in the caller, with no time limit, catching panics, in
+    /// the attempt's span.
+    ///
+    /// A plain function: the boxed future owns the context, and the
+    /// returned one holds that box and two references (an `async fn`
+    /// would keep the context argument in it as well, and `instrument` a
+    /// clone of the span).
+    fn run_inline<'s>(
+        &'s self,
+        actx: Context,
+        cell: &'s AttemptHandle,
+    ) -> impl Future<Output = Result<Map<String, Value>>> + Send + 's {
+        let mut attempt =
+            AssertUnwindSafe(Arc::clone(self.action().erased()).run_owned(self.prepared(), actx))
+                .catch_unwind();
+        std::future::poll_fn(move |cx| {
+            let _entered = cell.span().enter();
+            attempt.poll_unpin(cx).map(|caught| match caught {
+                Ok(result) => result,
+                Err(panic) => Err(panicked(self.meta().name, &*panic)),
+            })
+        })
     }
 
     /// Starts an attempt in a supervised task (dropping the returned task,
