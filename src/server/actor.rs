@@ -108,7 +108,9 @@ pub(crate) fn spawn_error(err: ractor::SpawnErr) -> Error {
 
 /// A future that is pending once, waking its task at once: the task goes
 /// to the back of the scheduler's queue, behind the tasks that are ready
-/// (the one the handler just spawned among them).
+/// (the one the handler just spawned among them). Not
+/// `tokio::task::yield_now`, which defers the wake until the scheduler
+/// has also polled the I/O and timer drivers: a longer turn than needed.
 struct YieldOnce(bool);
 
 impl Future for YieldOnce {
@@ -469,11 +471,9 @@ impl Actor for AgentServer {
                 }
             }
         }
-        if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
-            // A directive executor panicked: the agent fails now, before
-            // anything else is settled.
-            return Err(boxed(Error::execution(message)));
-        }
+        // A directive executor panicked: the agent fails now, before
+        // anything else is settled.
+        state.take_crash()?;
         if state.hold_local() {
             // The `cmd` this call left waiting (on an action's task, the
             // default) gets one scheduler turn: a task that ends in it (a
@@ -482,9 +482,7 @@ impl Actor for AgentServer {
             // wait: the mailbox is served again right after it.
             YieldOnce(false).await;
             state.release_local(&myself);
-            if let Some(message) = state.extras.as_mut().and_then(|e| e.crash.take()) {
-                return Err(boxed(Error::execution(message)));
-            }
+            state.take_crash()?;
         }
         Ok(())
     }
@@ -1135,6 +1133,15 @@ impl AgentServerState {
             }),
         });
         self.poll_local(myself);
+    }
+
+    /// The crash a panicking directive executor left, as the handler's
+    /// error.
+    fn take_crash(&mut self) -> Result<(), ActorProcessingErr> {
+        match self.extras.as_mut().and_then(|e| e.crash.take()) {
+            Some(message) => Err(boxed(Error::execution(message))),
+            None => Ok(()),
+        }
     }
 
     /// Whether the handler should keep the local `cmd` it just polled for

@@ -161,36 +161,11 @@ fn uuid_bits(tick: u64, random: u64) -> u128 {
 
 /// `bits` as a lowercase hyphenated UUID: `8-4-4-4-12` hex digits.
 fn hyphenated(bits: u128) -> [u8; 36] {
-    let hi = hex16((bits >> 64) as u64);
-    let lo = hex16(bits as u64);
-    let mut out = [b'-'; 36];
-    out[..8].copy_from_slice(&hi[..8]);
-    out[9..13].copy_from_slice(&hi[8..12]);
-    out[14..18].copy_from_slice(&hi[12..]);
-    out[19..23].copy_from_slice(&lo[..4]);
-    out[24..].copy_from_slice(&lo[4..]);
+    let mut out = [0; 36];
+    uuid::Uuid::from_u128(bits)
+        .hyphenated()
+        .encode_lower(&mut out);
     out
-}
-
-/// `x` as 16 lowercase hex digits, most significant first.
-fn hex16(x: u64) -> [u8; 16] {
-    let mut out = [0; 16];
-    out[..8].copy_from_slice(&hex8((x >> 32) as u32));
-    out[8..].copy_from_slice(&hex8(x as u32));
-    out
-}
-
-/// `x` as 8 lowercase hex digits, most significant first, computed on all
-/// eight at once (one nibble per byte of a `u64`).
-fn hex8(x: u32) -> [u8; 8] {
-    let x = u64::from(x);
-    // Spread the nibbles out, one per byte, the first one highest.
-    let x = ((x & 0xffff_0000) << 16) | (x & 0xffff);
-    let x = ((x & 0x0000_ff00_0000_ff00) << 8) | (x & 0x0000_00ff_0000_00ff);
-    let x = ((x & 0x00f0_00f0_00f0_00f0) << 4) | (x & 0x000f_000f_000f_000f);
-    // 1 in the bytes holding 10..=15, which become 'a'..='f'.
-    let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
-    (x + 0x3030_3030_3030_3030 + letters * 0x27).to_be_bytes()
 }
 
 fn time_at(now: Duration) -> Text<27> {
@@ -343,31 +318,6 @@ mod tests {
             assert_eq!(
                 rfc3339_micros(secs, 7).map(|b| String::from_utf8(b.to_vec()).unwrap()),
                 Some(chrono)
-            );
-        }
-    }
-
-    #[test]
-    fn hex_matches_uuid_formatting() {
-        for bits in [
-            0u128,
-            u128::MAX,
-            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
-            0xa0a0_0f0f_9999_aaaa_5555_ffff_0000_1234,
-        ] {
-            let ours = hyphenated(bits);
-            assert_eq!(
-                std::str::from_utf8(&ours).unwrap(),
-                uuid::Uuid::from_u128(bits).hyphenated().to_string()
-            );
-        }
-        // Every nibble value in every position.
-        for nibble in 0..16u128 {
-            let bits = (0..32).fold(0u128, |acc, i| acc | (nibble << (4 * i)));
-            let ours = hyphenated(bits);
-            assert_eq!(
-                std::str::from_utf8(&ours).unwrap(),
-                uuid::Uuid::from_u128(bits).hyphenated().to_string()
             );
         }
     }
