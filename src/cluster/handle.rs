@@ -309,7 +309,25 @@ impl ClusterAgent {
         tag: impl Into<String>,
         timeout: Duration,
     ) -> Result<RemoteChild> {
-        self.spawn_child_of(parent, tag.into(), None, timeout).await
+        let tag = tag.into();
+        // In the parent's child table (no restart policy: the caller
+        // holds the handle), its tag taken while it starts.
+        self.inner.children.reserve(parent.id(), &tag, &self.id)?;
+        let local = match parent.status().await {
+            Ok(status) => status.children.contains(&tag),
+            Err(e) => {
+                self.inner.children.settle(parent.id(), &tag, &Err(e.clone()));
+                return Err(e);
+            }
+        };
+        if local {
+            let err = crate::server::tag_in_use(&tag, &self.id);
+            self.inner.children.settle(parent.id(), &tag, &Err(err.clone()));
+            return Err(err);
+        }
+        let started = self.spawn_child_of(parent, tag.clone(), None, timeout).await;
+        self.inner.children.settle(parent.id(), &tag, &started);
+        started
     }
 
     /// [`spawn_as_child`](ClusterAgent::spawn_as_child), with `options`
@@ -357,7 +375,7 @@ async fn unwatch(
         GatewayMsg::Unwatch(Box::new(UnwatchRequest {
             agent: agent.to_owned(),
             owner: owner.clone(),
-            watcher: watcher.actor_ref().get_id(),
+            watcher: watcher.id().to_owned(),
             reply,
         }))
     };
@@ -445,6 +463,10 @@ impl RemoteChild {
     ///
     /// [`Cancelled`](crate::ErrorKind::Cancelled) "cluster is shut down".
     pub async fn forget(&self) -> Result<bool> {
+        // Out of the parent's child table too: its tag is free again.
+        self.inner
+            .children
+            .ended(self.parent.id(), &self.tag, &self.id);
         unwatch(&self.gateway, &self.id, self.node.clone(), &self.parent).await
     }
 }

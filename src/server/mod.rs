@@ -93,6 +93,7 @@ pub use actor_target::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };
+pub(crate) use child_host::tag_in_use;
 pub use child_host::{ChildHost, ChildSpawn, ChildStatus};
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
