@@ -327,7 +327,10 @@ async fn the_host_starts_spec_children_and_the_child_table_knows_them() {
     assert!(jido.whereis("spec-parent-3/r").is_none());
     let status = p.status().await.unwrap();
     assert_eq!(status.children, ["l", "r"]);
-    assert_eq!(status.error_count, 0, "a refused tag is not an action error");
+    assert_eq!(
+        status.error_count, 0,
+        "a refused tag is not an action error"
+    );
 
     // The built-in StopChild of the hosted tag goes to the host with its
     // reason; its exit reaches the parent.

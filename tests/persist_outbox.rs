@@ -523,7 +523,11 @@ async fn a_schedule_in_the_outbox_keeps_its_due_time_across_the_restore() {
 struct RecordingHost(mpsc::UnboundedSender<Value>);
 
 impl jido::server::ChildHost for RecordingHost {
-    fn spawn(&self, spawn: jido::server::ChildSpawn, ctx: &DirectiveContext<'_>) -> DirectiveResult {
+    fn spawn(
+        &self,
+        spawn: jido::server::ChildSpawn,
+        ctx: &DirectiveContext<'_>,
+    ) -> DirectiveResult {
         let _ = self.0.send(json!({
             "parent": ctx.agent_id(),
             "tag": spawn.tag,

@@ -19,8 +19,7 @@ use super::gateway::GatewayMsg;
 use super::handle::{ClusterAgent, RemoteChild};
 use super::{Cluster, Inner, Place};
 use crate::directive::{
-    ChildKind, ChildOptions, CustomDirective, Directive, Placement, Restart, SpawnAgent,
-    StopReason,
+    ChildKind, ChildOptions, CustomDirective, Directive, Placement, Restart, SpawnAgent, StopReason,
 };
 use crate::error::Error;
 use crate::server::{

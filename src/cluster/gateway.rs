@@ -792,10 +792,7 @@ impl GatewayState {
         let Some(list) = self.watching.get_mut(&key) else {
             return (false, false);
         };
-        let Some(at) = list
-            .iter()
-            .position(|w| w.agent.id() == watcher)
-        else {
+        let Some(at) = list.iter().position(|w| w.agent.id() == watcher) else {
             return (false, false);
         };
         list.remove(at);

@@ -316,16 +316,22 @@ impl ClusterAgent {
         let local = match parent.status().await {
             Ok(status) => status.children.contains(&tag),
             Err(e) => {
-                self.inner.children.settle(parent.id(), &tag, &Err(e.clone()));
+                self.inner
+                    .children
+                    .settle(parent.id(), &tag, &Err(e.clone()));
                 return Err(e);
             }
         };
         if local {
             let err = crate::server::tag_in_use(&tag, &self.id);
-            self.inner.children.settle(parent.id(), &tag, &Err(err.clone()));
+            self.inner
+                .children
+                .settle(parent.id(), &tag, &Err(err.clone()));
             return Err(err);
         }
-        let started = self.spawn_child_of(parent, tag.clone(), None, timeout).await;
+        let started = self
+            .spawn_child_of(parent, tag.clone(), None, timeout)
+            .await;
         self.inner.children.settle(parent.id(), &tag, &started);
         started
     }

@@ -232,7 +232,9 @@ fn decode_directive(form: &Value, executors: &Executors, now_ms: i64) -> Option<
             let options = ChildOptions::from_json(form.get("options")?.as_object()?).ok()?;
             let restart: Restart = form
                 .get("restart")
-                .map_or(Ok(Restart::default()), |r| serde_json::from_value(r.clone()))
+                .map_or(Ok(Restart::default()), |r| {
+                    serde_json::from_value(r.clone())
+                })
                 .ok()?;
             let meta = form
                 .get("meta")
