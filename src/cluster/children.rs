@@ -62,8 +62,10 @@ const CHILD_TIMEOUT: Duration = Duration::from_secs(5);
 #[non_exhaustive]
 pub enum RemoteChildDirective {
     /// Starts agent `id` on its owner (placed by `place`) as a child known
-    /// as `tag`: once it runs and is watched the parent gets
-    /// `jido.agent.child.started` `{parent_id, child_id, tag, node, meta}`,
+    /// as `tag`, with the SpawnAgent defaults (restart `transient`): once
+    /// it runs and is watched the parent gets
+    /// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
+    /// node, meta}`,
     /// and `jido.agent.child.exit` `{tag, id, node, reason}` when it ends
     /// or its node is lost; a start that fails gives
     /// `jido.agent.child.start_failed` `{parent_id, child_id, tag, node?,

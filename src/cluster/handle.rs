@@ -298,11 +298,21 @@ impl ClusterAgent {
     /// `emit_orphan` sends it `jido.agent.orphaned`
     /// `{parent_id, tag, node, reason}`).
     ///
+    /// The child is in the parent's child table while it starts and runs:
+    /// `AgentStatus::children` / `child_details` list it, the built-in
+    /// `StopChild` of `tag` stops it, and a SpawnAgent under `tag` is
+    /// refused. It has no restart policy (you hold the handle);
+    /// [`RemoteChild::forget`] takes it out of the table.
+    ///
     /// # Errors
     ///
-    /// What a [`call`](ClusterAgent::call) returns for the start (no such
-    /// kind, timeout, node connection lost); what [`watch`](ClusterAgent::watch)
-    /// returns (the child ended at once: "agent not running").
+    /// A [`Validation`](crate::ErrorKind::Validation) error "tag in use"
+    /// (details `reason: "tag_in_use"`, `tag`, `child_id`) when the parent
+    /// already has a child so tagged; what the parent's `status` returns
+    /// when it does not run; what a [`call`](ClusterAgent::call) returns
+    /// for the start (no such kind, timeout, node connection lost); what
+    /// [`watch`](ClusterAgent::watch) returns (the child ended at once:
+    /// "agent not running").
     pub async fn spawn_as_child(
         &self,
         parent: &AgentRef,
@@ -462,7 +472,8 @@ impl RemoteChild {
     }
 
     /// Stops watching the child (the parent gets no exit signal for it
-    /// any more) without stopping it: `Ok(false)` when its exit was
+    /// any more) without stopping it, and takes it out of the parent's
+    /// child table (its tag is free): `Ok(false)` when its exit was
     /// already delivered.
     ///
     /// # Errors

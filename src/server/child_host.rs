@@ -83,7 +83,9 @@ impl ChildStatus {
 /// a tag goes to [`stop_child`](ChildHost::stop_child), and
 /// [`children`](ChildHost::children) joins the status list. What the host
 /// owes the parent, as for a child in its instance:
-/// `jido.agent.child.started` once the child runs,
+/// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
+/// meta, …}` once the child runs (again after each restart its
+/// [`ChildSpawn::restart`] policy makes),
 /// `jido.agent.child.exit` `{tag, id, reason, …}` when it ends, and
 /// `jido.agent.child.start_failed` `{parent_id, child_id, tag, error}` when
 /// it could not start.
