@@ -1029,7 +1029,7 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         )]
     );
     let err = a
-        .agent(&id_on(&a, "node-b", "child-two"))
+        .agent(id_on(&a, "node-b", "child-two"))
         .spawn_as_child(&p, "worker", LIMIT)
         .await
         .unwrap_err();
@@ -1150,7 +1150,7 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
     );
     // `forget` leaves it running and frees the tag.
     let forgotten = a
-        .agent(&id_on(&a, "node-b", "child-forgotten"))
+        .agent(id_on(&a, "node-b", "child-forgotten"))
         .spawn_as_child(&p, "forgotten", LIMIT)
         .await
         .expect("spawn");

@@ -165,7 +165,7 @@ enum Entry {
     /// The spawn is in flight; stops asked meanwhile.
     Starting(Vec<StopReason>),
     /// It runs; `None`: no restart (a child made by hand).
-    Running(RemoteChild, Option<Respawn>),
+    Running(RemoteChild, Option<Box<Respawn>>),
 }
 
 /// What the host needs to start a remote child again: the spawn as data,
@@ -187,8 +187,8 @@ struct Respawn {
 pub(crate) struct AfterExit(AfterKind);
 
 enum AfterKind {
-    Restart(String, String, Respawn),
-    GivenUp(AgentRef, Signal),
+    Restart(String, String, Box<Respawn>),
+    GivenUp(AgentRef, Box<Signal>),
 }
 
 impl AfterExit {
@@ -203,7 +203,7 @@ impl AfterExit {
                 tokio::spawn(start_child(inner, parent_id, tag, respawn));
             }
             AfterKind::GivenUp(parent, signal) => {
-                let _ = parent.cast(signal);
+                let _ = parent.cast(*signal);
             }
         }
     }
@@ -285,7 +285,7 @@ impl Children {
                 parent,
                 json!({"tag": tag, "id": id, "node": node, "restarts": max, "reason": reason}),
             );
-            return Some(AfterExit(AfterKind::GivenUp(live_parent, signal)));
+            return Some(AfterExit(AfterKind::GivenUp(live_parent, Box::new(signal))));
         }
         respawn.restarts.push_back(now);
         tracing::info!(target: "jido::cluster", agent_id = %parent, tag, child_id = %id, reason, "remote child restarted");
@@ -476,7 +476,7 @@ fn spawn_remote(
         restart,
         restarts: VecDeque::new(),
     };
-    tokio::spawn(start_child(inner, parent_id, tag, respawn));
+    tokio::spawn(start_child(inner, parent_id, tag, Box::new(respawn)));
     DirectiveResult::Async(Some(id))
 }
 
@@ -484,7 +484,7 @@ fn spawn_remote(
 /// `parent_id` (its tag is held, starting), then tells the parent:
 /// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
 /// node, meta}` or `jido.agent.child.start_failed`.
-async fn start_child(inner: Arc<Inner>, parent_id: String, tag: String, respawn: Respawn) {
+async fn start_child(inner: Arc<Inner>, parent_id: String, tag: String, respawn: Box<Respawn>) {
     let key = (parent_id.clone(), tag.clone());
     let id = respawn.id.clone();
     // The parent as it runs now (a restarted parent is a new actor).
