@@ -218,8 +218,8 @@ fn restarts_after(restart: Restart, reason: &str) -> bool {
     let shutdown = reason == "shutdown" || reason.starts_with("shutdown:") || reason == "fenced";
     match restart {
         Restart::Temporary => false,
-        Restart::Transient => !(shutdown || reason == "normal" || reason == "Drained"),
-        _ => !shutdown,
+        Restart::Transient => !(shutdown || reason == "normal"),
+        Restart::Permanent => !shutdown,
     }
 }
 
@@ -666,5 +666,34 @@ impl DirectiveExec for RemoteChildExec {
 async fn stop(child: RemoteChild, reason: StopReason) {
     if let Err(e) = child.stop(reason, CHILD_TIMEOUT).await {
         tracing::warn!(target: "jido::cluster", child_id = %child.id(), tag = child.tag(), error = %e, "remote child stop failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restarts_after;
+    use crate::directive::Restart;
+
+    #[test]
+    fn restart_policies_read_a_remote_exit_reason_as_the_instance_does() {
+        let reasons = [
+            "normal",
+            "shutdown",
+            "shutdown: quota",
+            "fenced",
+            "noconnection",
+            "crash",
+        ];
+        let table =
+            |restart| -> Vec<bool> { reasons.iter().map(|r| restarts_after(restart, r)).collect() };
+        assert_eq!(
+            table(Restart::Transient),
+            [false, false, false, false, true, true]
+        );
+        assert_eq!(
+            table(Restart::Permanent),
+            [true, false, false, false, true, true]
+        );
+        assert_eq!(table(Restart::Temporary), [false; 6]);
     }
 }
