@@ -245,7 +245,18 @@ async fn the_host_starts_spec_children_and_the_child_table_knows_them() {
     p.call(Signal::new("local", json!({"tag": "l"})))
         .await
         .unwrap();
-    next_of(&mut rx, "jido.agent.child.started").await;
+    // A local child's start, field by field (a remote child's gives the
+    // same fields plus `node`: tests/cluster.rs).
+    assert_eq!(
+        next_of(&mut rx, "jido.agent.child.started").await,
+        json!({
+            "parent_id": "spec-parent-3",
+            "child_id": "spec-parent-3/l",
+            "child_type": "test_agent",
+            "tag": "l",
+            "meta": {},
+        })
+    );
     {
         let book = host.0.lock().unwrap();
         assert_eq!(
@@ -272,16 +283,54 @@ async fn the_host_starts_spec_children_and_the_child_table_knows_them() {
         ]
     );
 
-    // One tag names one child: a local spawn under the hosted child's tag
-    // and a second spec spawn under the local one's start nothing.
+    // One tag names one child: a local spawn under the hosted child's tag,
+    // a spec spawn under the local one's and a local spawn under the
+    // local one's start nothing, and the parent learns why.
     p.call(Signal::new("local", json!({"tag": "r"})))
         .await
         .unwrap();
-    p.call(Signal::new("remote", json!({"tag": "l"})))
+    p.call(Signal::new(
+        "remote",
+        json!({"tag": "l", "opts": {"id": "report:2"}}),
+    ))
+    .await
+    .unwrap();
+    p.call(Signal::new("local", json!({"tag": "l"})))
         .await
         .unwrap();
+    let tag_in_use = |tag: &str, child_id: &str| {
+        json!({
+            "parent_id": "spec-parent-3",
+            "child_id": child_id,
+            "tag": tag,
+            "error": {
+                "type": "validation_error",
+                "message": "tag in use",
+                "details": {"reason": "tag_in_use", "tag": tag, "child_id": child_id},
+                "retryable": false,
+            },
+        })
+    };
+    assert_eq!(
+        next_of(&mut rx, "jido.agent.child.start_failed").await,
+        tag_in_use("r", "spec-parent-3/r")
+    );
+    assert_eq!(
+        next_of(&mut rx, "jido.agent.child.start_failed").await,
+        tag_in_use("l", "report:2")
+    );
+    assert_eq!(
+        next_of(&mut rx, "jido.agent.child.start_failed").await,
+        tag_in_use("l", "spec-parent-3/l")
+    );
     assert_eq!(host.0.lock().unwrap().spawns.len(), 1);
     assert!(jido.whereis("spec-parent-3/r").is_none());
+    let status = p.status().await.unwrap();
+    assert_eq!(status.children, ["l", "r"]);
+    assert_eq!(
+        status.error_count, 0,
+        "a refused tag is not an action error"
+    );
 
     // The built-in StopChild of the hosted tag goes to the host with its
     // reason; its exit reaches the parent.

@@ -980,6 +980,15 @@ async fn parent(jido: &Jido, id: &str) -> (jido::server::AgentRef, mpsc::Unbound
     let (tx, rx) = mpsc::unbounded_channel();
     let agent = TestAgent::new()
         .route(jido::server::signal_types::CHILD_EXIT, forward(tx))
+        .route(
+            "stop",
+            effects(|p| {
+                vec![Directive::stop_child_with(
+                    p["tag"].as_str().unwrap_or("worker").to_owned(),
+                    StopReason::from(p["reason"].as_str().unwrap_or("normal")),
+                )]
+            }),
+        )
         .build(id);
     let parent = jido
         .start_agent(agent, ServerOptions::new())
@@ -1008,6 +1017,25 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
     assert_eq!(
         (child.node(), child.tag(), child.id()),
         ("node-b", "worker", id.as_str())
+    );
+    // In the parent's child table, its tag taken.
+    let status = p.status().await.expect("status");
+    assert_eq!(
+        status.child_details,
+        [jido::server::ChildStatus::new(
+            "worker",
+            id.as_str(),
+            Some("node-b".into())
+        )]
+    );
+    let err = a
+        .agent(id_on(&a, "node-b", "child-two"))
+        .spawn_as_child(&p, "worker", LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.kind(), err.message(), err.details()["reason"].clone()),
+        (ErrorKind::Validation, "tag in use", json!("tag_in_use"))
     );
     let cp = a.agent(&id).call(add(1), LIMIT).await.expect("it runs");
     assert_eq!(
@@ -1062,6 +1090,7 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         (err.kind(), err.message()),
         (ErrorKind::NotFound, "agent not running")
     );
+    assert!(p.status().await.expect("status").children.is_empty());
 
     // A child that ends by itself.
     let selfish = id_on(&a, "node-b", "child-self");
@@ -1103,6 +1132,30 @@ async fn a_remote_child_is_started_stopped_and_its_exit_reaches_the_parent() {
         next(&mut exits).await,
         json!({"tag": "near", "id": near, "node": "node-a", "reason": "shutdown"})
     );
+    // One made by hand is stopped by the built-in StopChild too.
+    let by_hand = id_on(&a, "node-b", "child-by-hand");
+    a.agent(&by_hand)
+        .spawn_as_child(&p, "by-hand", LIMIT)
+        .await
+        .expect("spawn");
+    p.call(Signal::new(
+        "stop",
+        json!({"tag": "by-hand", "reason": "enough"}),
+    ))
+    .await
+    .expect("stop child");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "by-hand", "id": by_hand, "node": "node-b", "reason": "shutdown: enough"})
+    );
+    // `forget` leaves it running and frees the tag.
+    let forgotten = a
+        .agent(id_on(&a, "node-b", "child-forgotten"))
+        .spawn_as_child(&p, "forgotten", LIMIT)
+        .await
+        .expect("spawn");
+    assert!(forgotten.forget().await.expect("forget"));
+    assert!(p.status().await.expect("status").children.is_empty());
     assert!(exits.try_recv().is_err(), "one exit each");
 
     // A kind nobody registered cannot be spawned.
@@ -1755,20 +1808,23 @@ async fn remote_children_from_directives() {
         .expect("spawn again");
     assert_eq!(
         next(&mut started).await,
-        json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b", "meta": {}})
+        json!({"parent_id": "directive-parent", "child_id": id, "child_type": "counter", "tag": "worker", "node": "node-b", "meta": {}})
     );
+    // A clean end of its own (an abnormal one restarts it: the
+    // SpawnAgent's `transient` policy, see
+    // `a_remote_child_restarts_by_its_policy`).
     a.agent(&id)
-        .cast(Signal::new("counter.stop", json!({"reason": "done"})))
+        .cast(Signal::new("counter.stop", json!({"reason": "normal"})))
         .expect("cast");
     assert_eq!(
         next(&mut exits).await,
-        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "done"})
+        json!({"tag": "worker", "id": id, "node": "node-b", "reason": "normal"})
     );
     assert!(exits.try_recv().is_err());
     // Two spawns, and one announcement each at most: the first child
     // announced itself only if it had started before its stop came (a race
     // this test does not control); one stopped while starting never does.
-    let announced = json!({"parent_id": "directive-parent", "child_id": id, "tag": "worker", "node": "node-b", "meta": {}});
+    let announced = json!({"parent_id": "directive-parent", "child_id": id, "child_type": "counter", "tag": "worker", "node": "node-b", "meta": {}});
     let more: Vec<Value> = std::iter::from_fn(|| started.try_recv().ok()).collect();
     assert!(more.len() <= 1, "more announcements than spawns: {more:?}");
     assert!(more.iter().all(|m| *m == announced), "{more:?}");
@@ -1832,9 +1888,13 @@ async fn spawner(
     mpsc::UnboundedReceiver<Value>,
     mpsc::UnboundedReceiver<Value>,
     mpsc::UnboundedReceiver<Value>,
+    mpsc::UnboundedReceiver<Value>,
 ) {
     use jido::directive::{ChildKind, Placement};
-    use jido::server::signal_types::{CHILD_EXIT, CHILD_START_FAILED, CHILD_STARTED};
+    use jido::server::signal_types::{
+        CHILD_EXIT, CHILD_GIVEN_UP, CHILD_START_FAILED, CHILD_STARTED,
+    };
+    let (given_up_tx, given_up) = mpsc::unbounded_channel();
     let (started_tx, started) = mpsc::unbounded_channel();
     let (failed_tx, failed) = mpsc::unbounded_channel();
     let (exit_tx, exits) = mpsc::unbounded_channel();
@@ -1857,6 +1917,12 @@ async fn spawner(
                     );
                 if let Some(state) = p["state"].as_object() {
                     spawn = spawn.initial_state(state.clone());
+                }
+                if let Some(restart) = p.get("restart") {
+                    spawn = spawn.restart(
+                        serde_json::from_value(restart.clone())
+                            .map_err(|e| jido::Error::validation(e.to_string()))?,
+                    );
                 }
                 ctx.push_effect(spawn);
                 Ok(json!({}))
@@ -1888,12 +1954,13 @@ async fn spawner(
         .route(CHILD_STARTED, forward(started_tx))
         .route(CHILD_START_FAILED, forward(failed_tx))
         .route(CHILD_EXIT, forward(exit_tx))
+        .route(CHILD_GIVEN_UP, forward(given_up_tx))
         .build(id);
     let parent = jido
         .start_agent(agent, ServerOptions::new())
         .await
         .expect("parent");
-    (parent, started, failed, exits)
+    (parent, started, failed, exits, given_up)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1905,7 +1972,7 @@ async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
     let mut c = spawn_node("t-spawn-agent", "node-c", port_c);
     let (jido, a) = node_a("t-spawn-agent", &[port_b, port_c]).await;
     a.wait_for_members(3, LIMIT).await.expect("b and c join");
-    let (parent, mut started, mut failed, mut exits) = spawner(&jido, "spawner").await;
+    let (parent, mut started, mut failed, mut exits, _given_up) = spawner(&jido, "spawner").await;
 
     // On node-b, with the SpawnAgent's id, initial state and meta.
     let id = "counter:spawned-b";
@@ -1918,7 +1985,7 @@ async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
         .expect("spawn");
     assert_eq!(
         next(&mut started).await,
-        json!({"parent_id": "spawner", "child_id": id, "tag": "worker", "node": "node-b", "meta": {"by": "spawner"}})
+        json!({"parent_id": "spawner", "child_id": id, "child_type": "counter", "tag": "worker", "node": "node-b", "meta": {"by": "spawner"}})
     );
     assert!(jido.whereis(id).is_none(), "it runs on node-b, not here");
     // The child answers, there, with the state its parent gave it over
@@ -1973,11 +2040,61 @@ async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
         parent.status().await.expect("status").child_details,
         [ChildStatus::new("far", far, Some("node-c".into()))]
     );
+    // And one placed by hashing that landed on node-c too.
+    let hashed_c = (0..)
+        .map(|i| format!("counter:hashed-c-{i}"))
+        .find(|id| a.owner_of(id) == "node-c")
+        .unwrap();
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "moving", "id": hashed_c}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await["node"], "node-c");
     c.start_kill().expect("SIGKILL node-c");
+    let mut lost_exits = vec![next(&mut exits).await, next(&mut exits).await];
+    lost_exits.sort_by_key(|e| e["tag"].as_str().unwrap_or_default().to_owned());
     assert_eq!(
-        next(&mut exits).await,
-        json!({"tag": "far", "id": far, "node": "node-c", "reason": "noconnection"})
+        lost_exits,
+        [
+            json!({"tag": "far", "id": far, "node": "node-c", "reason": "noconnection"}),
+            json!({"tag": "moving", "id": hashed_c, "node": "node-c", "reason": "noconnection"}),
+        ]
     );
+    // Both are restarted by their (default, transient) policy: the one
+    // pinned to the lost node cannot be placed (a failed start), the
+    // hashed one is placed anew on a live node.
+    let pinned = next(&mut failed).await;
+    assert_eq!(
+        (
+            pinned["child_id"].clone(),
+            pinned["tag"].clone(),
+            pinned["error"]["message"].clone()
+        ),
+        (json!(far), json!("far"), json!("cluster node not a member"))
+    );
+    let moved = next(&mut started).await;
+    let new_owner = a.owner_of(&hashed_c);
+    assert_ne!(new_owner, "node-c");
+    assert_eq!(
+        moved,
+        json!({"parent_id": "spawner", "child_id": hashed_c, "child_type": "counter", "tag": "moving", "node": new_owner, "meta": {"by": "spawner"}})
+    );
+    assert_eq!(
+        parent.status().await.expect("status").child_details,
+        [ChildStatus::new(
+            "moving",
+            hashed_c.as_str(),
+            Some(new_owner.clone())
+        )]
+    );
+    parent
+        .call(Signal::new("stop", json!({"tag": "moving"})))
+        .await
+        .expect("stop");
+    assert_eq!(next(&mut exits).await["reason"], "shutdown");
     assert!(parent.status().await.expect("status").children.is_empty());
 
     // A kind nobody registered, a node that is not a member: typed error
@@ -2060,7 +2177,8 @@ async fn the_built_in_spawn_agent_places_a_child_on_another_node() {
 async fn a_spawn_agents_options_reach_its_remote_child() {
     let (_serial, _b, jido, a) = joined_pair("t-spawn-options").await;
     let (w, mut down) = watcher(&jido, "watcher-spawn-options").await;
-    let (parent, mut started, mut failed, _exits) = spawner(&jido, "options-parent").await;
+    let (parent, mut started, mut failed, _exits, _given_up) =
+        spawner(&jido, "options-parent").await;
 
     // An `orphan` child keeps running when its parent ends (its factory
     // says `emit_orphan`); the SpawnAgent's `on_parent_death: stop` goes
@@ -2087,7 +2205,8 @@ async fn a_spawn_agents_options_reach_its_remote_child() {
 
     // An option that is code has no data form: a typed error signal,
     // nothing started.
-    let (parent, _started, mut failed2, _exits) = spawner(&jido, "options-parent-2").await;
+    let (parent, _started, mut failed2, _exits, _given_up) =
+        spawner(&jido, "options-parent-2").await;
     parent
         .call(Signal::new("spawn_coded", json!({})))
         .await
@@ -2112,5 +2231,187 @@ async fn a_spawn_agents_options_reach_its_remote_child() {
     assert!(jido.child_host().is_some());
     a.shutdown().await;
     assert!(jido.child_host().is_none());
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_child_restarts_by_its_policy() {
+    let (_serial, _b, jido, a) = joined_pair("t-child-restart").await;
+    let (parent, mut started, mut failed, mut exits, mut given_up) =
+        spawner(&jido, "restarter").await;
+    let on_b = |id: &str| a.agent_on(id, Place::Node("node-b".into()));
+    let announced = |tag: &str, id: &str| json!({"parent_id": "restarter", "child_id": id, "child_type": "counter", "tag": tag, "node": "node-b", "meta": {"by": "spawner"}});
+
+    // Transient (the default): an abnormal end restarts it, on its node,
+    // and the parent sees the exit, then the start, each time.
+    let id = "counter:restarting";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "w", "id": id, "placement": {"node": "node-b"}}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await, announced("w", id));
+    for _ in 0..3 {
+        on_b(id)
+            .cast(Signal::new("counter.stop", json!({"reason": "crash"})))
+            .expect("cast");
+        assert_eq!(
+            next(&mut exits).await,
+            json!({"tag": "w", "id": id, "node": "node-b", "reason": "crash"})
+        );
+        assert_eq!(next(&mut started).await, announced("w", id));
+    }
+    // It runs again (a fresh copy from its kind's factory).
+    let cp = on_b(id).call(add(4), LIMIT).await.expect("it runs");
+    assert_eq!(state(&cp)["log"], json!([4]));
+    // The fourth end within the window: given up.
+    on_b(id)
+        .cast(Signal::new("counter.stop", json!({"reason": "crash"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "w", "id": id, "node": "node-b", "reason": "crash"})
+    );
+    assert_eq!(
+        next(&mut given_up).await,
+        json!({"tag": "w", "id": id, "node": "node-b", "restarts": 3, "reason": "crash"})
+    );
+    assert!(parent.status().await.expect("status").children.is_empty());
+
+    // A clean end is not restarted under `transient`; a shutdown is not
+    // under `permanent`; nothing is under `temporary`. Each time the tag
+    // is free at once: the same tag spawns again.
+    let cases = [
+        ("transient", "normal"),
+        ("permanent", "shutdown: done"),
+        ("temporary", "crash"),
+    ];
+    for (restart, reason) in cases {
+        let id = format!("counter:once-{restart}");
+        parent
+            .call(Signal::new(
+                "spawn",
+                json!({"tag": "once", "id": id, "placement": {"node": "node-b"}, "restart": restart}),
+            ))
+            .await
+            .expect("spawn");
+        assert_eq!(next(&mut started).await, announced("once", &id));
+        on_b(&id)
+            .cast(Signal::new("counter.stop", json!({"reason": reason})))
+            .expect("cast");
+        assert_eq!(
+            next(&mut exits).await,
+            json!({"tag": "once", "id": id, "node": "node-b", "reason": reason})
+        );
+        assert!(parent.status().await.expect("status").children.is_empty());
+    }
+    // Permanent: even a normal end restarts it.
+    let id = "counter:permanent";
+    parent
+        .call(Signal::new(
+            "spawn",
+            json!({"tag": "p", "id": id, "placement": {"node": "node-b"}, "restart": "permanent"}),
+        ))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await, announced("p", id));
+    on_b(id)
+        .cast(Signal::new("counter.stop", json!({"reason": "normal"})))
+        .expect("cast");
+    assert_eq!(next(&mut exits).await["reason"], "normal");
+    assert_eq!(next(&mut started).await, announced("p", id));
+    // The built-in StopChild ends it for good.
+    parent
+        .call(Signal::new("stop", json!({"tag": "p"})))
+        .await
+        .expect("stop");
+    assert_eq!(next(&mut exits).await["reason"], "shutdown");
+    assert!(parent.status().await.expect("status").children.is_empty());
+    assert!(started.try_recv().is_err() && failed.try_recv().is_err());
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_restarted_by_its_instance_keeps_its_remote_child_and_gets_its_exit() {
+    use jido::directive::{ChildKind, Restart};
+    use jido::server::signal_types::{CHILD_EXIT, CHILD_STARTED};
+    use jido::server::{AgentEvent, ChildStatus};
+    let (_serial, _b, jido, a) = joined_pair("t-parent-restart").await;
+    let (exit_tx, mut exits) = mpsc::unbounded_channel();
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let agent = TestAgent::new()
+        .route(
+            "spawn",
+            effects(|_| {
+                vec![
+                    Directive::spawn_agent(ChildKind::new("counter").on_node("node-b"), "w")
+                        .id("counter:of-restarted")
+                        .on_parent_death(jido::directive::OnParentDeath::Stop)
+                        .into(),
+                ]
+            }),
+        )
+        .route(
+            "crash",
+            effects(|_| vec![Directive::stop_with("boom".to_owned())]),
+        )
+        .route(CHILD_EXIT, forward(exit_tx))
+        .route(CHILD_STARTED, forward(started_tx))
+        .build("restarted-parent");
+    let mut events = jido.events();
+    let parent = jido
+        .start_agent(agent, ServerOptions::new().restart(Restart::Transient))
+        .await
+        .expect("parent");
+    parent
+        .call(Signal::new("spawn", json!({})))
+        .await
+        .expect("spawn");
+    assert_eq!(next(&mut started).await["node"], "node-b");
+
+    // The parent crashes; its instance restarts it (a new actor).
+    parent.cast(Signal::new("crash", json!({}))).expect("crash");
+    let mut starts = 0;
+    while starts < 2 {
+        if let AgentEvent::Started { id, .. } = tokio::time::timeout(LIMIT, events.recv())
+            .await
+            .expect("in time")
+            .expect("event")
+            && id == "restarted-parent"
+        {
+            starts += 1;
+        }
+    }
+    let again = jido.whereis("restarted-parent").expect("restarted");
+    assert_ne!(
+        again.actor_ref().get_id(),
+        parent.actor_ref().get_id(),
+        "a new actor"
+    );
+    // A restart is not an end: the child was not told (it runs), and the
+    // restarted parent still has it.
+    let on_b = a.agent_on("counter:of-restarted", Place::Node("node-b".into()));
+    let cp = on_b.call(add(1), LIMIT).await.expect("the child runs");
+    assert_eq!(state(&cp)["log"], json!([1]));
+    assert_eq!(
+        again.status().await.expect("status").child_details,
+        [ChildStatus::new(
+            "w",
+            "counter:of-restarted",
+            Some("node-b".into())
+        )]
+    );
+    // The child ends: the restarted parent is told.
+    on_b.cast(Signal::new("counter.stop", json!({"reason": "normal"})))
+        .expect("cast");
+    assert_eq!(
+        next(&mut exits).await,
+        json!({"tag": "w", "id": "counter:of-restarted", "node": "node-b", "reason": "normal"})
+    );
+    assert!(again.status().await.expect("status").children.is_empty());
+    a.shutdown().await;
     jido.shutdown().await;
 }

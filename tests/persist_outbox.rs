@@ -517,3 +517,140 @@ async fn a_schedule_in_the_outbox_keeps_its_due_time_across_the_restore() {
     assert_eq!(count(&again.state().await.unwrap(), "arrived"), 1);
     jido.shutdown().await;
 }
+
+/// A child host that records every spawn it is handed (parent, tag, id,
+/// kind, placement, options, meta, restart) and keeps no child.
+struct RecordingHost(mpsc::UnboundedSender<Value>);
+
+impl jido::server::ChildHost for RecordingHost {
+    fn spawn(
+        &self,
+        spawn: jido::server::ChildSpawn,
+        ctx: &DirectiveContext<'_>,
+    ) -> DirectiveResult {
+        let _ = self.0.send(json!({
+            "parent": ctx.agent_id(),
+            "tag": spawn.tag,
+            "id": spawn.id,
+            "kind": spawn.spec.kind(),
+            "placement": spawn.spec.placement(),
+            "options": spawn.options.to_json().expect("data form"),
+            "meta": spawn.meta,
+            "restart": spawn.restart,
+        }));
+        DirectiveResult::Ok
+    }
+    fn stop_child(
+        &self,
+        _: &str,
+        _: &jido::directive::StopReason,
+        _: &DirectiveContext<'_>,
+    ) -> Option<DirectiveResult> {
+        None
+    }
+    fn holds_child(&self, _: &str, _: &DirectiveContext<'_>) -> bool {
+        false
+    }
+    fn children(&self, _: &DirectiveContext<'_>) -> Vec<jido::server::ChildStatus> {
+        Vec::new()
+    }
+}
+
+/// A SpawnAgent of a child described by its kind, with options, state,
+/// meta and a restart policy.
+fn kind_spawn() -> Directive {
+    use jido::directive::{ChildKind, OnParentDeath};
+    Directive::spawn_agent(ChildKind::new("report").on_node("node-b"), "nightly")
+        .id("report:nightly")
+        .on_parent_death(OnParentDeath::Continue)
+        .initial_state(json!({"day": "mon"}).as_object().unwrap().clone())
+        .meta(json!({"by": "planner"}).as_object().unwrap().clone())
+        .restart(Restart::Permanent)
+        .into()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spawn_agent_of_a_child_kind_is_durable_and_issued_again_after_the_restore() {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let jido = Jido::start(
+        JidoConfig::new()
+            .name("kind-spawn")
+            .storage(Arc::clone(&storage))
+            .directive_exec(CrashExec),
+    )
+    .await
+    .unwrap();
+    jido.set_child_host(Some(Arc::new(RecordingHost(tx))));
+    let mut events = jido.events();
+
+    // Its data form, as stored (a temporary agent: not restarted, the
+    // outbox stays as written).
+    let kept = jido
+        .start_agent(
+            placing("k0", || vec![Directive::custom(Crash), kind_spawn()]),
+            ServerOptions::new().durability(Durability::Checkpoint),
+        )
+        .await
+        .unwrap();
+    kept.call(sig("order.place", json!({}))).await.unwrap();
+    within(kept.wait_exit()).await;
+    let cp = storage
+        .get_checkpoint(&key("kind-spawn", "k0"))
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    let mut form = cp.outbox[0].clone();
+    form.as_object_mut().unwrap().remove("input");
+    assert_eq!(
+        form,
+        json!({
+            "kind": "spawn_agent",
+            "child": {"kind": "report", "placement": {"node": "node-b"}},
+            "tag": "nightly",
+            "options": {"id": "report:nightly", "on_parent_death": "continue", "initial_state": {"day": "mon"}},
+            "meta": {"by": "planner"},
+            "restart": "permanent",
+        })
+    );
+    assert!(rx.try_recv().is_err(), "the crash came before the spawn");
+
+    // A permanent agent: restored after the crash, it issues the spawn
+    // again, exactly as it was decided, once.
+    let agent = jido
+        .start_agent(
+            placing("k1", || vec![Directive::custom(Crash), kind_spawn()]),
+            ServerOptions::new()
+                .durability(Durability::Checkpoint)
+                .restart(Restart::Permanent),
+        )
+        .await
+        .unwrap();
+    started(&mut events, "k1").await;
+    agent.call(sig("order.place", json!({}))).await.unwrap();
+    within(agent.wait_exit()).await;
+    started(&mut events, "k1").await;
+    sync(&jido.whereis("k1").unwrap()).await;
+    assert_eq!(
+        recv(&mut rx).await,
+        json!({
+            "parent": "k1",
+            "tag": "nightly",
+            "id": "report:nightly",
+            "kind": "report",
+            "placement": {"node": "node-b"},
+            "options": {"id": "report:nightly", "on_parent_death": "continue", "initial_state": {"day": "mon"}},
+            "meta": {"by": "planner"},
+            "restart": "permanent",
+        })
+    );
+    assert!(rx.try_recv().is_err(), "issued once");
+    let cp = storage
+        .get_checkpoint(&key("kind-spawn", "k1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(cp.value.outbox.is_empty(), "{:?}", cp.value.outbox);
+    jido.shutdown().await;
+}

@@ -6,9 +6,11 @@
 //! `StopChild`. [`RemoteChildDirective`] is a shorthand for those two
 //! built-ins.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use ractor::ActorRef;
 use serde_json::{Map, Value, json};
@@ -17,7 +19,7 @@ use super::gateway::GatewayMsg;
 use super::handle::{ClusterAgent, RemoteChild};
 use super::{Cluster, Inner, Place};
 use crate::directive::{
-    ChildKind, ChildOptions, CustomDirective, Directive, Placement, SpawnAgent, StopReason,
+    ChildKind, ChildOptions, CustomDirective, Directive, Placement, Restart, SpawnAgent, StopReason,
 };
 use crate::error::Error;
 use crate::server::{
@@ -60,8 +62,10 @@ const CHILD_TIMEOUT: Duration = Duration::from_secs(5);
 #[non_exhaustive]
 pub enum RemoteChildDirective {
     /// Starts agent `id` on its owner (placed by `place`) as a child known
-    /// as `tag`: once it runs and is watched the parent gets
-    /// `jido.agent.child.started` `{parent_id, child_id, tag, node, meta}`,
+    /// as `tag`, with the SpawnAgent defaults (restart `transient`): once
+    /// it runs and is watched the parent gets
+    /// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
+    /// node, meta}`,
     /// and `jido.agent.child.exit` `{tag, id, node, reason}` when it ends
     /// or its node is lost; a start that fails gives
     /// `jido.agent.child.start_failed` `{parent_id, child_id, tag, node?,
@@ -151,14 +155,72 @@ impl From<Placement> for Place {
 }
 
 /// The children this node's agents keep on nodes (started by the
-/// cluster's child host), by (parent id, tag).
+/// cluster's child host, or by hand with `spawn_as_child`), by (parent
+/// id, tag). Keyed by the parent's **id**, not its actor: a parent
+/// restarted by its instance keeps its remote children.
 #[derive(Default)]
 pub(crate) struct Children(Mutex<HashMap<(String, String), Entry>>);
 
 enum Entry {
     /// The spawn is in flight; stops asked meanwhile.
     Starting(Vec<StopReason>),
-    Running(RemoteChild),
+    /// It runs; `None`: no restart (a child made by hand).
+    Running(RemoteChild, Option<Box<Respawn>>),
+}
+
+/// What the host needs to start a remote child again: the spawn as data,
+/// its restart policy, and the times it was restarted within the window.
+#[derive(Clone)]
+struct Respawn {
+    inner: Weak<Inner>,
+    gateway: ActorRef<GatewayMsg>,
+    id: String,
+    spec: ChildKind,
+    options: Option<Map<String, Value>>,
+    meta: Map<String, Value>,
+    restart: Restart,
+    restarts: VecDeque<Instant>,
+}
+
+/// What follows a remote child's exit notice, once the parent was given
+/// its `jido.agent.child.exit`: a restart, or the given-up notice.
+pub(crate) struct AfterExit(AfterKind);
+
+enum AfterKind {
+    Restart(String, String, Box<Respawn>),
+    GivenUp(AgentRef, Box<Signal>),
+}
+
+impl AfterExit {
+    /// Runs it (after the exit signal was sent, so the parent processes
+    /// the exit first).
+    pub(crate) fn run(self) {
+        match self.0 {
+            AfterKind::Restart(parent_id, tag, respawn) => {
+                let Some(inner) = respawn.inner.upgrade() else {
+                    return;
+                };
+                tokio::spawn(start_child(inner, parent_id, tag, respawn));
+            }
+            AfterKind::GivenUp(parent, signal) => {
+                let _ = parent.cast(*signal);
+            }
+        }
+    }
+}
+
+/// Whether an exit with `reason` (the child's exit reason as its watch
+/// reports it) is restarted under `restart`, as the instance decides for
+/// a local child: `transient` restarts any exit but `normal`, a shutdown
+/// (`shutdown`, `shutdown: …`) and `fenced`; `permanent` any but a
+/// shutdown and `fenced`. A lost node (`noconnection`) is abnormal.
+fn restarts_after(restart: Restart, reason: &str) -> bool {
+    let shutdown = reason == "shutdown" || reason.starts_with("shutdown:") || reason == "fenced";
+    match restart {
+        Restart::Temporary => false,
+        Restart::Transient => !(shutdown || reason == "normal"),
+        Restart::Permanent => !shutdown,
+    }
 }
 
 impl Children {
@@ -168,25 +230,121 @@ impl Children {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The child `id` of `parent` tagged `tag` ended (its exit was
-    /// delivered): forget it.
+    /// The child `id` of `parent` tagged `tag` is gone from the parent's
+    /// view without a restart (the parent ended): forget it.
     pub(crate) fn ended(&self, parent: &str, tag: &str, id: &str) {
         let key = (parent.to_owned(), tag.to_owned());
         let mut map = self.lock();
-        if matches!(map.get(&key), Some(Entry::Running(child)) if child.id() == id) {
+        if matches!(map.get(&key), Some(Entry::Running(child, _)) if child.id() == id) {
             map.remove(&key);
         }
     }
-}
 
-impl Children {
+    /// The child `id` of `parent` tagged `tag` ended with `reason` on
+    /// `node` (its exit notice is being delivered): forgotten, or, when
+    /// its restart policy says so and its parent still runs, taken again
+    /// (starting) and restarted by the returned [`AfterExit`], placed
+    /// anew; past the restart limit (the instance's defaults, 3 in 5 s)
+    /// it is given up: `jido.agent.child.given_up` `{tag, id, node,
+    /// restarts, reason}`.
+    pub(crate) fn exited(
+        &self,
+        jido: &crate::server::Jido,
+        parent: &str,
+        tag: &str,
+        id: &str,
+        node: &str,
+        reason: &str,
+    ) -> Option<AfterExit> {
+        let key = (parent.to_owned(), tag.to_owned());
+        let mut map = self.lock();
+        if !matches!(map.get(&key), Some(Entry::Running(child, _)) if child.id() == id) {
+            return None;
+        }
+        let Some(Entry::Running(_, Some(mut respawn))) = map.remove(&key) else {
+            return None;
+        };
+        if !restarts_after(respawn.restart, reason) {
+            return None;
+        }
+        let live_parent = jido.whereis(parent)?;
+        let now = Instant::now();
+        let window = crate::server::DEFAULT_RESTART_WINDOW;
+        while respawn
+            .restarts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            respawn.restarts.pop_front();
+        }
+        let max = crate::server::DEFAULT_MAX_RESTARTS as usize;
+        if respawn.restarts.len() >= max {
+            tracing::error!(target: "jido::cluster", agent_id = %parent, tag, child_id = %id, restarts = max, reason, "remote child keeps failing: restart limit reached, given up");
+            let signal = runtime_signal(
+                signal_types::CHILD_GIVEN_UP,
+                parent,
+                json!({"tag": tag, "id": id, "node": node, "restarts": max, "reason": reason}),
+            );
+            return Some(AfterExit(AfterKind::GivenUp(live_parent, Box::new(signal))));
+        }
+        respawn.restarts.push_back(now);
+        tracing::info!(target: "jido::cluster", agent_id = %parent, tag, child_id = %id, reason, "remote child restarted");
+        map.insert(key, Entry::Starting(Vec::new()));
+        Some(AfterExit(AfterKind::Restart(
+            parent.to_owned(),
+            tag.to_owned(),
+            respawn,
+        )))
+    }
+
+    /// Takes `tag` for a child of `parent` being started by hand.
+    ///
+    /// # Errors
+    ///
+    /// The [`tag_in_use`](crate::server::tag_in_use) validation error.
+    pub(crate) fn reserve(&self, parent: &str, tag: &str, id: &str) -> crate::error::Result<()> {
+        let key = (parent.to_owned(), tag.to_owned());
+        let mut map = self.lock();
+        if map.contains_key(&key) {
+            return Err(crate::server::tag_in_use(tag, id));
+        }
+        map.insert(key, Entry::Starting(Vec::new()));
+        Ok(())
+    }
+
+    /// Settles a start by hand that [`reserve`](Children::reserve) took
+    /// the tag for: the child is kept (no restart), or the tag released.
+    /// A stop asked while it started is applied now.
+    pub(crate) fn settle(
+        &self,
+        parent: &str,
+        tag: &str,
+        started: &crate::error::Result<RemoteChild>,
+    ) {
+        let key = (parent.to_owned(), tag.to_owned());
+        let stops = {
+            let mut map = self.lock();
+            let stops = match map.remove(&key) {
+                Some(Entry::Starting(stops)) => stops,
+                _ => Vec::new(),
+            };
+            if let (Ok(child), true) = (started, stops.is_empty()) {
+                map.insert(key, Entry::Running(child.clone(), None));
+            }
+            stops
+        };
+        if let (Ok(child), Some(reason)) = (started, stops.into_iter().next()) {
+            tokio::spawn(stop(child.clone(), reason));
+        }
+    }
+
     /// The running children of `parent`, with their nodes.
     fn of(&self, parent: &str) -> Vec<ChildStatus> {
         self.lock()
             .iter()
             .filter(|((p, _), _)| p == parent)
             .filter_map(|((_, tag), entry)| match entry {
-                Entry::Running(child) => Some(ChildStatus::new(
+                Entry::Running(child, _) => Some(ChildStatus::new(
                     tag.clone(),
                     child.id(),
                     Some(child.node().to_owned()),
@@ -266,7 +424,7 @@ impl ChildHost for ClusterChildHost {
 /// Starts the child `spawn` describes for the agent of `ctx`: its tag is
 /// taken (starting) at once, the start and watch run in a task, and the
 /// parent then gets `jido.agent.child.started` or
-/// `jido.agent.child.start_failed`.
+/// `jido.agent.child.start_failed` (a tag in use: at once, "tag in use").
 fn spawn_remote(
     inner: Arc<Inner>,
     gateway: ActorRef<GatewayMsg>,
@@ -279,6 +437,7 @@ fn spawn_remote(
         id,
         options,
         meta,
+        restart,
         ..
     } = spawn;
     let parent = ctx.myself();
@@ -301,59 +460,91 @@ fn spawn_remote(
         // One tag names one child, local or remote.
         if map.contains_key(&key) || ctx.has_local_child(&tag) {
             tracing::warn!(target: "jido::cluster", agent_id = %parent_id, tag, "remote child tag already taken");
+            let err = crate::server::tag_in_use(&tag, &id);
+            start_failed(&parent, &parent_id, &tag, &id, None, &err);
             return DirectiveResult::Ok;
         }
-        map.insert(key.clone(), Entry::Starting(Vec::new()));
+        map.insert(key, Entry::Starting(Vec::new()));
     }
+    let respawn = Respawn {
+        inner: Arc::downgrade(&inner),
+        gateway,
+        id: id.clone(),
+        spec,
+        options,
+        meta,
+        restart,
+        restarts: VecDeque::new(),
+    };
+    tokio::spawn(start_child(inner, parent_id, tag, Box::new(respawn)));
+    DirectiveResult::Async(Some(id))
+}
+
+/// Starts (or restarts) the remote child tagged `tag` of the agent
+/// `parent_id` (its tag is held, starting), then tells the parent:
+/// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
+/// node, meta}` or `jido.agent.child.start_failed`.
+async fn start_child(inner: Arc<Inner>, parent_id: String, tag: String, respawn: Box<Respawn>) {
+    let key = (parent_id.clone(), tag.clone());
+    let id = respawn.id.clone();
+    // The parent as it runs now (a restarted parent is a new actor).
+    let Some(parent) = inner.jido.whereis(&parent_id) else {
+        inner.children.lock().remove(&key);
+        return;
+    };
     let mut agent = ClusterAgent::new(
         Arc::clone(&inner),
-        gateway,
+        respawn.gateway.clone(),
         id.clone(),
-        spec.placement().clone().into(),
+        respawn.spec.placement().clone().into(),
     );
-    if let Some(kind) = spec.kind() {
+    if let Some(kind) = respawn.spec.kind() {
         agent = agent.kind(kind);
     }
-    tokio::spawn(async move {
-        let node = agent.owner().ok();
-        let started = agent
-            .spawn_child_of(&parent, tag.clone(), options, CHILD_TIMEOUT)
-            .await;
-        let stops = {
-            let mut map = inner.children.lock();
-            let stops = match map.remove(&key) {
-                Some(Entry::Starting(stops)) => stops,
-                _ => Vec::new(),
-            };
-            match &started {
-                Ok(child) if stops.is_empty() => {
-                    map.insert(key.clone(), Entry::Running(child.clone()));
-                    // As a local child's start, with its node.
-                    let _ = parent.cast(runtime_signal(
-                        signal_types::CHILD_STARTED,
-                        &key.0,
-                        json!({
-                            "parent_id": key.0,
-                            "child_id": child.id(),
-                            "tag": child.tag(),
-                            "node": child.node(),
-                            "meta": meta,
-                        }),
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, child_id = %agent.id(), error = %e, "remote child start failed");
-                    start_failed(&parent, &key.0, &tag, agent.id(), node.as_deref(), e);
-                }
-            }
-            stops
+    // The child's type: its kind (named, or its id's prefix).
+    let child_type = respawn
+        .spec
+        .kind()
+        .or_else(|| super::kind_of(&id))
+        .unwrap_or_default()
+        .to_owned();
+    let node = agent.owner().ok();
+    let started = agent
+        .spawn_child_of(&parent, tag.clone(), respawn.options.clone(), CHILD_TIMEOUT)
+        .await;
+    let stops = {
+        let mut map = inner.children.lock();
+        let stops = match map.remove(&key) {
+            Some(Entry::Starting(stops)) => stops,
+            _ => Vec::new(),
         };
-        if let (Ok(child), Some(reason)) = (started, stops.into_iter().next()) {
-            stop(child, reason).await;
+        match &started {
+            Ok(child) if stops.is_empty() => {
+                let _ = parent.cast(runtime_signal(
+                    signal_types::CHILD_STARTED,
+                    &key.0,
+                    json!({
+                        "parent_id": key.0,
+                        "child_id": child.id(),
+                        "child_type": child_type,
+                        "tag": child.tag(),
+                        "node": child.node(),
+                        "meta": respawn.meta,
+                    }),
+                ));
+                map.insert(key.clone(), Entry::Running(child.clone(), Some(respawn)));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(target: "jido::cluster", agent_id = %key.0, tag, child_id = %agent.id(), error = %e, "remote child start failed");
+                start_failed(&parent, &key.0, &tag, agent.id(), node.as_deref(), e);
+            }
         }
-    });
-    DirectiveResult::Async(Some(id))
+        stops
+    };
+    if let (Ok(child), Some(reason)) = (started, stops.into_iter().next()) {
+        stop(child, reason).await;
+    }
 }
 
 /// Sends the parent `jido.agent.child.start_failed`.
@@ -405,8 +596,8 @@ fn stop_remote(
                 stops.push(reason.clone());
                 return Some(DirectiveResult::Ok);
             }
-            Some(Entry::Running(_)) => match map.remove(&key) {
-                Some(Entry::Running(child)) => child,
+            Some(Entry::Running(..)) => match map.remove(&key) {
+                Some(Entry::Running(child, _)) => child,
                 _ => return Some(DirectiveResult::Ok),
             },
             None => return None,
@@ -453,6 +644,7 @@ impl DirectiveExec for RemoteChildExec {
                     id: id.clone(),
                     options: ChildOptions::new().id(id.clone()),
                     meta: Map::new(),
+                    restart: Restart::default(),
                 };
                 spawn_remote(
                     Arc::clone(&self.cluster.inner),
@@ -474,5 +666,34 @@ impl DirectiveExec for RemoteChildExec {
 async fn stop(child: RemoteChild, reason: StopReason) {
     if let Err(e) = child.stop(reason, CHILD_TIMEOUT).await {
         tracing::warn!(target: "jido::cluster", child_id = %child.id(), tag = child.tag(), error = %e, "remote child stop failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restarts_after;
+    use crate::directive::Restart;
+
+    #[test]
+    fn restart_policies_read_a_remote_exit_reason_as_the_instance_does() {
+        let reasons = [
+            "normal",
+            "shutdown",
+            "shutdown: quota",
+            "fenced",
+            "noconnection",
+            "crash",
+        ];
+        let table =
+            |restart| -> Vec<bool> { reasons.iter().map(|r| restarts_after(restart, r)).collect() };
+        assert_eq!(
+            table(Restart::Transient),
+            [false, false, false, false, true, true]
+        );
+        assert_eq!(
+            table(Restart::Permanent),
+            [true, false, false, false, true, true]
+        );
+        assert_eq!(table(Restart::Temporary), [false; 6]);
     }
 }

@@ -46,7 +46,7 @@ pub enum GatewayMsg {
     Watch(Box<WatchRequest>),
     /// Local: the owner refused a watch; forget it.
     #[doc(hidden)]
-    DropWatch(String, String, ractor::ActorId),
+    DropWatch(String, String, String),
     /// Local: a watcher on this node no longer wants to be told.
     #[doc(hidden)]
     Unwatch(Box<UnwatchRequest>),
@@ -77,7 +77,8 @@ pub struct WatchRequest {
 pub struct UnwatchRequest {
     pub(crate) agent: String,
     pub(crate) owner: String,
-    pub(crate) watcher: ractor::ActorId,
+    /// The watcher's agent id (watches are kept by id).
+    pub(crate) watcher: String,
     /// Answered with whether a watch was removed, once it is.
     pub(crate) reply: RpcReplyPort<bool>,
 }
@@ -748,9 +749,25 @@ impl GatewayState {
             return;
         };
         for watcher in watchers {
+            // The watcher as it runs now: a watch is kept by the watcher's
+            // id, so an agent restarted by its instance (a new actor) is
+            // still told.
+            let target = self
+                .inner
+                .jido
+                .whereis(watcher.agent.id())
+                .unwrap_or(watcher.agent);
+            let mut after = None;
             let signal = match watcher.tag {
                 Some(tag) => {
-                    self.inner.children.ended(watcher.agent.id(), &tag, agent);
+                    after = self.inner.children.exited(
+                        &self.inner.jido,
+                        target.id(),
+                        &tag,
+                        agent,
+                        node,
+                        reason,
+                    );
                     Signal::new(
                         crate::server::signal_types::CHILD_EXIT,
                         serde_json::json!({"tag": tag, "id": agent, "node": node, "reason": reason}),
@@ -761,21 +778,21 @@ impl GatewayState {
                     serde_json::json!({"id": agent, "node": node, "reason": reason}),
                 ),
             };
-            let _ = watcher.agent.cast(signal);
+            let _ = target.cast(signal);
+            if let Some(after) = after {
+                after.run();
+            }
         }
     }
 
     /// Removes `watcher`'s watch of `agent` on `owner`: whether one was
     /// removed, and whether it was the last watch of this node on it.
-    fn drop_watch(&mut self, owner: &str, agent: &str, watcher: ractor::ActorId) -> (bool, bool) {
+    fn drop_watch(&mut self, owner: &str, agent: &str, watcher: String) -> (bool, bool) {
         let key = (owner.to_owned(), agent.to_owned());
         let Some(list) = self.watching.get_mut(&key) else {
             return (false, false);
         };
-        let Some(at) = list
-            .iter()
-            .position(|w| w.agent.actor_ref().get_id() == watcher)
-        else {
+        let Some(at) = list.iter().position(|w| w.agent.id() == watcher) else {
             return (false, false);
         };
         list.remove(at);
@@ -861,7 +878,7 @@ impl GatewayState {
             let answer = call_gateway(&gateway, &owner, request, timeout).await;
             if let Err(e) = &answer {
                 tracing::debug!(error = %e, "jido.cluster: watch refused");
-                let id = watcher.actor_ref().get_id();
+                let id = watcher.id().to_owned();
                 let _ = me.send_message(GatewayMsg::DropWatch(owner, agent, id));
             }
             let _ = reply.send(answer.map(|_| ()));

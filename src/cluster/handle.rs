@@ -298,18 +298,52 @@ impl ClusterAgent {
     /// `emit_orphan` sends it `jido.agent.orphaned`
     /// `{parent_id, tag, node, reason}`).
     ///
+    /// The child is in the parent's child table while it starts and runs:
+    /// `AgentStatus::children` / `child_details` list it, the built-in
+    /// `StopChild` of `tag` stops it, and a SpawnAgent under `tag` is
+    /// refused. It has no restart policy (you hold the handle);
+    /// [`RemoteChild::forget`] takes it out of the table.
+    ///
     /// # Errors
     ///
-    /// What a [`call`](ClusterAgent::call) returns for the start (no such
-    /// kind, timeout, node connection lost); what [`watch`](ClusterAgent::watch)
-    /// returns (the child ended at once: "agent not running").
+    /// A [`Validation`](crate::ErrorKind::Validation) error "tag in use"
+    /// (details `reason: "tag_in_use"`, `tag`, `child_id`) when the parent
+    /// already has a child so tagged; what the parent's `status` returns
+    /// when it does not run; what a [`call`](ClusterAgent::call) returns
+    /// for the start (no such kind, timeout, node connection lost); what
+    /// [`watch`](ClusterAgent::watch) returns (the child ended at once:
+    /// "agent not running").
     pub async fn spawn_as_child(
         &self,
         parent: &AgentRef,
         tag: impl Into<String>,
         timeout: Duration,
     ) -> Result<RemoteChild> {
-        self.spawn_child_of(parent, tag.into(), None, timeout).await
+        let tag = tag.into();
+        // In the parent's child table (no restart policy: the caller
+        // holds the handle), its tag taken while it starts.
+        self.inner.children.reserve(parent.id(), &tag, &self.id)?;
+        let local = match parent.status().await {
+            Ok(status) => status.children.contains(&tag),
+            Err(e) => {
+                self.inner
+                    .children
+                    .settle(parent.id(), &tag, &Err(e.clone()));
+                return Err(e);
+            }
+        };
+        if local {
+            let err = crate::server::tag_in_use(&tag, &self.id);
+            self.inner
+                .children
+                .settle(parent.id(), &tag, &Err(err.clone()));
+            return Err(err);
+        }
+        let started = self
+            .spawn_child_of(parent, tag.clone(), None, timeout)
+            .await;
+        self.inner.children.settle(parent.id(), &tag, &started);
+        started
     }
 
     /// [`spawn_as_child`](ClusterAgent::spawn_as_child), with `options`
@@ -357,7 +391,7 @@ async fn unwatch(
         GatewayMsg::Unwatch(Box::new(UnwatchRequest {
             agent: agent.to_owned(),
             owner: owner.clone(),
-            watcher: watcher.actor_ref().get_id(),
+            watcher: watcher.id().to_owned(),
             reply,
         }))
     };
@@ -438,13 +472,18 @@ impl RemoteChild {
     }
 
     /// Stops watching the child (the parent gets no exit signal for it
-    /// any more) without stopping it: `Ok(false)` when its exit was
+    /// any more) without stopping it, and takes it out of the parent's
+    /// child table (its tag is free): `Ok(false)` when its exit was
     /// already delivered.
     ///
     /// # Errors
     ///
     /// [`Cancelled`](crate::ErrorKind::Cancelled) "cluster is shut down".
     pub async fn forget(&self) -> Result<bool> {
+        // Out of the parent's child table too: its tag is free again.
+        self.inner
+            .children
+            .ended(self.parent.id(), &self.tag, &self.id);
         unwatch(&self.gateway, &self.id, self.node.clone(), &self.parent).await
     }
 }

@@ -503,7 +503,8 @@ impl SpawnAgent {
     }
 
     /// The restart policy under the instance supervisor (default
-    /// [`Restart::Transient`]).
+    /// [`Restart::Transient`]); for a [`ChildKind`] child, what its host
+    /// does when it ends (the cluster's host restarts it, placed anew).
     pub fn restart(mut self, restart: Restart) -> Self {
         self.restart = restart;
         self

@@ -160,7 +160,12 @@ pub enum Directive {
     /// `emit_orphan` is refused with a configuration error for the error
     /// policy (see [`ServerOptions::jido`](crate::server::ServerOptions::jido)).
     /// A failed start also gives the parent `jido.agent.child.start_failed`
-    /// `{parent_id, child_id, tag, error}`.
+    /// `{parent_id, child_id, tag, error}`, and so does a `tag` already in
+    /// use (a tracked, starting or hosted child): nothing is started, the
+    /// error is a validation error "tag in use" (details `reason:
+    /// "tag_in_use"`, `tag`, `child_id`). Jido only logs a failed start;
+    /// here the parent learns it as a signal (the error policy is not
+    /// involved).
     ///
     /// A child described by a [`ChildKind`] (a registered kind and a
     /// [`Placement`], instead of a value) is handed to the instance's
@@ -170,8 +175,12 @@ pub enum Directive {
     /// ([`ChildOptions::to_json`]); its tag, StopChild, exit signal and
     /// status entry work as for a local child. Without a host the spawn
     /// fails (`jido.agent.child.start_failed` and a configuration error for
-    /// the error policy). `restart` does not apply to it: the host's
-    /// instance supervises it by its kind's options.
+    /// the error policy). `restart` applies to it as the host decides
+    /// (the cluster's host restarts it, placed anew, after an end its
+    /// policy restarts, with the instance's limits: see `docs/cluster.md`).
+    /// Unlike one of an agent value, such a SpawnAgent has a data form in
+    /// the durable outbox: a journaled or checkpointed parent issues it
+    /// again after a restore.
     SpawnAgent {
         /// The child: an agent value (any agent type) or a [`ChildKind`].
         agent: ChildAgent,

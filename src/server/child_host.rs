@@ -7,7 +7,20 @@
 use serde_json::{Map, Value};
 
 use super::{DirectiveContext, DirectiveResult};
-use crate::directive::{ChildKind, ChildOptions, StopReason};
+use crate::directive::{ChildKind, ChildOptions, Restart, StopReason};
+use crate::error::Error;
+
+/// The error of a SpawnAgent whose tag already names a child of the
+/// parent (tracked, starting, or kept by a child host): a validation error
+/// "tag in use" with details `reason: "tag_in_use"`, `tag` and `child_id`
+/// (the id the refused child would have had). The parent gets it in
+/// `jido.agent.child.start_failed`; nothing is started.
+pub(crate) fn tag_in_use(tag: &str, child_id: &str) -> Error {
+    Error::validation("tag in use")
+        .with_detail("reason", "tag_in_use")
+        .with_detail("tag", tag.to_owned())
+        .with_detail("child_id", child_id.to_owned())
+}
 
 /// A [`Directive::SpawnAgent`](crate::directive::Directive::SpawnAgent)
 /// whose child is a [`ChildKind`], handed to the instance's
@@ -25,6 +38,10 @@ pub struct ChildSpawn {
     pub options: ChildOptions,
     /// The SpawnAgent's metadata (carried by `jido.agent.child.started`).
     pub meta: Map<String, Value>,
+    /// The SpawnAgent's restart policy: what the host does when the child
+    /// ends (the cluster's host: see `docs/cluster.md`, "Remote
+    /// children").
+    pub restart: Restart,
 }
 
 /// One child of an agent, as [`AgentStatus::child_details`](super::AgentStatus::child_details)
@@ -66,7 +83,9 @@ impl ChildStatus {
 /// a tag goes to [`stop_child`](ChildHost::stop_child), and
 /// [`children`](ChildHost::children) joins the status list. What the host
 /// owes the parent, as for a child in its instance:
-/// `jido.agent.child.started` once the child runs,
+/// `jido.agent.child.started` `{parent_id, child_id, child_type, tag,
+/// meta, …}` once the child runs (again after each restart its
+/// [`ChildSpawn::restart`] policy makes),
 /// `jido.agent.child.exit` `{tag, id, reason, …}` when it ends, and
 /// `jido.agent.child.start_failed` `{parent_id, child_id, tag, error}` when
 /// it could not start.

@@ -512,8 +512,10 @@ impl AgentServerState {
     /// child whose `on_parent_death` is `continue` or `emit_orphan` is
     /// refused with a configuration error for the error policy (it would
     /// outlive its parent unreachable), while a `stop` child runs
-    /// unsupervised. A tag in use is logged and starts nothing; options
-    /// out of range make the child's start fail (logged).
+    /// unsupervised. A tag in use starts nothing: the parent processes
+    /// `jido.agent.child.start_failed` with a validation error "tag in
+    /// use" (details `reason: "tag_in_use"`, `tag`, `child_id`); options
+    /// out of range make the child's start fail (the same signal).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn_child(
         &mut self,
@@ -526,11 +528,24 @@ impl AgentServerState {
         restart: Restart,
     ) -> DirectiveResult {
         if self.tag_taken(&tag) {
-            tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, "spawn_agent refused: tag in use");
+            let child_id = child_options
+                .get_id()
+                .map_or_else(|| format!("{}/{}", self.id, tag), str::to_owned);
+            tracing::warn!(target: "jido::agent_server", agent_id = %self.id, tag, child_id, "spawn_agent refused: tag in use");
+            let err = super::tag_in_use(&tag, &child_id);
+            self.report_start_failed(myself, &tag, &child_id, &err);
             return DirectiveResult::Ok;
         }
         if let Some(spec) = agent.spec() {
-            return self.spawn_hosted(myself, input, spec.clone(), tag, child_options, meta);
+            return self.spawn_hosted(
+                myself,
+                input,
+                spec.clone(),
+                tag,
+                child_options,
+                meta,
+                restart,
+            );
         }
         let Some(agent) = agent.into_agent() else {
             let err = Error::internal("spawn_agent child is not an agent state")
@@ -602,6 +617,7 @@ impl AgentServerState {
     /// its start, its failed start and its exit. Without a host the spawn
     /// fails at once: `jido.agent.child.start_failed` and a configuration
     /// error "no child host for a child spec" for the error policy.
+    #[allow(clippy::too_many_arguments)]
     fn spawn_hosted(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -610,6 +626,7 @@ impl AgentServerState {
         tag: String,
         options: ChildOptions,
         meta: Map<String, Value>,
+        restart: Restart,
     ) -> DirectiveResult {
         let child_id = options
             .get_id()
@@ -628,6 +645,7 @@ impl AgentServerState {
             options: options.id(child_id.clone()),
             id: child_id,
             meta,
+            restart,
         };
         self.host_spawn(&*host, spawn)
     }

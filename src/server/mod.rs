@@ -93,6 +93,7 @@ pub use actor_target::{ActorTarget, DeliveryMode, GroupTarget, SignalSink};
 pub use agent_ref::{
     AgentRef, AgentStatus, AwaitOptions, Completion, CompletionStatus, DebugEvent, ServerStatus,
 };
+pub(crate) use child_host::tag_in_use;
 pub use child_host::{ChildHost, ChildSpawn, ChildStatus};
 pub use directives::{DirectiveContext, DirectiveExec, DirectiveResult};
 #[cfg(feature = "persist")]
@@ -151,7 +152,8 @@ pub mod signal_types {
     /// `{reason}` (default `"normal"`).
     pub const AGENT_STOP: &str = "jido.agent.stop";
     /// To a parent when a child (re)starts: `{parent_id, child_id,
-    /// child_type, tag, meta}`.
+    /// child_type, tag, meta}`, plus `node` for a child placed on a node
+    /// (its `child_type` is then its kind's name).
     pub const CHILD_STARTED: &str = "jido.agent.child.started";
     /// To a parent when a child ends: `{tag, id, reason}`.
     pub const CHILD_EXIT: &str = "jido.agent.child.exit";
@@ -161,7 +163,7 @@ pub mod signal_types {
     /// a node.
     pub const CHILD_START_FAILED: &str = "jido.agent.child.start_failed";
     /// To a parent when a child hit the restart limit: `{tag, id,
-    /// restarts, reason}`.
+    /// restarts, reason}`, plus `node` for a child placed on a node.
     pub const CHILD_GIVEN_UP: &str = "jido.agent.child.given_up";
     /// To an orphan (`emit_orphan`): `{parent_id, tag, meta, reason}`.
     pub const ORPHANED: &str = "jido.agent.orphaned";

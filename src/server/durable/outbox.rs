@@ -3,12 +3,15 @@
 //!
 //! Durable: Emit without an explicit dispatch (the default dispatch, or
 //! back to the agent itself), EmitToParent, StopChild, Schedule (with its
-//! wall-clock due time), Cron, CronCancel, Stop, and a custom directive
+//! wall-clock due time), Cron, CronCancel, Stop, a SpawnAgent whose child
+//! is a [`ChildKind`] (kind, placement, tag, options, meta and restart
+//! policy as data, when its options have a data form:
+//! [`ChildOptions::to_json`]), and a custom directive
 //! whose [`CustomDirective::durable`] gives a data form that its
 //! executor's [`DirectiveExec::decode`](crate::server::DirectiveExec::decode)
-//! reads back. The others (an Emit with a dispatch, Error, Spawn,
-//! SpawnAgent, AdoptChild, RunInstruction, other custom directives) run
-//! but are volatile: one warning per type says so.
+//! reads back. The others (an Emit with a dispatch, Error, Spawn, a
+//! SpawnAgent of an agent value, AdoptChild, RunInstruction, other custom
+//! directives) run but are volatile: one warning per type says so.
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -16,7 +19,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::directive::{CustomDirective, Directive, ScheduledMessage, StopReason};
+use crate::directive::{
+    ChildKind, ChildOptions, CustomDirective, Directive, Restart, ScheduledMessage, StopReason,
+};
 use crate::server::options::Executors;
 use crate::signal::Signal;
 
@@ -31,8 +36,35 @@ pub(super) fn is_durable(d: &Directive) -> bool {
         | Directive::CronCancel { .. }
         | Directive::Stop { .. } => true,
         Directive::Custom(c) => c.durable().is_some(),
+        Directive::SpawnAgent { .. } => spawn_form(d).is_some(),
         _ => false,
     }
+}
+
+/// The data form of a SpawnAgent whose child is a [`ChildKind`]: `{"kind":
+/// "spawn_agent", "child": {kind?, placement}, "tag", "options", "meta",
+/// "restart"}`. `None` for an agent value, or options with code in them.
+fn spawn_form(d: &Directive) -> Option<Value> {
+    let Directive::SpawnAgent {
+        agent,
+        tag,
+        options,
+        meta,
+        restart,
+    } = d
+    else {
+        return None;
+    };
+    let spec = agent.spec()?;
+    let options = options.to_json().ok()?;
+    Some(json!({
+        "kind": "spawn_agent",
+        "child": serde_json::to_value(spec).ok()?,
+        "tag": tag,
+        "options": options,
+        "meta": meta,
+        "restart": serde_json::to_value(restart).ok()?,
+    }))
 }
 
 /// The kinds already warned about as volatile.
@@ -102,6 +134,13 @@ pub(super) fn encode(agent_id: &str, input: &Signal, d: &Directive, now_ms: i64)
         }),
         Directive::CronCancel { job_id } => json!({"kind": "cron_cancel", "job_id": job_id}),
         Directive::Stop { reason } => json!({"kind": "stop", "reason": reason}),
+        Directive::SpawnAgent { .. } => match spawn_form(d) {
+            Some(form) => form,
+            None => {
+                warn_volatile(d.kind());
+                return None;
+            }
+        },
         Directive::Custom(c) => match c.durable() {
             Some(data) => json!({"kind": "custom", "type": c.type_name(), "data": data}),
             None => {
@@ -188,6 +227,26 @@ fn decode_directive(form: &Value, executors: &Executors, now_ms: i64) -> Option<
             job_id: s("job_id")?,
         },
         "stop" => Directive::Stop { reason: reason() },
+        "spawn_agent" => {
+            let spec: ChildKind = serde_json::from_value(form.get("child")?.clone()).ok()?;
+            let options = ChildOptions::from_json(form.get("options")?.as_object()?).ok()?;
+            let restart: Restart = form
+                .get("restart")
+                .map_or(Ok(Restart::default()), |r| {
+                    serde_json::from_value(r.clone())
+                })
+                .ok()?;
+            let meta = form
+                .get("meta")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            Directive::spawn_agent(spec, s("tag")?)
+                .options(options)
+                .meta(meta)
+                .restart(restart)
+                .into()
+        }
         "custom" => {
             let ty = s("type")?;
             let data = form.get("data")?;
