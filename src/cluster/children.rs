@@ -244,7 +244,7 @@ impl Children {
     /// `node` (its exit notice is being delivered): forgotten, or, when
     /// its restart policy says so and its parent still runs, taken again
     /// (starting) and restarted by the returned [`AfterExit`], placed
-    /// anew; past the restart limit (the instance's defaults, 3 in 5 s)
+    /// anew; past the instance's restart limit (`JidoConfig::max_restarts`)
     /// it is given up: `jido.agent.child.given_up` `{tag, id, node,
     /// restarts, reason}`.
     pub(crate) fn exited(
@@ -269,7 +269,7 @@ impl Children {
         }
         let live_parent = jido.whereis(parent)?;
         let now = Instant::now();
-        let window = crate::server::DEFAULT_RESTART_WINDOW;
+        let (max, window) = jido.restart_limits();
         while respawn
             .restarts
             .front()
@@ -277,7 +277,7 @@ impl Children {
         {
             respawn.restarts.pop_front();
         }
-        let max = crate::server::DEFAULT_MAX_RESTARTS as usize;
+        let max = max as usize;
         if respawn.restarts.len() >= max {
             tracing::error!(target: "jido::cluster", agent_id = %parent, tag, child_id = %id, restarts = max, reason, "remote child keeps failing: restart limit reached, given up");
             let signal = runtime_signal(

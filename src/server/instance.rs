@@ -629,6 +629,13 @@ impl Jido {
             .map(|(due, _)| *due)
     }
 
+    /// The instance's restart intensity: at most this many restarts of one
+    /// agent within the window (`JidoConfig::max_restarts`).
+    pub(crate) fn restart_limits(&self) -> (u32, Duration) {
+        let shared = self.shared();
+        (shared.max_restarts, shared.restart_window)
+    }
+
     /// The running agent with this id.
     pub fn whereis(&self, id: &str) -> Option<AgentRef> {
         let reg = self.inner.shared.registry();
