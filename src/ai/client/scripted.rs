@@ -802,13 +802,14 @@ mod tests {
         assert_eq!(asks(&m), ["m4", "m5", "m6"]);
         // Streams and failed requests are logged too; clones share the log.
         let clone = m.clone();
-        clone
+        let stream = clone
             .stream(LlmRequest::new(
                 "s7",
                 vec![Message::user("six times seven?")],
             ))
             .await
             .unwrap();
+        drop(stream);
         clone
             .generate(LlmRequest::new("e8", vec![Message::user("nobody")]))
             .await
