@@ -631,30 +631,48 @@ impl RequestCore {
         if !shared {
             return;
         }
-        let ours = match typed.current.take() {
-            Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
-            other => {
-                typed.current = other;
-                return;
-            }
-        };
-        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
-            typed.current = Some(StateValue::Lazy(ours));
-            return;
-        };
-        if !slot.ptr_eq(&ours) {
-            typed.current = Some(StateValue::Lazy(ours));
-            return;
-        }
-        drop(ours);
-        if let Some(mirror) = slot.source_mut::<Mirror>() {
+        Self::with_sole_mirror(state, typed, |mirror, typed| {
             static LENT: LazyLock<Shared> = LazyLock::new(|| Arc::new(Lent));
             mirror.state = Arc::clone(&LENT);
             if let Some((snapshot, _)) = &mut typed.snapshot {
                 *snapshot = Arc::clone(&LENT);
             }
+            true
+        });
+    }
+
+    /// Runs `f` on the source of `__strategy__` when it is the node this
+    /// core published, never built, and held by the agent's state alone
+    /// (see [`LazyValue::source_mut`]); `f`'s answer, `false` when it
+    /// cannot run. `typed.current` is the same node afterwards.
+    fn with_sole_mirror(
+        state: &mut StateMap,
+        typed: &mut Typed,
+        f: impl FnOnce(&mut Mirror, &mut Typed) -> bool,
+    ) -> bool {
+        let ours = match typed.current.take() {
+            Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
+            other => {
+                typed.current = other;
+                return false;
+            }
+        };
+        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
+            typed.current = Some(StateValue::Lazy(ours));
+            return false;
+        };
+        if !slot.ptr_eq(&ours) {
+            typed.current = Some(StateValue::Lazy(ours));
+            return false;
         }
+        // Our handle released, the state's may be the only one left.
+        drop(ours);
+        let done = match slot.source_mut::<Mirror>() {
+            Some(mirror) => f(mirror, typed),
+            None => false,
+        };
         typed.current = Some(StateValue::Lazy(slot.clone()));
+        done
     }
 
     /// Ends a transition of [`state_in_place`](Self::state_in_place) that
@@ -709,38 +727,22 @@ impl RequestCore {
     /// [`LazyValue::source_mut`]); `false` when it cannot (the node is
     /// shared, built, or not the one in the state).
     fn republish(state: &mut StateMap, typed: &mut Typed, module: &'static str) -> bool {
-        let Some((snapshot, write)) = &typed.snapshot else {
-            return false;
-        };
-        let ours = match typed.current.take() {
-            Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
-            other => {
-                typed.current = other;
-                return false;
-            }
-        };
-        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
-            typed.current = Some(StateValue::Lazy(ours));
-            return false;
-        };
-        if !slot.ptr_eq(&ours) {
-            typed.current = Some(StateValue::Lazy(ours));
+        if typed.snapshot.is_none() {
             return false;
         }
-        // Our handle released, the state's may be the only one left.
-        drop(ours);
-        let changed = match slot.source_mut::<Mirror>() {
-            Some(mirror) if mirror.module == module => {
-                mirror.rev = typed.rev;
-                mirror.requests = typed.requests.clone().map(StateValue::Object);
-                mirror.state = Arc::clone(snapshot);
-                mirror.write = *write;
-                true
+        Self::with_sole_mirror(state, typed, |mirror, typed| {
+            let Some((snapshot, write)) = &typed.snapshot else {
+                return false;
+            };
+            if mirror.module != module {
+                return false;
             }
-            _ => false,
-        };
-        typed.current = Some(StateValue::Lazy(slot.clone()));
-        changed
+            mirror.rev = typed.rev;
+            mirror.requests = typed.requests.clone().map(StateValue::Object);
+            mirror.state = Arc::clone(snapshot);
+            mirror.write = *write;
+            true
+        })
     }
 
     /// Runs `f` on the request records: in the ext (then published) when
@@ -750,6 +752,13 @@ impl RequestCore {
         if typed_path {
             let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
             if let Some(typed) = ext {
+                // The published node lets go of the records when it alone
+                // holds them: the write below copies none of them (the
+                // publish right after gives them back).
+                Self::with_sole_mirror(state, typed, |mirror, _| {
+                    mirror.requests = None;
+                    true
+                });
                 f(typed.requests.get_or_insert_with(StateMap::new));
                 Self::publish(state, typed, self.module);
             }
