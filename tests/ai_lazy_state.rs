@@ -166,6 +166,63 @@ async fn the_json_is_the_same_whenever_it_is_read() {
 }
 
 #[tokio::test]
+async fn a_state_kept_unread_shows_what_it_was_when_taken() {
+    // A commit changes the node it published in place when nothing else
+    // holds it (the request record after the machine's commit, the next
+    // command's commit): a clone of the state taken in between, read
+    // only later, must still show the state of its moment.
+    let (mut read, mut kept) = (agent(), agent());
+    let mut seen = Vec::new();
+    let mut taken = Vec::new();
+    for command in script() {
+        read.cmd(command.clone(), ExecOptions::new()).await;
+        kept.cmd(command, ExecOptions::new()).await;
+        seen.push(json_of(&read));
+        taken.push(kept.state().clone());
+    }
+    for (i, (state, expected)) in taken.iter().zip(&seen).enumerate() {
+        assert_eq!(
+            &serde_json::to_string(state).unwrap(),
+            expected,
+            "state taken after command {i}"
+        );
+    }
+    assert_eq!(json_of(&kept), *seen.last().unwrap());
+}
+
+#[tokio::test]
+async fn ignored_and_rejected_signals_leave_the_unread_state_as_it_was() {
+    // A busy query (rejected) and a stale model answer (ignored) between
+    // the commands: the machine is lent to the transition and given back
+    // without a commit; read only at the end or after every signal, the
+    // JSON is the same and the revision did not move.
+    let stale = Command::strategy(
+        commands::LLM_RESULT,
+        ReAct::llm_response_payload("call_r1_99", Ok(Turn::answer("no"))),
+    );
+    let mut commands = script();
+    commands.insert(2, ReAct::query_command("busy?", Some("r9")));
+    commands.insert(3, stale);
+    let (mut every, mut end, mut settled) = (agent(), agent(), agent());
+    let mut revs = Vec::new();
+    for (i, command) in commands.into_iter().enumerate() {
+        every.cmd(command.clone(), ExecOptions::new()).await;
+        end.cmd(command.clone(), ExecOptions::new()).await;
+        settled.cmd(command, ExecOptions::new()).await;
+        revs.push(every.state()["__strategy__"]["rev"].as_u64().unwrap());
+        if i == 2 || i == 3 {
+            // Read first right after the rejection, then the ignored answer.
+            assert_eq!(json_of(&settled), json_of(&every), "after command {i}");
+        }
+    }
+    assert_eq!(revs, [2, 3, 3, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(json_of(&end), json_of(&every));
+    let st = &every.state()["__strategy__"];
+    assert!(st["requests"].get("r9").is_none());
+    assert_eq!(st["requests"]["r1"]["result"], "42");
+}
+
+#[tokio::test]
 async fn a_checkpoint_restored_mid_request_continues_to_the_same_json() {
     let commands = script();
     let mut straight = agent();

@@ -33,6 +33,7 @@
 //! assert_eq!(directive.kind(), "ai.tool_exec");
 //! ```
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -559,7 +560,7 @@ impl<'de> Deserialize<'de> for LlmEmbed {
 /// [`context`](ToolExec::context) is the runtime's: the action sees the
 /// agent's state through [`Context::state`](crate::Context::state), and a
 /// `state` value given here is dropped.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ToolExec {
@@ -593,9 +594,15 @@ pub struct ToolExec {
     /// `context.iteration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u64>,
-    /// Free metadata.
+    /// Free metadata; `request_id`, `run_id`, `iteration` and `strategy`
+    /// are copied to the signals (where the typed fields do not set them).
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The strategy that asked for the call, typed (what a strategy sets:
+    /// no JSON map entry per call); else `metadata.strategy`. The data
+    /// form writes it into `metadata`, first.
+    #[serde(skip)]
+    pub strategy: Option<String>,
     /// Run this action instead of looking `tool_name` up (not part of the
     /// data form).
     #[serde(skip)]
@@ -615,6 +622,53 @@ fn clamped_u32<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::E
     Ok(u32::try_from(n.max(0)).unwrap_or(u32::MAX))
 }
 
+/// The data form of a [`ToolExec`]: its fields in order, the typed
+/// strategy written into `metadata`.
+#[derive(Serialize)]
+struct ToolExecWire<'a> {
+    id: &'a str,
+    tool_name: &'a str,
+    arguments: &'a Value,
+    context: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
+    max_retries: u32,
+    retry_backoff_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iteration: Option<u64>,
+    metadata: Cow<'a, Map<String, Value>>,
+}
+
+impl Serialize for ToolExec {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let metadata = match &self.strategy {
+            None => Cow::Borrowed(&self.metadata),
+            Some(strategy) => {
+                let typed = Correlation {
+                    strategy: Some(strategy.clone()),
+                    ..Correlation::new()
+                };
+                Cow::Owned(typed.with_metadata(&self.metadata))
+            }
+        };
+        ToolExecWire {
+            id: &self.id,
+            tool_name: &self.tool_name,
+            arguments: &self.arguments,
+            context: &self.context,
+            timeout_ms: self.timeout_ms,
+            max_retries: self.max_retries,
+            retry_backoff_ms: self.retry_backoff_ms,
+            request_id: self.request_id.as_deref(),
+            iteration: self.iteration,
+            metadata,
+        }
+        .serialize(s)
+    }
+}
+
 impl PartialEq for ToolExec {
     /// Field by field; actions compare by name.
     fn eq(&self, other: &Self) -> bool {
@@ -628,6 +682,7 @@ impl PartialEq for ToolExec {
             && self.request_id == other.request_id
             && self.iteration == other.iteration
             && self.metadata == other.metadata
+            && self.strategy == other.strategy
             && self.action.as_ref().map(DynAction::name)
                 == other.action.as_ref().map(DynAction::name)
     }
@@ -652,6 +707,7 @@ impl ToolExec {
             request_id: None,
             iteration: None,
             metadata: Map::new(),
+            strategy: None,
             action: None,
             tool: None,
         }
@@ -706,6 +762,14 @@ impl ToolExec {
         self
     }
 
+    /// Sets the strategy that asks for the call (typed; its signals'
+    /// `metadata.strategy`, and `metadata.strategy` in the data form).
+    #[must_use]
+    pub fn strategy(mut self, name: impl Into<String>) -> Self {
+        self.strategy = Some(name.into());
+        self
+    }
+
     /// Runs `action` directly.
     #[must_use]
     pub fn action(mut self, action: impl Into<DynAction>) -> Self {
@@ -735,6 +799,7 @@ impl ToolExec {
             .or(from_context.request_id);
         c.iteration = self.iteration.or(c.iteration).or(from_context.iteration);
         c.run_id = c.run_id.or(from_context.run_id);
+        c.strategy = self.strategy.clone().or(c.strategy);
         c
     }
 }

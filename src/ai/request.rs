@@ -310,6 +310,12 @@ fn write_typed<S: RequestState>(mirror: &Mirror, into: &mut StateMap) {
     state.write_since(into, prev);
 }
 
+/// What the snapshot and the published node hold while the typed state is
+/// lent to a transition (see [`RequestCore::state_in_place`]): no state
+/// (a node built meanwhile would show none of the machine; nothing reads
+/// it before the commit or the settle puts the state back).
+struct Lent;
+
 /// The typed state in the ext, with the `__strategy__` value it matches.
 ///
 /// `current` is `__strategy__` as the core last wrote it (a lazy node
@@ -462,6 +468,12 @@ impl RequestCore {
         if !Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
             self.rebuild::<S>(agent);
         }
+        Self::typed_mut(agent)
+    }
+
+    /// The ext's typed state, mutably (copied first if shared), once the
+    /// ext is known to hold an `S`.
+    fn typed_mut<S: RequestState>(agent: &mut AgentData) -> &mut S {
         match agent
             .strategy_ext_mut::<Typed>()
             .and_then(Typed::state_mut::<S>)
@@ -585,12 +597,152 @@ impl RequestCore {
         Self::publish(state, typed, self.module);
     }
 
-    /// Sets `__strategy__` to a new node showing the ext.
+    /// [`state`](Self::state) for a transition the caller commits at once
+    /// ([`commit_after_state`](Self::commit_after_state)) or settles
+    /// ([`settle`](Self::settle)) with nothing read or written in between
+    /// (the driver). When `__strategy__` is the node this core published
+    /// and nothing but the agent's state holds it (no clone of the state,
+    /// never read), the node lends the typed state back, so the transition
+    /// changes it in place rather than copying it; the commit or the
+    /// settle gives the node its state again.
+    pub(crate) fn state_in_place<'a, S: RequestState>(
+        &self,
+        agent: &'a mut AgentData,
+    ) -> &'a mut S {
+        if Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
+            let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+            if let Some(typed) = ext {
+                Self::lend(state, typed);
+            }
+        } else {
+            self.rebuild::<S>(agent);
+        }
+        Self::typed_mut(agent)
+    }
+
+    /// Takes the typed state's handles from the snapshot and the published
+    /// node when they are the state itself and the node is held by the
+    /// agent's state alone (see [`LazyValue::source_mut`]).
+    fn lend(state: &mut StateMap, typed: &mut Typed) {
+        let shared = typed
+            .snapshot
+            .as_ref()
+            .is_some_and(|(s, _)| Arc::ptr_eq(s, &typed.state));
+        if !shared {
+            return;
+        }
+        Self::with_sole_mirror(state, typed, |mirror, typed| {
+            static LENT: LazyLock<Shared> = LazyLock::new(|| Arc::new(Lent));
+            mirror.state = Arc::clone(&LENT);
+            if let Some((snapshot, _)) = &mut typed.snapshot {
+                *snapshot = Arc::clone(&LENT);
+            }
+            true
+        });
+    }
+
+    /// Runs `f` on the source of `__strategy__` when it is the node this
+    /// core published, never built, and held by the agent's state alone
+    /// (see [`LazyValue::source_mut`]); `f`'s answer, `false` when it
+    /// cannot run. `typed.current` is the same node afterwards.
+    fn with_sole_mirror(
+        state: &mut StateMap,
+        typed: &mut Typed,
+        f: impl FnOnce(&mut Mirror, &mut Typed) -> bool,
+    ) -> bool {
+        let ours = match typed.current.take() {
+            Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
+            other => {
+                typed.current = other;
+                return false;
+            }
+        };
+        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
+            typed.current = Some(StateValue::Lazy(ours));
+            return false;
+        };
+        if !slot.ptr_eq(&ours) {
+            typed.current = Some(StateValue::Lazy(ours));
+            return false;
+        }
+        // Our handle released, the state's may be the only one left.
+        drop(ours);
+        let done = match slot.source_mut::<Mirror>() {
+            Some(mirror) => f(mirror, typed),
+            None => false,
+        };
+        typed.current = Some(StateValue::Lazy(slot.clone()));
+        done
+    }
+
+    /// Ends a transition of [`state_in_place`](Self::state_in_place) that
+    /// is not committed (ignored, or a rejection): the node gets its state
+    /// back, revision unchanged.
+    pub(crate) fn settle<S: RequestState>(&self, agent: &mut AgentData) {
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        let Some(typed) = ext else {
+            return;
+        };
+        let lent = typed.snapshot.as_ref().is_some_and(|(s, _)| s.is::<Lent>());
+        if lent {
+            typed.snapshot = Some((Arc::clone(&typed.state), write_typed::<S>));
+            Self::publish(state, typed, self.module);
+        }
+    }
+
+    /// [`commit`](Self::commit) right after [`state`](Self::state) with
+    /// no write to the agent in between (the driver: the machine's
+    /// transition only), so the ext is known to match `__strategy__`
+    /// without looking it up again.
+    pub(crate) fn commit_after_state<S: RequestState>(&self, agent: &mut AgentData) {
+        let matched = agent
+            .strategy_ext::<Typed>()
+            .is_some_and(|t| t.current.is_some() && t.state.is::<S>());
+        if !matched {
+            return self.commit::<S>(agent);
+        }
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        if let Some(typed) = ext {
+            typed.snapshot = Some((Arc::clone(&typed.state), write_typed::<S>));
+            typed.rev += 1;
+            Self::publish(state, typed, self.module);
+        }
+    }
+
+    /// Sets `__strategy__` to a node showing the ext: the current one,
+    /// changed in place, when this core is all that holds it and no one
+    /// read it (within one command: a commit, then the request record),
+    /// else a new one.
     fn publish(state: &mut StateMap, typed: &mut Typed, module: &'static str) {
+        if Self::republish(state, typed, module) {
+            return;
+        }
         if let Some(node) = typed.node(module) {
             state.insert(STRATEGY_KEY, StateValue::Lazy(node.clone()));
             typed.current = Some(StateValue::Lazy(node));
         }
+    }
+
+    /// Publishes by changing the current node in place (see
+    /// [`LazyValue::source_mut`]); `false` when it cannot (the node is
+    /// shared, built, or not the one in the state).
+    fn republish(state: &mut StateMap, typed: &mut Typed, module: &'static str) -> bool {
+        if typed.snapshot.is_none() {
+            return false;
+        }
+        Self::with_sole_mirror(state, typed, |mirror, typed| {
+            let Some((snapshot, write)) = &typed.snapshot else {
+                return false;
+            };
+            if mirror.module != module {
+                return false;
+            }
+            mirror.rev = typed.rev;
+            mirror.requests = typed.requests.clone().map(StateValue::Object);
+            mirror.state = Arc::clone(snapshot);
+            mirror.write = *write;
+            true
+        })
     }
 
     /// Runs `f` on the request records: in the ext (then published) when
@@ -600,6 +752,13 @@ impl RequestCore {
         if typed_path {
             let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
             if let Some(typed) = ext {
+                // The published node lets go of the records when it alone
+                // holds them: the write below copies none of them (the
+                // publish right after gives them back).
+                Self::with_sole_mirror(state, typed, |mirror, _| {
+                    mirror.requests = None;
+                    true
+                });
                 f(typed.requests.get_or_insert_with(StateMap::new));
                 Self::publish(state, typed, self.module);
             }
@@ -694,17 +853,24 @@ impl RequestCore {
     ) {
         static RUNNING: LazyLock<StateValue> = LazyLock::new(|| StateValue::from("running"));
         static EMPTY: LazyLock<StateValue> = LazyLock::new(|| StateValue::from(""));
+        let keys = &*TOP_KEYS;
         let query_value = StateValue::from(query);
+        // One handle for the id: the top-level value and the record's key.
+        let id: Arc<str> = Arc::from(request_id);
         let state = agent.state_mut();
-        state.insert("status", RUNNING.clone());
-        state.insert("last_request_id", request_id);
-        state.insert("last_query", query_value.clone());
-        state.insert("last_answer", EMPTY.clone());
-        state.insert("error", StateValue::Null);
+        if !state.contains_key(&keys.last_request_id) {
+            // A first request: the five keys are new, the map grows once.
+            state.reserve(5);
+        }
+        state.insert_shared(&keys.status, RUNNING.clone());
+        state.insert_shared(&keys.last_request_id, Arc::clone(&id));
+        state.insert_shared(&keys.last_query, query_value.clone());
+        state.insert_shared(&keys.last_answer, EMPTY.clone());
+        state.insert_shared(&keys.error, StateValue::Null);
         let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
         self.update_requests(agent, |requests| {
             requests.remove(request_id);
-            requests.insert(request_id, entry);
+            requests.insert_shared(&id, entry);
             self.trim(requests);
         });
         if self.events.is_some() {
@@ -765,16 +931,19 @@ impl RequestCore {
                 entry.insert("error", value.clone());
             }
         });
+        static ENDED: LazyLock<[StateValue; 2]> =
+            LazyLock::new(|| ["completed", "failed"].map(StateValue::from));
+        let keys = &*TOP_KEYS;
         let state = agent.state_mut();
         let (key, ty, status) = match &outcome {
-            Ok(_) => ("result", REQUEST_COMPLETED, "completed"),
-            Err(_) => ("error", REQUEST_FAILED, "failed"),
+            Ok(_) => ("result", REQUEST_COMPLETED, &ENDED[0]),
+            Err(_) => ("error", REQUEST_FAILED, &ENDED[1]),
         };
-        state.insert("status", status);
+        state.insert_shared(&keys.status, status.clone());
         if ok {
-            state.insert("last_answer", value);
+            state.insert_shared(&keys.last_answer, value);
         } else {
-            state.insert("error", value);
+            state.insert_shared(&keys.error, value);
         }
         if self.events.is_some() {
             let value = match outcome {
@@ -910,6 +1079,24 @@ impl RequestCore {
         }
     }
 }
+
+/// The top-level keys `start` and `finish` write, held once (a new key
+/// shares its handle instead of copying the text).
+struct TopKeys {
+    status: Arc<str>,
+    last_request_id: Arc<str>,
+    last_query: Arc<str>,
+    last_answer: Arc<str>,
+    error: Arc<str>,
+}
+
+static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
+    status: Arc::from("status"),
+    last_request_id: Arc::from("last_request_id"),
+    last_query: Arc::from("last_query"),
+    last_answer: Arc::from("last_answer"),
+    error: Arc::from("error"),
+});
 
 /// A request record (`__strategy__.requests.ID`) as `start` and `finish`
 /// write it: its JSON is built when read.

@@ -110,6 +110,19 @@ impl LazyValue {
         source.downcast_ref::<T>()
     }
 
+    /// The Rust value the node is built from, mutably, when it is a `T`,
+    /// no one else holds the node (no clone of it, of a state holding it,
+    /// or of a value read from it) and it was never built: no reader has
+    /// seen it, so a change is as if the node had been made with it.
+    pub(crate) fn source_mut<T: StateSource>(&mut self) -> Option<&mut T> {
+        let node = Arc::get_mut(&mut self.0)?;
+        if node.built.get().is_some() {
+            return None;
+        }
+        let source: &mut dyn Any = &mut node.source;
+        source.downcast_mut::<T>()
+    }
+
     /// Whether both are the same node (no comparison of contents).
     pub fn ptr_eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

@@ -136,10 +136,10 @@ impl StateMap {
     /// The value under `key`, mutably (the map is copied shallowly first if
     /// shared).
     pub fn get_mut(&mut self, key: &str) -> Option<&mut StateValue> {
-        if !self.0.contains_key(key) {
-            return None;
-        }
-        self.inner_mut().get_mut(key)
+        // One hash: the index found in the shared map is the same in its
+        // copy.
+        let index = self.0.get_index_of(key)?;
+        self.inner_mut().get_index_mut(index).map(|(_, v)| v)
     }
 
     /// Whether `key` is present.
@@ -158,6 +158,42 @@ impl StateMap {
                 None
             }
         }
+    }
+
+    /// Sets `key` to `value` as [`insert`](StateMap::insert) does, but a new
+    /// key shares the handle `key` rather than copying its text: for keys
+    /// written again and again (held in a `static`) or a key that is also
+    /// a value (an id).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use jido::state::StateMap;
+    ///
+    /// let id: Arc<str> = Arc::from("r1");
+    /// let mut m = StateMap::new();
+    /// m.insert_shared(&id, Arc::clone(&id));
+    /// assert_eq!(m["r1"], "r1");
+    /// assert_eq!(m.insert_shared(&id, 2), Some("r1".into()));
+    /// ```
+    pub fn insert_shared(
+        &mut self,
+        key: &Arc<str>,
+        value: impl Into<StateValue>,
+    ) -> Option<StateValue> {
+        let value = value.into();
+        match Self::raw_entry(self.inner_mut(), key) {
+            (RawEntryMut::Occupied(mut slot), _) => Some(slot.insert(value)),
+            (RawEntryMut::Vacant(vacant), hash) => {
+                vacant.insert_hashed_nocheck(hash, Arc::clone(key), value);
+                None
+            }
+        }
+    }
+
+    /// Makes room for `additional` more entries (the map is copied first
+    /// if shared): several new keys then grow it once.
+    pub fn reserve(&mut self, additional: usize) {
+        self.inner_mut().reserve(additional);
     }
 
     /// The slot of `key` and its hash: the key is hashed once whether it

@@ -33,7 +33,7 @@ pub use aliases::ModelAliases;
 pub use assemble::ToolCallAssembler;
 pub use config::{DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TIMEOUT, LlmConfig};
 pub use messages::{Messages, MessagesIter};
-pub use scripted::{Script, ScriptedModel};
+pub use scripted::{DEFAULT_REQUEST_LOG, Script, ScriptedModel};
 pub use specs::ToolSpecs;
 
 use std::fmt;

@@ -1,7 +1,7 @@
 //! The scripted model: a deterministic [`LlmClient`] for tests and offline
 //! runs, following Jido's `expect_react` scripts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,6 +20,13 @@ const MODEL_NAME: &str = "scripted";
 const DEFAULT_DIMENSIONS: usize = 16;
 /// Default size (in characters) of a streamed tool-argument fragment.
 const DEFAULT_FRAGMENT_CHARS: usize = 4;
+/// Default number of requests [`ScriptedModel::requests`] keeps (the
+/// latest ones). Tests assert on the first few model calls of a few
+/// requests, far fewer than this; a model serving a long-running agent
+/// holds at most this many (each one shares its conversation and tools
+/// with the agent, so an entry is small), where an unbounded log grew
+/// without end (gigabytes in a benchmark of a few million requests).
+pub const DEFAULT_REQUEST_LOG: usize = 256;
 
 /// One model turn of a [`Script`].
 #[derive(Clone, Debug)]
@@ -236,8 +243,10 @@ impl Script {
 /// assistant messages with tool calls after that user message, so a
 /// ReAct loop that sends back each tool call and its result walks through
 /// the script. The model keeps no state between calls (the same
-/// conversation always gets the same answer), except the log of requests
-/// it received ([`requests`](ScriptedModel::requests)).
+/// conversation always gets the same answer), except the log of the latest
+/// requests it received ([`requests`](ScriptedModel::requests), at most
+/// [`DEFAULT_REQUEST_LOG`] unless [`request_log`](ScriptedModel::request_log)
+/// says otherwise).
 ///
 /// Errors ([`LlmErrorKind::Script`], not retryable):
 /// * no script for the latest user question: `scripted model has no script
@@ -285,7 +294,7 @@ impl Script {
 #[derive(Clone, Debug)]
 pub struct ScriptedModel {
     scripts: Arc<BTreeMap<String, Script>>,
-    requests: Arc<Mutex<Vec<LlmRequest>>>,
+    requests: Arc<Mutex<RequestLog>>,
     dimensions: usize,
     fragment_chars: usize,
 }
@@ -311,7 +320,10 @@ impl ScriptedModel {
         }
         Ok(ScriptedModel {
             scripts: Arc::new(map),
-            requests: Arc::new(Mutex::new(Vec::new())),
+            requests: Arc::new(Mutex::new(RequestLog {
+                entries: VecDeque::new(),
+                keep: DEFAULT_REQUEST_LOG,
+            })),
             dimensions: DEFAULT_DIMENSIONS,
             fragment_chars: DEFAULT_FRAGMENT_CHARS,
         })
@@ -331,21 +343,53 @@ impl ScriptedModel {
         self
     }
 
-    /// Every chat request received so far (generate and stream), oldest
-    /// first: assert on what your agent sent. Clones share the log.
+    /// Keep the latest `n` chat requests in the log that
+    /// [`requests`](ScriptedModel::requests) reads (default
+    /// [`DEFAULT_REQUEST_LOG`]); `0` keeps none. Requests already logged
+    /// beyond the new bound are dropped, oldest first. Clones share the log,
+    /// so they share its bound too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use jido::ai::client::{LlmClient, LlmRequest, Message, Script, ScriptedModel};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), jido::ai::LlmError> {
+    /// let model = ScriptedModel::new([Script::user("hi").answer("hello")])?.request_log(1);
+    /// model.generate(LlmRequest::new("first", vec![Message::user("hi")])).await?;
+    /// model.generate(LlmRequest::new("second", vec![Message::user("hi")])).await?;
+    /// let log = model.requests();
+    /// assert_eq!(log.len(), 1);
+    /// assert_eq!(log[0].model, "second");
+    /// # Ok(()) }
+    /// ```
+    pub fn request_log(self, n: usize) -> Self {
+        {
+            let mut log = self.log();
+            log.keep = n;
+            let excess = log.entries.len().saturating_sub(n);
+            log.entries.drain(..excess);
+        }
+        self
+    }
+
+    /// The latest chat requests received (generate and stream), oldest
+    /// first: assert on what your agent sent. The log is bounded: it keeps
+    /// the last [`DEFAULT_REQUEST_LOG`] requests, or as many as
+    /// [`request_log`](ScriptedModel::request_log) set (none with `0`), so a
+    /// model serving a long-running agent does not grow without end. Clones
+    /// share the log.
     pub fn requests(&self) -> Vec<LlmRequest> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.log().entries.iter().cloned().collect()
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, RequestLog> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The turn the script plays for this conversation, or the script error.
     fn turn(&self, req: &LlmRequest) -> Result<Turn, LlmError> {
-        self.requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(req.clone());
+        self.log().record(req);
         let latest_user = req.messages.iter().rposition(|m| m.role == Role::User);
         let user = latest_user.map_or("", |i| req.messages[i].content.as_str());
         let Some(script) = self.scripts.get(user) else {
@@ -439,6 +483,28 @@ impl ScriptedModel {
         }
         events.push(LlmEvent::Done(response));
         events
+    }
+}
+
+/// The latest requests a [`ScriptedModel`] received: a ring of at most
+/// `keep` entries.
+#[derive(Debug)]
+struct RequestLog {
+    entries: VecDeque<LlmRequest>,
+    keep: usize,
+}
+
+impl RequestLog {
+    /// Logs `req`, dropping the oldest entry when the log is full (nothing is
+    /// copied when it keeps none).
+    fn record(&mut self, req: &LlmRequest) {
+        if self.keep == 0 {
+            return;
+        }
+        if self.entries.len() >= self.keep {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(req.clone());
     }
 }
 
@@ -714,6 +780,63 @@ mod tests {
             ]
         );
         assert!(matches!(&events[3], LlmEvent::Done(r) if r.text == "it is 42"));
+    }
+
+    #[tokio::test]
+    async fn the_request_log_keeps_exactly_the_last_n_in_order() {
+        let asks = |m: &ScriptedModel| -> Vec<String> {
+            m.requests().into_iter().map(|r| r.model).collect()
+        };
+        let send = |m: &ScriptedModel, i: usize| {
+            let r = LlmRequest::new(format!("m{i}"), vec![Message::user("six times seven?")]);
+            m.generate(r)
+        };
+        let m = model().request_log(3);
+        for i in 0..2 {
+            send(&m, i).await.unwrap();
+        }
+        assert_eq!(asks(&m), ["m0", "m1"]);
+        for i in 2..7 {
+            send(&m, i).await.unwrap();
+        }
+        assert_eq!(asks(&m), ["m4", "m5", "m6"]);
+        // Streams and failed requests are logged too; clones share the log.
+        let clone = m.clone();
+        let stream = clone
+            .stream(LlmRequest::new(
+                "s7",
+                vec![Message::user("six times seven?")],
+            ))
+            .await
+            .unwrap();
+        drop(stream);
+        clone
+            .generate(LlmRequest::new("e8", vec![Message::user("nobody")]))
+            .await
+            .unwrap_err();
+        assert_eq!(asks(&m), ["m6", "s7", "e8"]);
+        // Shrinking drops the oldest; 0 keeps none.
+        let m = m.request_log(2);
+        assert_eq!(asks(&m), ["s7", "e8"]);
+        let m = m.request_log(0);
+        send(&m, 9).await.unwrap();
+        assert!(m.requests().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_request_log_is_bounded_by_default() {
+        let m = model();
+        for i in 0..DEFAULT_REQUEST_LOG + 5 {
+            let r = LlmRequest::new(format!("m{i}"), vec![Message::user("six times seven?")]);
+            m.generate(r).await.unwrap();
+        }
+        let log = m.requests();
+        assert_eq!(log.len(), DEFAULT_REQUEST_LOG);
+        assert_eq!(log[0].model, "m5");
+        assert_eq!(
+            log[DEFAULT_REQUEST_LOG - 1].model,
+            format!("m{}", DEFAULT_REQUEST_LOG + 4)
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! types (the model's [`Turn`]) already: the dependency keeps one
 //! direction.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -157,7 +158,7 @@ impl Settings {
                 .timeout_ms(self.tool_timeout_ms)
                 .max_retries(self.tool_max_retries)
                 .retry_backoff_ms(self.tool_backoff_ms)
-                .meta("strategy", strategy)
+                .strategy(strategy)
                 .into(),
             None => EmitToolError::unknown_tool(call.id, call.name)
                 .meta("request_id", request_id)
@@ -641,28 +642,37 @@ fn on_command<S: Driven>(
         suffix::TOOL_RESULT => {
             match signals::command_payload(ctx, params, ToolResultData::from_value) {
                 Ok(data) => {
-                    let data = data.into_owned();
                     effects = Some(data.result.decode_effects());
-                    S::tool_result(data.call_id, data.result)
+                    // Only the id and the result go on: the rest of a
+                    // payload shared with the signal is not copied.
+                    let (call_id, result) = match data {
+                        Cow::Borrowed(d) => (d.call_id.clone(), d.result.clone()),
+                        Cow::Owned(d) => (d.call_id, d.result),
+                    };
+                    S::tool_result(call_id, result)
                 }
                 Err(e) => return vec![bad_payload(name, &e)],
             }
         }
         _ => return vec![unknown(name)],
     };
-    let state = core.state::<S::State>(agent);
+    // Changed in place when nothing else holds the published state, then
+    // committed or settled at once.
+    let state = core.state_in_place::<S::State>(agent);
     let (accepted, steps) = strategy.handle(state, event);
     if !accepted {
+        core.settle::<S::State>(agent);
         return out;
     }
     let usage = S::usage(state);
     // A rejection (busy, unknown schema) leaves the machine as it was: the
     // state stays untouched, revision included.
     if !steps.is_empty() && steps.iter().all(S::is_reject) {
+        core.settle::<S::State>(agent);
         lift(strategy, agent, steps, &usage, &mut out);
         return out;
     }
-    core.commit::<S::State>(agent);
+    core.commit_after_state::<S::State>(agent);
     // The tool's effects after the commit: a write of theirs to
     // `__strategy__` is then what the machine reads next.
     if let Some(effects) = effects {

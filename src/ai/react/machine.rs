@@ -726,10 +726,11 @@ pub struct Machine {
     pub status: Status,
     /// The current turn of the request (1-based; 0 before any).
     pub iteration: u64,
-    /// The running (or last) request.
-    pub request_id: Option<String>,
-    /// The LLM call whose answer is awaited (or was last).
-    pub llm_call_id: Option<String>,
+    /// The running (or last) request (shared: a copy of the machine
+    /// copies a handle).
+    pub request_id: Option<Arc<str>>,
+    /// The LLM call whose answer is awaited (or was last), shared.
+    pub llm_call_id: Option<Arc<str>>,
     /// LLM calls made so far, by every request (makes call ids unique).
     pub call_seq: u64,
     /// The tool calls of the current turn, in call order.
@@ -784,7 +785,7 @@ impl Machine {
                 if !RequestCore::cancel_matches(active, request_id.as_deref()) {
                     return Transition::ignored();
                 }
-                let active = self.request_id.clone().unwrap_or_default();
+                let active = self.request_id().to_owned();
                 let error =
                     Error::cancelled("request cancelled").with_detail("reason", reason.clone());
                 self.close_open_calls(&error);
@@ -834,7 +835,7 @@ impl Machine {
         }
         self.conversation.push(Message::user(query));
         self.iteration = 1;
-        self.request_id = Some(request_id);
+        self.request_id = Some(Arc::from(request_id));
         self.tool_calls.clear();
         self.result = Value::Null;
         self.termination = None;
@@ -844,12 +845,17 @@ impl Machine {
         Transition::taken(vec![self.call_llm()])
     }
 
+    /// The running (or last) request's id (`""` before any).
+    fn request_id(&self) -> &str {
+        self.request_id.as_deref().unwrap_or_default()
+    }
+
     /// A new LLM call of the current turn.
     fn call_llm(&mut self) -> Step {
         self.call_seq += 1;
-        let request_id = self.request_id.clone().unwrap_or_default();
-        let call_id = format!("call_{request_id}_{}", self.call_seq);
-        self.llm_call_id = Some(call_id.clone());
+        let request_id = self.request_id().to_owned();
+        let call_id = call_id(&request_id, self.call_seq);
+        self.llm_call_id = Some(Arc::from(call_id.as_str()));
         self.status = Status::AwaitingLlm;
         Step::CallLlm {
             call_id,
@@ -937,7 +943,7 @@ impl Machine {
         next.state = ToolCallState::Running;
         Some(Step::ExecTool {
             call: next.call.clone(),
-            request_id: self.request_id.clone().unwrap_or_default(),
+            request_id: self.request_id().to_owned(),
             iteration: self.iteration,
         })
     }
@@ -1009,7 +1015,7 @@ impl Machine {
         self.termination = Some(termination);
         self.result = answer.clone();
         Step::Completed {
-            request_id: self.request_id.clone().unwrap_or_default(),
+            request_id: self.request_id().to_owned(),
             answer,
             termination,
         }
@@ -1020,7 +1026,7 @@ impl Machine {
         self.termination = Some(Termination::Error);
         self.result = error.clone();
         Step::Failed {
-            request_id: self.request_id.clone().unwrap_or_default(),
+            request_id: self.request_id().to_owned(),
             error,
             termination: Termination::Error,
         }
@@ -1183,8 +1189,8 @@ impl Machine {
         Some(Machine {
             status,
             iteration: num("iteration"),
-            request_id: text("request_id"),
-            llm_call_id: text("llm_call_id"),
+            request_id: text("request_id").map(Arc::from),
+            llm_call_id: text("llm_call_id").map(Arc::from),
             call_seq: num("call_seq"),
             tool_calls,
             result: from.get("result").map_or(Value::Null, StateValue::to_json),
@@ -1271,5 +1277,41 @@ fn update_str(slot: &mut StateValue, value: Option<&str>) {
 fn update_u64(slot: &mut StateValue, value: u64) {
     if slot.as_u64() != Some(value) {
         *slot = StateValue::from(value);
+    }
+}
+
+/// `call_REQUEST_SEQ`, the id of an LLM call (without `format!`'s
+/// machinery: two model calls a request).
+pub(crate) fn call_id(request_id: &str, seq: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = seq;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(6 + request_id.len() + digits.len() - at);
+    id.push_str("call_");
+    id.push_str(request_id);
+    id.push('_');
+    id.extend(digits[at..].iter().map(|&d| char::from(d)));
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::call_id;
+
+    #[test]
+    fn call_ids_are_prefix_request_and_sequence() {
+        assert_eq!(call_id("r1", 0), "call_r1_0");
+        assert_eq!(call_id("r1", 7), "call_r1_7");
+        assert_eq!(call_id("req-9", 10), "call_req-9_10");
+        assert_eq!(call_id("", 1234567890), "call__1234567890");
+        assert_eq!(call_id("x", u64::MAX), format!("call_x_{}", u64::MAX));
     }
 }

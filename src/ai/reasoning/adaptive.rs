@@ -452,9 +452,9 @@ impl Adaptive {
                 let r = &m.0;
                 Run {
                     phase: react_phase(r.status),
-                    request_id: r.request_id.clone(),
+                    request_id: r.request_id.as_deref().map(str::to_owned),
                     query: self.run.query.clone(),
-                    llm_call_id: r.llm_call_id.clone(),
+                    llm_call_id: r.llm_call_id.as_deref().map(str::to_owned),
                     call_seq: r.call_seq,
                     llm_calls: r.iteration,
                     usage: r.usage,

@@ -355,7 +355,7 @@ impl Run {
         self.llm_calls += 1;
         let request_id = self.request();
         let call = LlmCall {
-            call_id: format!("call_{request_id}_{}", self.call_seq),
+            call_id: crate::ai::react::machine::call_id(&request_id, self.call_seq),
             request_id,
             phase,
             system_prompt,
