@@ -188,7 +188,7 @@ impl AgentRef {
     ) -> Result<()> {
         self.actor
             .send_message(AgentMsg::Call(super::msg::CallRequest {
-                signal,
+                signal: std::sync::Arc::new(signal),
                 reply: super::inflight::Reply::Then(then),
             }))
             .map_err(|_| not_alive(&self.id))
@@ -347,7 +347,7 @@ impl AgentRef {
     /// alive.
     pub fn cast(&self, signal: Signal) -> Result<()> {
         self.actor
-            .send_message(AgentMsg::Signal(signal))
+            .send_message(AgentMsg::from(signal))
             .map_err(|_| not_alive(&self.id))
     }
 
@@ -446,7 +446,7 @@ impl AgentRef {
     /// [`state`](AgentRef::state).
     pub async fn await_completion(&self, options: AwaitOptions) -> Result<Completion> {
         let margin = options.timeout.saturating_add(Duration::from_secs(1));
-        self.request(|r| AgentMsg::internal(Internal::Await(options, r)), margin)
+        self.request(|r| AgentMsg::internal(Internal::Await(Box::new(options), r)), margin)
             .await?
     }
 
