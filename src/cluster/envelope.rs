@@ -4,6 +4,7 @@
 //! answers with (a call) or drops with a log line (a cast).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::IgnoredAny;
@@ -207,9 +208,12 @@ pub(crate) struct Request {
     /// The kind the owner starts the agent from when it does not run.
     #[serde(default)]
     pub(crate) kind: Option<String>,
-    /// The signal (call and cast), a valid CloudEvent.
-    #[serde(default)]
-    pub(crate) signal: Option<Signal>,
+    /// The signal (call and cast), a valid CloudEvent, marked untrusted
+    /// (it came from the network) and shared from here on: the request,
+    /// the gateway's queue and the agent's message move a pointer, not
+    /// the signal.
+    #[serde(default, deserialize_with = "untrusted_signal")]
+    pub(crate) signal: Option<Arc<Signal>>,
     /// The caller's remaining budget when it sent the request.
     #[serde(default)]
     pub(crate) deadline_ms: Option<u64>,
@@ -268,10 +272,9 @@ impl Request {
     /// # Errors
     ///
     /// [`ErrorKind::Validation`] when it is missing.
-    pub(crate) fn take_signal(&mut self) -> Result<Signal> {
+    pub(crate) fn take_signal(&mut self) -> Result<Arc<Signal>> {
         self.signal
             .take()
-            .map(Signal::untrusted)
             .ok_or_else(|| Error::validation("cluster request without a signal"))
     }
 
@@ -280,6 +283,13 @@ impl Request {
         self.deadline_ms
             .map_or(crate::server::DEFAULT_CALL_TIMEOUT, Duration::from_millis)
     }
+}
+
+/// A request's signal, marked untrusted as it is decoded.
+fn untrusted_signal<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> std::result::Result<Option<Arc<Signal>>, D::Error> {
+    Ok(Option::<Signal>::deserialize(de)?.map(|s| Arc::new(s.untrusted())))
 }
 
 /// Only the version of an envelope.

@@ -188,8 +188,8 @@ impl Due {
 
 /// A request waiting for its agent to start.
 enum Pending {
-    Cast(Signal),
-    Call(Signal, Due, RpcReplyPort<Vec<u8>>),
+    Cast(Arc<Signal>),
+    Call(Arc<Signal>, Due, RpcReplyPort<Vec<u8>>),
     /// Only the start (a remote child's spawn): answered `{"node"}`, with
     /// the watch of the parent's node registered in the same turn.
     Start(RpcReplyPort<Vec<u8>>, Option<RemoteParent>),
@@ -878,7 +878,7 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
             let _ = reply.send(Reply::encode(&Ok(serde_json::json!({"node": node}))));
         }
         Pending::Cast(signal) => {
-            if let Err(e) = agent.cast(signal) {
+            if let Err(e) = agent.cast_shared(signal) {
                 tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");
             }
         }

@@ -183,12 +183,12 @@ impl AgentRef {
     #[cfg(feature = "cluster")]
     pub(crate) fn call_then(
         &self,
-        signal: Signal,
+        signal: std::sync::Arc<Signal>,
         then: Box<dyn FnOnce(Result<AgentState>) + Send>,
     ) -> Result<()> {
         self.actor
             .send_message(AgentMsg::Call(super::msg::CallRequest {
-                signal: std::sync::Arc::new(signal),
+                signal,
                 reply: super::inflight::Reply::Then(then),
             }))
             .map_err(|_| not_alive(&self.id))
@@ -346,8 +346,14 @@ impl AgentRef {
     /// [`NotFound`](crate::ErrorKind::NotFound) when the agent is not
     /// alive.
     pub fn cast(&self, signal: Signal) -> Result<()> {
+        self.cast_shared(std::sync::Arc::new(signal))
+    }
+
+    /// [`cast`](Self::cast) of a shared signal (a cluster gateway's: no
+    /// copy of it on the way).
+    pub(crate) fn cast_shared(&self, signal: std::sync::Arc<Signal>) -> Result<()> {
         self.actor
-            .send_message(AgentMsg::from(signal))
+            .send_message(AgentMsg::Signal(signal))
             .map_err(|_| not_alive(&self.id))
     }
 
