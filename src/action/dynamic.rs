@@ -421,7 +421,10 @@ mod json_params {
         struct P {
             n: u32,
         }
-        assert_eq!(decode_params::<P>("a", json!({"n": 3})).expect("p"), P { n: 3 });
+        assert_eq!(
+            decode_params::<P>("a", json!({"n": 3})).expect("p"),
+            P { n: 3 }
+        );
         let err = decode_params::<P>("a", json!({"n": "x"})).unwrap_err();
         assert_eq!(err.kind(), crate::error::ErrorKind::Validation);
         assert_eq!(err.detail("path"), Some(&json!("n")));

@@ -35,6 +35,17 @@ pub struct ClusterAgent {
     /// Once a local request went through the gateway (the agent was being
     /// started), later ones do too, so none overtakes it.
     via_gateway: Arc<AtomicBool>,
+    /// The owner placed last and the membership epoch it was placed in
+    /// (see [`ClusterAgent::route`]).
+    placed: Arc<std::sync::Mutex<Option<Placed>>>,
+}
+
+/// A placement kept while the membership it was computed from holds.
+struct Placed {
+    epoch: u64,
+    node: String,
+    /// The owner's gateway (`None` when the owner is this node).
+    gateway: Option<ActorRef<GatewayMsg>>,
 }
 
 impl fmt::Debug for ClusterAgent {
@@ -66,6 +77,7 @@ impl ClusterAgent {
             kind: None,
             place,
             via_gateway: Arc::new(AtomicBool::new(false)),
+            placed: Arc::default(),
         }
     }
 
@@ -102,22 +114,57 @@ impl ClusterAgent {
         }
     }
 
+    /// Where the next request goes. The owner and its gateway are kept
+    /// per handle (and its clones) while the membership is unchanged (its
+    /// epoch, bumped after every change of the members and their
+    /// gateways): no hash over the members and no gateway lookup per
+    /// request. A request placed while the membership changes is placed
+    /// again by the next one, as a request placed just before a change
+    /// always was.
     fn route(&self) -> Result<Route> {
-        let node = self.owner()?;
-        if node == self.inner.node {
-            if !self.via_gateway.load(Ordering::Acquire)
-                && let Some(agent) = self.inner.jido.whereis(&self.id)
-            {
-                return Ok(Route::Local(agent));
+        let epoch = self.inner.epoch.load(Ordering::Acquire);
+        let (node, gateway) = {
+            let mut placed = self
+                .placed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match placed.as_ref() {
+                Some(p) if p.epoch == epoch => (p.node.clone(), p.gateway.clone()),
+                _ => {
+                    let node = self.owner()?;
+                    let gateway = if node == self.inner.node {
+                        None
+                    } else {
+                        Some(
+                            self.inner
+                                .gateway_of(&node)
+                                .ok_or_else(|| noconnection(&node))?,
+                        )
+                    };
+                    *placed = Some(Placed {
+                        epoch,
+                        node: node.clone(),
+                        gateway: gateway.clone(),
+                    });
+                    (node, gateway)
+                }
             }
-            self.via_gateway.store(true, Ordering::Release);
-            return Ok(Route::Gateway(self.gateway.clone(), node));
+        };
+        match gateway {
+            Some(gateway) => Ok(Route::Gateway(gateway, node)),
+            None => self.route_here(node),
         }
-        let gateway = self
-            .inner
-            .gateway_of(&node)
-            .ok_or_else(|| noconnection(&node))?;
-        Ok(Route::Gateway(gateway, node))
+    }
+
+    /// The route of a request whose owner is this node.
+    fn route_here(&self, node: String) -> Result<Route> {
+        if !self.via_gateway.load(Ordering::Acquire)
+            && let Some(agent) = self.inner.jido.whereis(&self.id)
+        {
+            return Ok(Route::Local(agent));
+        }
+        self.via_gateway.store(true, Ordering::Release);
+        Ok(Route::Gateway(self.gateway.clone(), node))
     }
 
     /// Sends `signal` and waits at most `timeout` (the remaining budget is

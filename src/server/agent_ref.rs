@@ -452,8 +452,11 @@ impl AgentRef {
     /// [`state`](AgentRef::state).
     pub async fn await_completion(&self, options: AwaitOptions) -> Result<Completion> {
         let margin = options.timeout.saturating_add(Duration::from_secs(1));
-        self.request(|r| AgentMsg::internal(Internal::Await(Box::new(options), r)), margin)
-            .await?
+        self.request(
+            |r| AgentMsg::internal(Internal::Await(Box::new(options), r)),
+            margin,
+        )
+        .await?
     }
 
     /// The newest `limit` (all when `None`) debug events, newest first.
