@@ -12,7 +12,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::envelope::{Down, Op, Outgoing, Reply, Request};
+use super::envelope::{BINARY_GROUP, Down, Op, Outgoing, Reply, Request};
 use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
@@ -248,6 +248,14 @@ impl Actor for Gateway {
         inner: Arc<Inner>,
     ) -> std::result::Result<GatewayState, ActorProcessingErr> {
         ractor::pg::monitor_scope(inner.scope.clone(), myself.get_cell());
+        // Before the nodes group: a peer that sees this gateway as a
+        // member sees (at the latest in the same change) that it reads
+        // requests in the binary form.
+        ractor::pg::join_scoped(
+            inner.scope.clone(),
+            BINARY_GROUP.to_owned(),
+            vec![myself.get_cell()],
+        );
         ractor::pg::join_scoped(
             inner.scope.clone(),
             NODES_GROUP.to_owned(),
@@ -328,7 +336,9 @@ impl Actor for Gateway {
             let group = match &change {
                 GroupChangeMessage::Join(_, g, _) | GroupChangeMessage::Leave(_, g, _) => g,
             };
-            if group == NODES_GROUP {
+            // The binary group too: placements made before a peer's
+            // binary form was known are made again (the epoch moves).
+            if group == NODES_GROUP || group == BINARY_GROUP {
                 state.refresh_members();
             }
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::{Map, Value};
 
-use super::envelope::{Op, Outgoing, Reply, checkpoint_value};
+use super::envelope::{BINARY_GROUP, Op, Outgoing, Reply, checkpoint_value};
 use super::gateway::{
     GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, call_gateway_bytes, noconnection,
 };
@@ -46,6 +46,8 @@ struct Placed {
     node: String,
     /// The owner's gateway (`None` when the owner is this node).
     gateway: Option<ActorRef<GatewayMsg>>,
+    /// Whether that gateway reads requests in the binary form.
+    binary: bool,
 }
 
 impl fmt::Debug for ClusterAgent {
@@ -60,7 +62,9 @@ impl fmt::Debug for ClusterAgent {
 /// Where a request goes.
 enum Route {
     Local(AgentRef),
-    Gateway(ActorRef<GatewayMsg>, String),
+    /// The gateway, its node, and whether it reads requests in the
+    /// binary form (see [`Outgoing::encode_binary`]).
+    Gateway(ActorRef<GatewayMsg>, String, bool),
 }
 
 impl ClusterAgent {
@@ -123,13 +127,13 @@ impl ClusterAgent {
     /// always was.
     fn route(&self) -> Result<Route> {
         let epoch = self.inner.epoch.load(Ordering::Acquire);
-        let (node, gateway) = {
+        let (node, gateway, binary) = {
             let mut placed = self
                 .placed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match placed.as_ref() {
-                Some(p) if p.epoch == epoch => (p.node.clone(), p.gateway.clone()),
+                Some(p) if p.epoch == epoch => (p.node.clone(), p.gateway.clone(), p.binary),
                 _ => {
                     let node = self.owner()?;
                     let gateway = if node == self.inner.node {
@@ -141,19 +145,29 @@ impl ClusterAgent {
                                 .ok_or_else(|| noconnection(&node))?,
                         )
                     };
+                    let binary = gateway.as_ref().is_some_and(|g| self.reads_binary(g));
                     *placed = Some(Placed {
                         epoch,
                         node: node.clone(),
                         gateway: gateway.clone(),
+                        binary,
                     });
-                    (node, gateway)
+                    (node, gateway, binary)
                 }
             }
         };
         match gateway {
-            Some(gateway) => Ok(Route::Gateway(gateway, node)),
+            Some(gateway) => Ok(Route::Gateway(gateway, node, binary)),
             None => self.route_here(node),
         }
+    }
+
+    /// Whether `gateway` is in the cluster's [`BINARY_GROUP`].
+    fn reads_binary(&self, gateway: &ActorRef<GatewayMsg>) -> bool {
+        let id = gateway.get_id();
+        ractor::pg::get_scoped_members(&self.inner.scope, &BINARY_GROUP.to_owned())
+            .iter()
+            .any(|cell| cell.get_id() == id)
     }
 
     /// The route of a request whose owner is this node.
@@ -164,7 +178,7 @@ impl ClusterAgent {
             return Ok(Route::Local(agent));
         }
         self.via_gateway.store(true, Ordering::Release);
-        Ok(Route::Gateway(self.gateway.clone(), node))
+        Ok(Route::Gateway(self.gateway.clone(), node, true))
     }
 
     /// Sends `signal` and waits at most `timeout` (the remaining budget is
@@ -230,13 +244,17 @@ impl ClusterAgent {
     ) -> Result<T> {
         match self.route()? {
             Route::Local(agent) => agent.call_timeout(signal, timeout).await.map(local),
-            Route::Gateway(gateway, node) => {
+            Route::Gateway(gateway, node, binary) => {
                 let span =
                     telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
                 let request = Outgoing::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
-                    .deadline(timeout)
-                    .encode();
+                    .deadline(timeout);
+                let request = if binary {
+                    request.encode_binary()
+                } else {
+                    request.encode()
+                };
                 let result = call_gateway_bytes(&gateway, &node, request, timeout)
                     .await
                     .and_then(remote);
@@ -257,11 +275,15 @@ impl ClusterAgent {
     pub fn cast(&self, signal: Signal) -> Result<()> {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
-            Route::Gateway(gateway, node) => {
+            Route::Gateway(gateway, node, binary) => {
                 telemetry::cast(&self.inner.node, &self.id, &node, signal.ty());
-                let request = Outgoing::new(Op::Cast, &self.id, self.kind.as_deref())
-                    .signal(&signal)
-                    .encode();
+                let request =
+                    Outgoing::new(Op::Cast, &self.id, self.kind.as_deref()).signal(&signal);
+                let request = if binary {
+                    request.encode_binary()
+                } else {
+                    request.encode()
+                };
                 gateway
                     .send_message(GatewayMsg::Cast(request))
                     .map_err(|_| noconnection(&node))
