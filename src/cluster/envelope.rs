@@ -185,8 +185,8 @@ impl Outgoing<'_> {
     fn write_binary(&self, op: u8, signal: &Signal) -> Option<Vec<u8>> {
         let mut out = Vec::with_capacity(ENCODE_CAPACITY);
         out.extend_from_slice(&[BINARY_MAGIC, op]);
-        put_str(&mut out, Some(self.agent))?;
-        put_str(&mut out, self.kind)?;
+        put_str(&mut out, Some(self.agent.as_bytes()))?;
+        put_str(&mut out, self.kind.map(str::as_bytes))?;
         match self.deadline_ms {
             Some(ms) => {
                 out.push(1);
@@ -194,13 +194,15 @@ impl Outgoing<'_> {
             }
             None => out.push(0),
         }
-        put_str(&mut out, Some(signal.id()))?;
-        put_str(&mut out, Some(signal.source()))?;
-        put_str(&mut out, Some(signal.ty()))?;
-        put_str(&mut out, signal.subject())?;
-        put_str(&mut out, signal.time())?;
-        put_str(&mut out, signal.datacontenttype())?;
-        put_str(&mut out, signal.dataschema())?;
+        // The inline id, type and time as bytes: no UTF-8 check of text
+        // the runtime wrote (the receiver checks what it reads).
+        put_str(&mut out, Some(signal.id.as_bytes()))?;
+        put_str(&mut out, Some(signal.source().as_bytes()))?;
+        put_str(&mut out, Some(signal.ty.as_bytes()))?;
+        put_str(&mut out, signal.subject().map(str::as_bytes))?;
+        put_str(&mut out, signal.time.as_ref().map(|t| t.as_bytes()))?;
+        put_str(&mut out, signal.datacontenttype().map(str::as_bytes))?;
+        put_str(&mut out, signal.dataschema().map(str::as_bytes))?;
         put_json(&mut out, signal.data())?;
         let extensions = signal.extensions();
         put_json(&mut out, (!extensions.is_empty()).then_some(extensions))?;
@@ -230,12 +232,12 @@ pub(crate) const BINARY_GROUP: &str = "jido.nodes.binary1";
 const ABSENT: u32 = u32::MAX;
 
 /// A string of the binary form; `None` when it is too long for it.
-fn put_str(out: &mut Vec<u8>, s: Option<&str>) -> Option<()> {
+fn put_str(out: &mut Vec<u8>, s: Option<&[u8]>) -> Option<()> {
     match s {
         Some(s) => {
             let len = u32::try_from(s.len()).ok().filter(|n| *n != ABSENT)?;
             out.extend_from_slice(&len.to_le_bytes());
-            out.extend_from_slice(s.as_bytes());
+            out.extend_from_slice(s);
         }
         None => out.extend_from_slice(&ABSENT.to_le_bytes()),
     }

@@ -276,7 +276,7 @@ impl ClusterAgent {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
             Route::Gateway(gateway, node, binary) => {
-                telemetry::cast(&self.inner.node, &self.id, &node, signal.ty());
+                telemetry::cast(&self.inner.node, &self.id, &node, &signal);
                 let request =
                     Outgoing::new(Op::Cast, &self.id, self.kind.as_deref()).signal(&signal);
                 let request = if binary {
