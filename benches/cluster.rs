@@ -159,7 +159,7 @@ impl Agent for QuietInline {
     ) -> jido::Result<Vec<jido::strategy::Command>> {
         for c in &mut commands {
             if let jido::strategy::Command::Run(i) = c {
-                i.opts = i.opts.clone().timeout(Duration::ZERO);
+                i.opts = i.opts.timeout(Duration::ZERO);
             }
         }
         Ok(commands)
