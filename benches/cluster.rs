@@ -16,7 +16,13 @@
 //!   `cluster.agent(id)` (the local registry).
 //!
 //! Group `cluster_cast` (100 casts then one call, which is answered after
-//! them): `raw_ractor_cluster_cast` beside `jido_remote_cast`.
+//! them): `raw_ractor_cluster_cast` beside
+//! * `jido_remote_cast`: to an agent of kind `bench_inline` on node B,
+//!   whose noop action runs inline (`timeout(Duration::ZERO)`), as in the
+//!   local `cast` group of benches/server.rs: the raw echo spawns no task
+//!   per cast either, so this is the like-for-like row;
+//! * `jido_remote_cast_default_exec`: to the `bench` agent, whose action
+//!   runs under the default Exec (30 s timeout: one task per signal).
 //!
 //! After criterion, p50/p90/p99 of 5 000 calls of each kind are printed
 //! (hdrhistogram).
@@ -28,9 +34,9 @@
 //! runs one case ROUNDS times in a spawned task on node A and exits, for
 //! counting instructions with callgrind (load-independent): the difference
 //! of two round counts over the difference in rounds. CASE is
-//! `raw_call`, `remote_call`, `remote_call_reply`, `local_call`, `raw_cast`
-//! or `remote_cast`
-//! (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
+//! `raw_call`, `remote_call`, `remote_call_reply`, `local_call`, `raw_cast`,
+//! `remote_cast` (the inline agent) or `remote_cast_default` (the default
+//! Exec) (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
 //! node B runs under `valgrind --tool=callgrind --callgrind-out-file=FILE`
 //! too, so both sides are counted; `scripts/cluster_probe_counts.sh`
 //! does both and prints instructions per round on each node.
@@ -116,17 +122,47 @@ impl Actor for RawEcho {
     }
 }
 
+/// Node B's agent: one route to a noop action, run with the instance's
+/// default Exec (30 s timeout: a task per signal).
 struct Quiet;
 impl Agent for Quiet {
     const NAME: &'static str = "bench";
     type Schema = ();
     fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
-        vec![jido::agent::SignalRoute::action(
-            "bench.ping",
-            jido::action_fn("noop", |_: serde_json::Value, _: Context| async {
-                Ok::<_, jido::Error>(json!({}))
-            }),
-        )]
+        quiet_routes()
+    }
+}
+
+fn quiet_routes() -> Vec<jido::agent::SignalRoute> {
+    vec![jido::agent::SignalRoute::action(
+        "bench.ping",
+        jido::action_fn("noop", |_: serde_json::Value, _: Context| async {
+            Ok::<_, jido::Error>(json!({}))
+        }),
+    )]
+}
+
+/// The same agent with its actions run inline (`timeout(Duration::ZERO)`
+/// on each instruction, as the local `cast` group of benches/server.rs
+/// configures its instance): the raw echo spawns no task per cast either.
+struct QuietInline;
+impl Agent for QuietInline {
+    const NAME: &'static str = "bench_inline";
+    type Schema = ();
+    fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
+        quiet_routes()
+    }
+    fn on_before_cmd(
+        &self,
+        _: &mut AgentState,
+        mut commands: Vec<jido::strategy::Command>,
+    ) -> jido::Result<Vec<jido::strategy::Command>> {
+        for c in &mut commands {
+            if let jido::strategy::Command::Run(i) = c {
+                i.opts = i.opts.timeout(Duration::ZERO);
+            }
+        }
+        Ok(commands)
     }
 }
 
@@ -141,6 +177,12 @@ async fn start_node(name: &str, port: u16, seeds: Vec<String>) -> (Jido, Cluster
     cluster.register_kind("bench", |id| {
         Ok((
             AgentState::new(Quiet, AgentOptions::new().id(id)),
+            ServerOptions::new(),
+        ))
+    });
+    cluster.register_kind("bench_inline", |id| {
+        Ok((
+            AgentState::new(QuietInline, AgentOptions::new().id(id)),
             ServerOptions::new(),
         ))
     });
@@ -169,6 +211,8 @@ struct Setup {
     _child: std::process::Child,
     raw: ActorRef<RawMsg>,
     remote: ClusterAgent,
+    /// An agent of kind `bench_inline` on node B (actions inline).
+    remote_inline: ClusterAgent,
     local: ClusterAgent,
     payload: Vec<u8>,
 }
@@ -196,7 +240,7 @@ fn setup() -> Setup {
         .spawn()
         .expect("node-b");
     let rt = Runtime::new().expect("runtime");
-    let (raw, remote, local) = rt.block_on(async {
+    let (raw, remote, remote_inline, local) = rt.block_on(async {
         let (_jido, a) = start_node("node-a", 0, vec![format!("127.0.0.1:{port}")]).await;
         a.wait_for_members(2, Duration::from_secs(30))
             .await
@@ -214,18 +258,20 @@ fn setup() -> Setup {
             assert!(started.elapsed() < Duration::from_secs(30), "no raw echo");
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
-        let on = |node: &str| {
+        let on = |kind: &str, node: &str| {
             (0..)
-                .map(|i| format!("bench:{i}"))
+                .map(|i| format!("{kind}:{i}"))
                 .find(|id| a.owner_of(id) == node)
                 .expect("id")
         };
-        let remote = a.agent(on("node-b"));
-        let local = a.agent(on("node-a"));
+        let remote = a.agent(on("bench", "node-b"));
+        let remote_inline = a.agent(on("bench_inline", "node-b"));
+        let local = a.agent(on("bench", "node-a"));
         remote.call(ping(), T).await.expect("warm remote");
+        remote_inline.call(ping(), T).await.expect("warm remote");
         local.call(ping(), T).await.expect("warm local");
         std::mem::forget(a);
-        (raw, remote, local)
+        (raw, remote, remote_inline, local)
     });
     // The bytes jido's handle sends for the same call.
     let payload = serde_json::to_vec(&json!({
@@ -238,6 +284,7 @@ fn setup() -> Setup {
         _child: child,
         raw,
         remote,
+        remote_inline,
         local,
         payload,
     }
@@ -343,6 +390,12 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("jido_remote_cast", |b| {
         b.iter_custom(|iters| {
+            let agent = s.remote_inline.clone();
+            in_task(&s.rt, iters, move || agent_casts(agent.clone()))
+        })
+    });
+    g.bench_function("jido_remote_cast_default_exec", |b| {
+        b.iter_custom(|iters| {
             let agent = s.remote.clone();
             in_task(&s.rt, iters, move || agent_casts(agent.clone()))
         })
@@ -421,6 +474,7 @@ fn probe(spec: &str) {
         _child: mut child,
         raw,
         remote,
+        remote_inline,
         local,
         payload,
     } = setup();
@@ -438,7 +492,8 @@ fn probe(spec: &str) {
             async move { agent.call_reply(ping(), T).await.expect("call") }
         }),
         "raw_cast" => in_task(&rt, rounds, move || raw_casts(raw.clone(), payload.clone())),
-        "remote_cast" => in_task(&rt, rounds, move || agent_casts(remote.clone())),
+        "remote_cast" => in_task(&rt, rounds, move || agent_casts(remote_inline.clone())),
+        "remote_cast_default" => in_task(&rt, rounds, move || agent_casts(remote.clone())),
         other => panic!("unknown probe case {other}"),
     };
     println!("{case} {rounds} rounds in {elapsed:?}");

@@ -197,16 +197,49 @@ impl<A: Action> Erased for Typed<A> {
 /// Tracking costs on every decode (`serde_path_to_error` wraps every
 /// visitor and copies every key it passes into a `String`), so it would
 /// otherwise be paid on every run for an error that almost never comes.
-pub(crate) fn decode_params<P: serde::de::DeserializeOwned>(
+pub(crate) fn decode_params<P: serde::de::DeserializeOwned + 'static>(
     action: &str,
     params: Value,
 ) -> Result<P> {
+    // Params taken as JSON (`Value`, or a map of it) are the value itself:
+    // moved, not decoded into a copy.
+    let params = match json_as_is::<P>(params) {
+        Ok(params) => return Ok(params),
+        Err(params) => params,
+    };
     if copy_is_cheap(&params)
         && let Ok(decoded) = P::deserialize(&params)
     {
         return Ok(decoded);
     }
     decode_tracked(action, params)
+}
+
+/// `params` as a `P` when `P` is `Value` itself, or `Map<String, Value>`
+/// and the params are an object (what decoding would give, without the
+/// copy); the params back otherwise.
+fn json_as_is<P: 'static>(params: Value) -> std::result::Result<P, Value> {
+    let mut value = Some(params);
+    if let Some(p) = (&mut value as &mut dyn Any)
+        .downcast_mut::<Option<P>>()
+        .and_then(Option::take)
+    {
+        return Ok(p);
+    }
+    match value {
+        Some(Value::Object(map)) => {
+            let mut map = Some(map);
+            match (&mut map as &mut dyn Any)
+                .downcast_mut::<Option<P>>()
+                .and_then(Option::take)
+            {
+                Some(p) => Ok(p),
+                None => Err(map.map_or(Value::Null, Value::Object)),
+            }
+        }
+        Some(other) => Err(other),
+        None => Err(Value::Null),
+    }
 }
 
 /// Whether decoding `params` from a borrow costs no more than decoding
@@ -357,5 +390,43 @@ impl<A: Action> From<A> for DynAction {
 impl fmt::Debug for DynAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("DynAction").field(&self.name()).finish()
+    }
+}
+
+#[cfg(test)]
+mod json_params {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn value_and_map_params_are_the_params_themselves() {
+        let params = json!({"n": 1, "s": "x".repeat(100), "nested": {"a": [1, 2]}});
+        let got: Value = decode_params("a", params.clone()).expect("value");
+        assert_eq!(got, params);
+        let got: Map<String, Value> = decode_params("a", params.clone()).expect("map");
+        assert_eq!(Value::Object(got), params);
+    }
+
+    #[test]
+    fn a_map_from_a_non_object_is_still_a_decode_error() {
+        let err = decode_params::<Map<String, Value>>("a", json!([1])).unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::Validation);
+        let got: Value = decode_params("a", json!([1])).expect("any value");
+        assert_eq!(got, json!([1]));
+    }
+
+    #[test]
+    fn typed_params_are_decoded_as_before() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct P {
+            n: u32,
+        }
+        assert_eq!(
+            decode_params::<P>("a", json!({"n": 3})).expect("p"),
+            P { n: 3 }
+        );
+        let err = decode_params::<P>("a", json!({"n": "x"})).unwrap_err();
+        assert_eq!(err.kind(), crate::error::ErrorKind::Validation);
+        assert_eq!(err.detail("path"), Some(&json!("n")));
     }
 }

@@ -4,6 +4,7 @@
 //! answers with (a call) or drops with a log line (a cast).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::IgnoredAny;
@@ -13,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::agent::AgentState;
 use crate::error::{Error, ErrorKind, Result};
 use crate::signal::Signal;
-use crate::signal::json::write_json_str;
+use crate::signal::json::{Attr, RawSignal, validate, write_json_str};
 
 /// The envelope version this build speaks.
 pub(crate) const VERSION: u32 = 1;
@@ -157,6 +158,153 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+impl Outgoing<'_> {
+    /// The request in the binary form (see [`BINARY_MAGIC`]) when it is
+    /// a call or a cast, the JSON form otherwise (and for a string too
+    /// long for a 32-bit length). Only sent to a gateway that reads it
+    /// (one in [`BINARY_GROUP`]).
+    pub(crate) fn encode_binary(&self) -> Vec<u8> {
+        let plain = self.from.is_none()
+            && self.reason.is_none()
+            && self.parent.is_none()
+            && self.tag.is_none()
+            && self.options.is_none();
+        let op = match self.op {
+            Op::Call => 0,
+            Op::Cast => 1,
+            _ => return self.encode(),
+        };
+        match self.signal.filter(|_| plain) {
+            Some(signal) => self
+                .write_binary(op, signal)
+                .unwrap_or_else(|| self.encode()),
+            None => self.encode(),
+        }
+    }
+
+    fn write_binary(&self, op: u8, signal: &Signal) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+        out.extend_from_slice(&[BINARY_MAGIC, op]);
+        put_str(&mut out, Some(self.agent.as_bytes()))?;
+        put_str(&mut out, self.kind.map(str::as_bytes))?;
+        match self.deadline_ms {
+            Some(ms) => {
+                out.push(1);
+                out.extend_from_slice(&ms.to_le_bytes());
+            }
+            None => out.push(0),
+        }
+        // The inline id, type and time as bytes: no UTF-8 check of text
+        // the runtime wrote (the receiver checks what it reads).
+        put_str(&mut out, Some(signal.id.as_bytes()))?;
+        put_str(&mut out, Some(signal.source().as_bytes()))?;
+        put_str(&mut out, Some(signal.ty.as_bytes()))?;
+        put_str(&mut out, signal.subject().map(str::as_bytes))?;
+        put_str(&mut out, signal.time.as_ref().map(|t| t.as_bytes()))?;
+        put_str(&mut out, signal.datacontenttype().map(str::as_bytes))?;
+        put_str(&mut out, signal.dataschema().map(str::as_bytes))?;
+        put_json(&mut out, signal.data())?;
+        let extensions = signal.extensions();
+        put_json(&mut out, (!extensions.is_empty()).then_some(extensions))?;
+        Some(out)
+    }
+}
+
+/// The first byte of a request in the binary form (never the first byte
+/// of JSON text). After it: the op (0 call, 1 cast); the agent id and
+/// its kind; a deadline flag (0 or 1) and, with 1, the budget in
+/// milliseconds (u64 little-endian); then the signal's `id`, `source`,
+/// `type`, `subject`, `time`, `datacontenttype` and `dataschema` as
+/// strings, its `data` and its extensions (an object) as JSON text. A
+/// string is its length (u32 little-endian) and its UTF-8 bytes;
+/// [`ABSENT`] as the length: none. No field names, no escapes, no JSON
+/// scan of the attributes; the signal passes the same validation as one
+/// read from JSON.
+pub(crate) const BINARY_MAGIC: u8 = 0xB1;
+
+/// The process group (in the cluster's scope) a gateway joins when it
+/// reads requests in the binary form: a sender writes that form only to a
+/// gateway in it, and JSON to any other (a peer of an older build), so
+/// nodes of both builds keep talking during a rolling upgrade.
+pub(crate) const BINARY_GROUP: &str = "jido.nodes.binary1";
+
+/// The length of an absent string in the binary form.
+const ABSENT: u32 = u32::MAX;
+
+/// A string of the binary form; `None` when it is too long for it.
+fn put_str(out: &mut Vec<u8>, s: Option<&[u8]>) -> Option<()> {
+    match s {
+        Some(s) => {
+            let len = u32::try_from(s.len()).ok().filter(|n| *n != ABSENT)?;
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(s);
+        }
+        None => out.extend_from_slice(&ABSENT.to_le_bytes()),
+    }
+    Some(())
+}
+
+/// A JSON value of the binary form, as text with its length in front.
+fn put_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: Option<&T>) -> Option<()> {
+    let Some(value) = value else {
+        out.extend_from_slice(&ABSENT.to_le_bytes());
+        return Some(());
+    };
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    // JSON into memory: cannot fail.
+    serde_json::to_writer(&mut *out, value).ok()?;
+    let len = u32::try_from(out.len() - at - 4)
+        .ok()
+        .filter(|n| *n != ABSENT)?;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    Some(())
+}
+
+/// Reads the binary form, bounds-checked: running out of bytes, a bad
+/// flag or bad UTF-8 is `None` (a malformed envelope), never a panic.
+struct Binary<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Binary<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let slice = self.bytes.get(self.at..end)?;
+        self.at = end;
+        Some(slice)
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)?.try_into().ok().map(u64::from_le_bytes)
+    }
+
+    /// A field: `Some(None)` when absent.
+    fn field(&mut self) -> Option<Option<&'a [u8]>> {
+        let len = u32::from_le_bytes(self.take(4)?.try_into().ok()?);
+        if len == ABSENT {
+            return Some(None);
+        }
+        self.take(usize::try_from(len).ok()?).map(Some)
+    }
+
+    fn str(&mut self) -> Option<Option<&'a str>> {
+        match self.field()? {
+            Some(bytes) => std::str::from_utf8(bytes).ok().map(Some),
+            None => Some(None),
+        }
+    }
+
+    fn attr(&mut self) -> Option<Option<Attr<'a>>> {
+        Some(self.str()?.map(Attr::Ref))
+    }
+}
+
 /// The start of every envelope this build writes: `{"v":VERSION`.
 const VERSION_PREFIX: &[u8] = br#"{"v":1"#;
 
@@ -207,9 +355,12 @@ pub(crate) struct Request {
     /// The kind the owner starts the agent from when it does not run.
     #[serde(default)]
     pub(crate) kind: Option<String>,
-    /// The signal (call and cast), a valid CloudEvent.
-    #[serde(default)]
-    pub(crate) signal: Option<Signal>,
+    /// The signal (call and cast), a valid CloudEvent, marked untrusted
+    /// (it came from the network) and shared from here on: the request,
+    /// the gateway's queue and the agent's message move a pointer, not
+    /// the signal.
+    #[serde(default, deserialize_with = "untrusted_signal")]
+    pub(crate) signal: Option<Arc<Signal>>,
     /// The caller's remaining budget when it sent the request.
     #[serde(default)]
     pub(crate) deadline_ms: Option<u64>,
@@ -240,6 +391,9 @@ impl Request {
     /// says why), "unsupported cluster envelope version", "empty agent
     /// id", "cluster request without a signal" for a call or cast.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Request> {
+        if bytes.first() == Some(&BINARY_MAGIC) {
+            return Self::decode_binary(bytes);
+        }
         let req: Request = from_network(bytes).map_err(|e| {
             // Another version may have another shape: say so rather than
             // "malformed" when the version is readable.
@@ -262,16 +416,99 @@ impl Request {
         Ok(req)
     }
 
+    /// A call or cast in the binary form (see [`BINARY_MAGIC`]): the
+    /// same checks and errors as its JSON form.
+    fn decode_binary(bytes: &[u8]) -> Result<Request> {
+        let malformed = || {
+            Error::validation("malformed cluster envelope").with_detail("bytes", bytes.len() as u64)
+        };
+        let mut r = Binary { bytes, at: 1 };
+        let op = match r.byte() {
+            Some(0) => Op::Call,
+            Some(1) => Op::Cast,
+            _ => return Err(malformed()),
+        };
+        let head = (|| {
+            let agent = r.str()?;
+            let kind = r.str()?;
+            let deadline_ms = match r.byte()? {
+                0 => None,
+                1 => Some(r.u64()?),
+                _ => return None,
+            };
+            Some((agent, kind, deadline_ms))
+        })();
+        let Some((Some(agent), kind, deadline_ms)) = head else {
+            return Err(malformed());
+        };
+        if agent.is_empty() {
+            return Err(Error::validation("empty agent id"));
+        }
+        let attrs = (|| {
+            Some([
+                r.attr()?,
+                r.attr()?,
+                r.attr()?,
+                r.attr()?,
+                r.attr()?,
+                r.attr()?,
+                r.attr()?,
+            ])
+        })();
+        let Some([id, source, ty, subject, time, datacontenttype, dataschema]) = attrs else {
+            return Err(malformed());
+        };
+        let data = match r.field().ok_or_else(malformed)? {
+            Some(text) => Some(
+                serde_json::from_slice::<Value>(text).map_err(|e| malformed().with_source(e))?,
+            ),
+            None => None,
+        };
+        let extensions = match r.field().ok_or_else(malformed)? {
+            Some(text) => serde_json::from_slice::<Map<String, Value>>(text)
+                .map_err(|e| malformed().with_source(e))?,
+            None => Map::new(),
+        };
+        if r.at != bytes.len() {
+            return Err(malformed());
+        }
+        let raw = RawSignal {
+            specversion: None,
+            id,
+            source,
+            ty,
+            subject,
+            time,
+            datacontenttype,
+            dataschema,
+            data,
+            extensions,
+        };
+        let signal = validate(raw, false).map_err(|e| malformed().with_source(e))?;
+        Ok(Request {
+            v: VERSION,
+            op,
+            agent: agent.to_owned(),
+            kind: kind.map(str::to_owned),
+            signal: Some(Arc::new(signal.untrusted())),
+            deadline_ms,
+            from: None,
+            reason: None,
+            parent: None,
+            tag: None,
+            options: None,
+        })
+    }
+
     /// The signal of a call or cast, marked untrusted (it came from the
     /// network).
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Validation`] when it is missing.
-    pub(crate) fn take_signal(&mut self) -> Result<Signal> {
+    pub(crate) fn take_signal(&mut self) -> Result<Arc<Signal>> {
         self.signal
             .take()
-            .map(Signal::untrusted)
             .ok_or_else(|| Error::validation("cluster request without a signal"))
     }
 
@@ -280,6 +517,13 @@ impl Request {
         self.deadline_ms
             .map_or(crate::server::DEFAULT_CALL_TIMEOUT, Duration::from_millis)
     }
+}
+
+/// A request's signal, marked untrusted as it is decoded.
+fn untrusted_signal<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> std::result::Result<Option<Arc<Signal>>, D::Error> {
+    Ok(Option::<Signal>::deserialize(de)?.map(|s| Arc::new(s.untrusted())))
 }
 
 /// Only the version of an envelope.
@@ -549,6 +793,103 @@ mod tests {
         let s = back.take_signal().unwrap();
         assert_eq!((s.ty(), s.id()), ("order.pay", signal.id()));
         assert!(!s.is_trusted());
+    }
+
+    #[test]
+    fn the_binary_form_decodes_to_what_the_json_form_does() {
+        let signal = Signal::builder("order.pay")
+            .source("/shop")
+            .subject("order-1")
+            .data(json!({"amount": 42, "note": "a \"quoted\" é"}))
+            .extension("tenant", "acme")
+            .build()
+            .unwrap();
+        for (op, deadline) in [(Op::Call, Some(1500)), (Op::Cast, None)] {
+            let mut out = Outgoing::new(op, "order:1", Some("order")).signal(&signal);
+            if let Some(ms) = deadline {
+                out = out.deadline(Duration::from_millis(ms));
+            }
+            let bytes = out.encode_binary();
+            assert_eq!(bytes[0], BINARY_MAGIC);
+            let mut bin = Request::decode(&bytes).unwrap();
+            let mut text = Request::decode(&out.encode()).unwrap();
+            assert_eq!(
+                (bin.op, &bin.agent, &bin.kind),
+                (op, &text.agent, &text.kind)
+            );
+            assert_eq!((bin.v, bin.deadline_ms), (text.v, text.deadline_ms));
+            let (b, t) = (bin.take_signal().unwrap(), text.take_signal().unwrap());
+            assert_eq!(*b, *t);
+            assert_eq!(*b, signal);
+            assert!(!b.is_trusted());
+            assert_eq!(b.extension("tenant"), Some(&json!("acme")));
+        }
+        // A signal without data, subject or extensions.
+        let bare = Signal::new("tick", Value::Null);
+        let out = Outgoing::new(Op::Cast, "a", None).signal(&bare);
+        let mut back = Request::decode(&out.encode_binary()).unwrap();
+        assert_eq!(*back.take_signal().unwrap(), bare);
+        assert_eq!(back.kind, None);
+    }
+
+    #[test]
+    fn other_requests_stay_json_in_the_binary_encoder() {
+        let out = Outgoing::new(Op::Watch, "a", None).sender("node-a");
+        assert_eq!(out.encode_binary(), out.encode());
+    }
+
+    #[test]
+    fn malformed_binary_requests_are_validation_errors() {
+        let signal = Signal::new("order.pay", json!({"amount": 42}));
+        let good = Outgoing::new(Op::Cast, "order:1", None)
+            .signal(&signal)
+            .encode_binary();
+        let message = |bytes: &[u8]| Request::decode(bytes).unwrap_err().message().to_owned();
+        // Every truncation, and trailing bytes.
+        for end in 0..good.len() {
+            if end == 0 {
+                continue;
+            }
+            assert_eq!(
+                message(&good[..end]),
+                "malformed cluster envelope",
+                "cut at {end}"
+            );
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert_eq!(message(&long), "malformed cluster envelope");
+        // A bad op, a bad deadline flag, bad UTF-8, bad data JSON.
+        let mut bad = good.clone();
+        bad[1] = 7;
+        assert_eq!(message(&bad), "malformed cluster envelope");
+        let agent_end = 2 + 4 + "order:1".len() + 4;
+        let mut bad = good.clone();
+        bad[agent_end] = 9;
+        assert_eq!(message(&bad), "malformed cluster envelope");
+        let mut bad = good.clone();
+        bad[6] = 0xff;
+        assert_eq!(message(&bad), "malformed cluster envelope");
+        let data_at = good.windows(2).position(|w| w == b"{\"").unwrap();
+        let mut bad = good.clone();
+        bad[data_at] = b'[';
+        assert_eq!(message(&bad), "malformed cluster envelope");
+        // Lengths past the end (u32::MAX - 1) do not panic.
+        let mut bad = vec![BINARY_MAGIC, 1];
+        bad.extend_from_slice(&(u32::MAX - 1).to_le_bytes());
+        assert_eq!(message(&bad), "malformed cluster envelope");
+        // An empty agent id and an invalid signal, as in JSON.
+        let out = Outgoing::new(Op::Cast, "", None).signal(&signal);
+        assert_eq!(message(&out.encode_binary()), "empty agent id");
+        let empty_type = Signal::new("", json!({"amount": 42}));
+        let out = Outgoing::new(Op::Cast, "a", None).signal(&empty_type);
+        let err = Request::decode(&out.encode_binary()).unwrap_err();
+        assert_eq!(err.message(), "malformed cluster envelope");
+        assert_eq!(err.kind(), ErrorKind::Validation);
+        let cause = std::error::Error::source(&err)
+            .and_then(|c| c.downcast_ref::<Error>())
+            .unwrap();
+        assert_eq!(cause.message(), "invalid signal: missing type");
     }
 
     #[test]

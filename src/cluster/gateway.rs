@@ -12,7 +12,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
-use super::envelope::{Down, Op, Outgoing, Reply, Request};
+use super::envelope::{BINARY_GROUP, Down, Op, Outgoing, Reply, Request};
 use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
 use crate::server::AgentRef;
@@ -189,8 +189,8 @@ impl Due {
 
 /// A request waiting for its agent to start.
 enum Pending {
-    Cast(Signal),
-    Call(Signal, Due, RpcReplyPort<Vec<u8>>),
+    Cast(Arc<Signal>),
+    Call(Arc<Signal>, Due, RpcReplyPort<Vec<u8>>),
     /// Only the start (a remote child's spawn): answered `{"node"}`, with
     /// the watch of the parent's node registered in the same turn.
     Start(RpcReplyPort<Vec<u8>>, Option<RemoteParent>),
@@ -249,6 +249,14 @@ impl Actor for Gateway {
         inner: Arc<Inner>,
     ) -> std::result::Result<GatewayState, ActorProcessingErr> {
         ractor::pg::monitor_scope(inner.scope.clone(), myself.get_cell());
+        // Before the nodes group: a peer that sees this gateway as a
+        // member sees (at the latest in the same change) that it reads
+        // requests in the binary form.
+        ractor::pg::join_scoped(
+            inner.scope.clone(),
+            BINARY_GROUP.to_owned(),
+            vec![myself.get_cell()],
+        );
         ractor::pg::join_scoped(
             inner.scope.clone(),
             NODES_GROUP.to_owned(),
@@ -329,7 +337,9 @@ impl Actor for Gateway {
             let group = match &change {
                 GroupChangeMessage::Join(_, g, _) | GroupChangeMessage::Leave(_, g, _) => g,
             };
-            if group == NODES_GROUP {
+            // The binary group too: placements made before a peer's
+            // binary form was known are made again (the epoch moves).
+            if group == NODES_GROUP || group == BINARY_GROUP {
                 state.refresh_members();
             }
         }
@@ -895,7 +905,7 @@ fn send(node: &str, agent: &AgentRef, item: Pending) {
             let _ = reply.send(Reply::encode(&Ok(serde_json::json!({"node": node}))));
         }
         Pending::Cast(signal) => {
-            if let Err(e) = agent.cast(signal) {
+            if let Err(e) = agent.cast_shared(signal) {
                 tracing::warn!(error = %e, "jido.cluster: cast to a stopped agent");
             }
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::{Map, Value};
 
-use super::envelope::{Op, Outgoing, Reply, checkpoint_value};
+use super::envelope::{BINARY_GROUP, Op, Outgoing, Reply, checkpoint_value};
 use super::gateway::{
     GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, call_gateway_bytes, noconnection,
 };
@@ -35,6 +35,19 @@ pub struct ClusterAgent {
     /// Once a local request went through the gateway (the agent was being
     /// started), later ones do too, so none overtakes it.
     via_gateway: Arc<AtomicBool>,
+    /// The owner placed last and the membership epoch it was placed in
+    /// (see [`ClusterAgent::route`]).
+    placed: Arc<std::sync::Mutex<Option<Placed>>>,
+}
+
+/// A placement kept while the membership it was computed from holds.
+struct Placed {
+    epoch: u64,
+    node: String,
+    /// The owner's gateway (`None` when the owner is this node).
+    gateway: Option<ActorRef<GatewayMsg>>,
+    /// Whether that gateway reads requests in the binary form.
+    binary: bool,
 }
 
 impl fmt::Debug for ClusterAgent {
@@ -49,7 +62,9 @@ impl fmt::Debug for ClusterAgent {
 /// Where a request goes.
 enum Route {
     Local(AgentRef),
-    Gateway(ActorRef<GatewayMsg>, String),
+    /// The gateway, its node, and whether it reads requests in the
+    /// binary form (see [`Outgoing::encode_binary`]).
+    Gateway(ActorRef<GatewayMsg>, String, bool),
 }
 
 impl ClusterAgent {
@@ -66,6 +81,7 @@ impl ClusterAgent {
             kind: None,
             place,
             via_gateway: Arc::new(AtomicBool::new(false)),
+            placed: Arc::default(),
         }
     }
 
@@ -102,22 +118,67 @@ impl ClusterAgent {
         }
     }
 
+    /// Where the next request goes. The owner and its gateway are kept
+    /// per handle (and its clones) while the membership is unchanged (its
+    /// epoch, bumped after every change of the members and their
+    /// gateways): no hash over the members and no gateway lookup per
+    /// request. A request placed while the membership changes is placed
+    /// again by the next one, as a request placed just before a change
+    /// always was.
     fn route(&self) -> Result<Route> {
-        let node = self.owner()?;
-        if node == self.inner.node {
-            if !self.via_gateway.load(Ordering::Acquire)
-                && let Some(agent) = self.inner.jido.whereis(&self.id)
-            {
-                return Ok(Route::Local(agent));
+        let epoch = self.inner.epoch.load(Ordering::Acquire);
+        let (node, gateway, binary) = {
+            let mut placed = self
+                .placed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match placed.as_ref() {
+                Some(p) if p.epoch == epoch => (p.node.clone(), p.gateway.clone(), p.binary),
+                _ => {
+                    let node = self.owner()?;
+                    let gateway = if node == self.inner.node {
+                        None
+                    } else {
+                        Some(
+                            self.inner
+                                .gateway_of(&node)
+                                .ok_or_else(|| noconnection(&node))?,
+                        )
+                    };
+                    let binary = gateway.as_ref().is_some_and(|g| self.reads_binary(g));
+                    *placed = Some(Placed {
+                        epoch,
+                        node: node.clone(),
+                        gateway: gateway.clone(),
+                        binary,
+                    });
+                    (node, gateway, binary)
+                }
             }
-            self.via_gateway.store(true, Ordering::Release);
-            return Ok(Route::Gateway(self.gateway.clone(), node));
+        };
+        match gateway {
+            Some(gateway) => Ok(Route::Gateway(gateway, node, binary)),
+            None => self.route_here(node),
         }
-        let gateway = self
-            .inner
-            .gateway_of(&node)
-            .ok_or_else(|| noconnection(&node))?;
-        Ok(Route::Gateway(gateway, node))
+    }
+
+    /// Whether `gateway` is in the cluster's [`BINARY_GROUP`].
+    fn reads_binary(&self, gateway: &ActorRef<GatewayMsg>) -> bool {
+        let id = gateway.get_id();
+        ractor::pg::get_scoped_members(&self.inner.scope, &BINARY_GROUP.to_owned())
+            .iter()
+            .any(|cell| cell.get_id() == id)
+    }
+
+    /// The route of a request whose owner is this node.
+    fn route_here(&self, node: String) -> Result<Route> {
+        if !self.via_gateway.load(Ordering::Acquire)
+            && let Some(agent) = self.inner.jido.whereis(&self.id)
+        {
+            return Ok(Route::Local(agent));
+        }
+        self.via_gateway.store(true, Ordering::Release);
+        Ok(Route::Gateway(self.gateway.clone(), node, true))
     }
 
     /// Sends `signal` and waits at most `timeout` (the remaining budget is
@@ -183,13 +244,17 @@ impl ClusterAgent {
     ) -> Result<T> {
         match self.route()? {
             Route::Local(agent) => agent.call_timeout(signal, timeout).await.map(local),
-            Route::Gateway(gateway, node) => {
+            Route::Gateway(gateway, node, binary) => {
                 let span =
                     telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
                 let request = Outgoing::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
-                    .deadline(timeout)
-                    .encode();
+                    .deadline(timeout);
+                let request = if binary {
+                    request.encode_binary()
+                } else {
+                    request.encode()
+                };
                 let result = call_gateway_bytes(&gateway, &node, request, timeout)
                     .await
                     .and_then(remote);
@@ -210,11 +275,15 @@ impl ClusterAgent {
     pub fn cast(&self, signal: Signal) -> Result<()> {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
-            Route::Gateway(gateway, node) => {
-                telemetry::cast(&self.inner.node, &self.id, &node, signal.ty());
-                let request = Outgoing::new(Op::Cast, &self.id, self.kind.as_deref())
-                    .signal(&signal)
-                    .encode();
+            Route::Gateway(gateway, node, binary) => {
+                telemetry::cast(&self.inner.node, &self.id, &node, &signal);
+                let request =
+                    Outgoing::new(Op::Cast, &self.id, self.kind.as_deref()).signal(&signal);
+                let request = if binary {
+                    request.encode_binary()
+                } else {
+                    request.encode()
+                };
                 gateway
                     .send_message(GatewayMsg::Cast(request))
                     .map_err(|_| noconnection(&node))

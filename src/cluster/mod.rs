@@ -201,6 +201,9 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<ClusterEvent>,
     pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    /// Bumped after every change of `members` and `gateways`: a handle
+    /// keeps its placement while this is unchanged.
+    pub(crate) epoch: std::sync::atomic::AtomicU64,
     /// The children this node's agents keep on nodes (the child host's).
     pub(crate) children: children::Children,
     /// The node server (the gateway closes a silent peer's session).
@@ -233,6 +236,7 @@ impl Inner {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = remote;
         self.members.send_replace(names);
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     pub(crate) fn gateway_of(&self, node: &str) -> Option<ActorRef<GatewayMsg>> {
@@ -427,6 +431,7 @@ impl Cluster {
             events: broadcast::channel(EVENTS_CAPACITY).0,
             members,
             gateways: RwLock::new(HashMap::new()),
+            epoch: std::sync::atomic::AtomicU64::new(0),
             children: children::Children::default(),
             server: server.clone(),
             heartbeat: (config.heartbeat_interval, config.heartbeat_misses),

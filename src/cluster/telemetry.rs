@@ -15,6 +15,7 @@
 use std::time::Instant;
 
 use crate::error::Result;
+use crate::signal::Signal;
 
 pub(crate) fn node_up(node: &str, peer: &str) {
     tracing::info!(
@@ -46,7 +47,12 @@ pub(crate) fn fenced(node: &str, agent_id: &str) {
     );
 }
 
-pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal_type: &str) {
+pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal: &Signal) {
+    // The type is read only when the event is on.
+    if !tracing::enabled!(target: "jido::cluster", tracing::Level::DEBUG) {
+        return;
+    }
+    let signal_type = signal.ty();
     tracing::debug!(
         name: "jido.cluster.cast",
         target: "jido::cluster",

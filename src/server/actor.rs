@@ -458,8 +458,8 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Signal(signal) => state.accept_signal(&myself, signal, None),
-            AgentMsg::Call(call) => state.accept_signal(&myself, call.signal, Some(call.reply)),
+            AgentMsg::Signal(signal) => state.accept_shared(&myself, signal, None),
+            AgentMsg::Call(call) => state.accept_shared(&myself, call.signal, Some(call.reply)),
             AgentMsg::Runtime(rt) => {
                 if state.handle_internal(&myself, rt.0) {
                     // Boxed (one allocation per directive): directive
@@ -771,6 +771,38 @@ impl AgentServerState {
         self.enqueue_signal(myself, signal, reply);
     }
 
+    /// A signal that arrived in a message, behind its `Arc`: started from
+    /// it when nothing is ahead of it and no journal takes it (the signal
+    /// is not copied on the way), else taken out of it (no copy when the
+    /// sender kept no clone) and accepted as [`accept_signal`](Self::accept_signal)
+    /// does.
+    #[inline]
+    fn accept_shared(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
+    ) {
+        if self.stopping || self.durable.is_some() || !self.nothing_ahead() {
+            return self.accept_signal(myself, Arc::unwrap_or_clone(signal), reply);
+        }
+        if let Some((error, context)) = self.admission_error(&signal) {
+            let signal = Arc::unwrap_or_clone(signal);
+            return self.refuse(myself, Work { signal, reply }, error, context);
+        }
+        self.record(
+            "signal_received",
+            || json!({"type": signal.ty(), "id": signal.id()}),
+        );
+        self.start_signal(myself, signal, reply);
+        self.advance(myself);
+    }
+
+    /// Nothing waits or runs: a signal accepted now starts at once.
+    fn nothing_ahead(&self) -> bool {
+        self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none()
+    }
+
     /// Why a signal from outside is refused on arrival (with the error
     /// policy's context): untrusted and reserved, or `max_pending_signals`
     /// signals already wait.
@@ -866,7 +898,7 @@ impl AgentServerState {
             "signal_received",
             || json!({"type": signal.ty(), "id": signal.id()}),
         );
-        if self.pending.is_empty() && self.queue.is_empty() && self.in_flight.is_none() {
+        if self.nothing_ahead() {
             // Nothing ahead of it: start at once without going through
             // `pending`, so an agent that only ever sees one signal at a
             // time never allocates a queue buffer. Shared from here on: the
@@ -1563,7 +1595,7 @@ impl AgentServerState {
             Internal::Status(reply) => {
                 let _ = reply.send(self.status_report());
             }
-            Internal::Await(opts, reply) => self.add_waiter(myself, opts, reply),
+            Internal::Await(opts, reply) => self.add_waiter(myself, *opts, reply),
             Internal::AwaitTimeout(id) => self.waiter_timed_out(id),
             Internal::RecentEvents(limit, reply) => {
                 let answer = match self.extras().and_then(|e| e.debug.as_ref()) {
@@ -1728,7 +1760,7 @@ impl AgentServerState {
         let Some(signal) = self.schedule_durable(delay, signal) else {
             return;
         };
-        let timer = myself.send_after(delay, move || AgentMsg::Signal(signal));
+        let timer = myself.send_after(delay, move || AgentMsg::from(signal));
         let extras = self.extras_mut();
         if extras.timers.len() >= extras.prune_timers_at {
             extras.timers.retain(|t| !t.0.is_finished());

@@ -183,7 +183,7 @@ impl AgentRef {
     #[cfg(feature = "cluster")]
     pub(crate) fn call_then(
         &self,
-        signal: Signal,
+        signal: std::sync::Arc<Signal>,
         then: Box<dyn FnOnce(Result<AgentState>) + Send>,
     ) -> Result<()> {
         self.actor
@@ -346,6 +346,12 @@ impl AgentRef {
     /// [`NotFound`](crate::ErrorKind::NotFound) when the agent is not
     /// alive.
     pub fn cast(&self, signal: Signal) -> Result<()> {
+        self.cast_shared(std::sync::Arc::new(signal))
+    }
+
+    /// [`cast`](Self::cast) of a shared signal (a cluster gateway's: no
+    /// copy of it on the way).
+    pub(crate) fn cast_shared(&self, signal: std::sync::Arc<Signal>) -> Result<()> {
         self.actor
             .send_message(AgentMsg::Signal(signal))
             .map_err(|_| not_alive(&self.id))
@@ -446,8 +452,11 @@ impl AgentRef {
     /// [`state`](AgentRef::state).
     pub async fn await_completion(&self, options: AwaitOptions) -> Result<Completion> {
         let margin = options.timeout.saturating_add(Duration::from_secs(1));
-        self.request(|r| AgentMsg::internal(Internal::Await(options, r)), margin)
-            .await?
+        self.request(
+            |r| AgentMsg::internal(Internal::Await(Box::new(options), r)),
+            margin,
+        )
+        .await?
     }
 
     /// The newest `limit` (all when `None`) debug events, newest first.

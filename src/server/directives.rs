@@ -656,7 +656,7 @@ impl AgentServerState {
     ) -> Result<DirectiveResult, Error> {
         let Some(config) = dispatch.or_else(|| self.settings.default_dispatch.as_deref().cloned())
         else {
-            let _ = myself.send_message(AgentMsg::Signal(signal));
+            let _ = myself.send_message(AgentMsg::from(signal));
             return Ok(DirectiveResult::Async(None));
         };
         let breakers = self.jido.as_ref().map_or_else(

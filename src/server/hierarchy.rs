@@ -743,7 +743,7 @@ impl AgentServerState {
             signal_types::AGENT_STOP,
             json!({"reason": stop_child_reason(reason)}),
         );
-        let _ = child.actor.send_message(AgentMsg::Signal(signal));
+        let _ = child.actor.send_message(AgentMsg::from(signal));
         DirectiveResult::Ok
     }
 

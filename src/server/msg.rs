@@ -1,6 +1,7 @@
 //! The one message type of every AgentServer.
 
 use std::fmt;
+use std::sync::Arc;
 
 use ractor::RpcReplyPort;
 
@@ -22,17 +23,22 @@ use crate::signal::Signal;
 /// and `AgentMsg` implements `ractor::Message` explicitly as a local-only
 /// message, so agents are never advertised to peers.
 ///
+/// A signal travels behind an `Arc`: the message stays a few words long
+/// (ractor moves it several times on every send), and the agent shares the
+/// signal from there on without copying it again.
+///
 /// ```
 /// use jido::server::AgentMsg;
 /// use jido::signal::Signal;
 ///
 /// let msg = AgentMsg::from(Signal::new("order.placed", serde_json::json!({"id": 1})));
 /// assert!(matches!(msg, AgentMsg::Signal(ref s) if s.ty() == "order.placed"));
+/// assert!(std::mem::size_of::<AgentMsg>() <= 64);
 /// ```
 #[non_exhaustive]
 pub enum AgentMsg {
     /// Process a signal; nobody waits for the result (a cast).
-    Signal(Signal),
+    Signal(Arc<Signal>),
     /// Process a signal and answer the caller (see
     /// [`AgentRef::call`](super::AgentRef::call)).
     Call(CallRequest),
@@ -46,6 +52,12 @@ impl ractor::Message for AgentMsg {}
 
 impl From<Signal> for AgentMsg {
     fn from(signal: Signal) -> Self {
+        AgentMsg::Signal(Arc::new(signal))
+    }
+}
+
+impl From<Arc<Signal>> for AgentMsg {
+    fn from(signal: Arc<Signal>) -> Self {
         AgentMsg::Signal(signal)
     }
 }
@@ -81,7 +93,7 @@ impl AgentMsg {
     /// ```
     pub fn call(signal: Signal, reply: RpcReplyPort<Result<AgentState>>) -> Self {
         AgentMsg::Call(CallRequest {
-            signal,
+            signal: Arc::new(signal),
             reply: reply.into(),
         })
     }
@@ -99,7 +111,7 @@ impl fmt::Debug for AgentMsg {
 
 /// A signal with the port its answer goes to.
 pub struct CallRequest {
-    pub(crate) signal: Signal,
+    pub(crate) signal: Arc<Signal>,
     pub(crate) reply: super::inflight::Reply,
 }
 
@@ -174,7 +186,9 @@ pub(crate) enum HierarchyMsg {
 pub(crate) enum Internal {
     State(RpcReplyPort<AgentState>),
     Status(RpcReplyPort<AgentStatus>),
-    Await(AwaitOptions, RpcReplyPort<Result<Completion>>),
+    /// Boxed: the largest request, and a rare one (every message is as
+    /// large as the largest).
+    Await(Box<AwaitOptions>, RpcReplyPort<Result<Completion>>),
     AwaitTimeout(u64),
     RecentEvents(Option<usize>, RpcReplyPort<Result<Vec<DebugEvent>>>),
     SetDebug(bool, RpcReplyPort<()>),

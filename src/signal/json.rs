@@ -81,6 +81,45 @@ fn required_attr<'a>(field: &str, attr: Option<Attr<'a>>) -> Result<Cow<'a, str>
     }
 }
 
+/// Whether `t` is an RFC 3339 timestamp. The form the runtime writes
+/// (`YYYY-MM-DDTHH:MM:SS` with an optional fraction and `Z`) is checked
+/// by hand when its day is at most 28 (valid in every month, so nothing
+/// chrono would refuse is accepted); anything else is chrono's to judge.
+pub(crate) fn is_rfc3339(t: &str) -> bool {
+    utc_in_runtime_form(t.as_bytes()) || DateTime::parse_from_rfc3339(t).is_ok()
+}
+
+fn utc_in_runtime_form(t: &[u8]) -> bool {
+    let two = |i: usize| -> Option<u8> {
+        let (a, b) = (*t.get(i)?, *t.get(i + 1)?);
+        (a.is_ascii_digit() && b.is_ascii_digit()).then(|| (a - b'0') * 10 + (b - b'0'))
+    };
+    let shape = t.len() >= 20
+        && t[..4].iter().all(u8::is_ascii_digit)
+        && t[4] == b'-'
+        && t[7] == b'-'
+        && t[10] == b'T'
+        && t[13] == b':'
+        && t[16] == b':'
+        && t.last() == Some(&b'Z');
+    if !shape {
+        return false;
+    }
+    let fraction = &t[19..t.len() - 1];
+    let fraction_ok = fraction.is_empty()
+        || ((2..=10).contains(&fraction.len())
+            && fraction[0] == b'.'
+            && fraction[1..].iter().all(u8::is_ascii_digit));
+    let year_ok = &t[..4] != b"0000";
+    matches!(two(5), Some(1..=12))
+        && matches!(two(8), Some(1..=28))
+        && matches!(two(11), Some(0..=23))
+        && matches!(two(14), Some(0..=59))
+        && matches!(two(17), Some(0..=59))
+        && fraction_ok
+        && year_ok
+}
+
 /// Jido's validation of an event. `wire` = read from JSON or a map (a
 /// specversion is then required).
 pub(crate) fn validate(raw: RawSignal<'_>, wire: bool) -> Result<Signal> {
@@ -110,7 +149,7 @@ pub(crate) fn validate(raw: RawSignal<'_>, wire: bool) -> Result<Signal> {
     let subject = optional_attr("subject", raw.subject)?;
     let time = optional_attr("time", raw.time)?;
     if let Some(t) = &time
-        && DateTime::parse_from_rfc3339(t).is_err()
+        && !is_rfc3339(t)
     {
         return Err(invalid(
             "time",
@@ -856,5 +895,46 @@ mod tests {
             )
         );
         assert!(s.source.is_none());
+    }
+
+    #[test]
+    fn the_runtime_time_form_is_checked_by_hand_as_chrono_would() {
+        use super::{is_rfc3339, utc_in_runtime_form};
+        let signal = crate::signal::Signal::new("t", serde_json::Value::Null);
+        let generated = signal.time().expect("time");
+        assert!(utc_in_runtime_form(generated.as_bytes()), "{generated}");
+        for t in [
+            "2026-11-23T05:14:54Z",
+            "2026-11-23T05:14:54.123456Z",
+            "2026-02-28T23:59:59.1Z",
+            "1999-12-01T00:00:00.123456789Z",
+            // Left to chrono (and valid):
+            "2026-11-30T05:14:54Z",
+            "2024-02-29T00:00:00Z",
+            "2026-11-23T05:14:54+02:00",
+            "2026-11-23t05:14:54z",
+            "2026-11-23T05:14:60Z",
+            // Invalid:
+            "2026-02-30T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-00-01T00:00:00Z",
+            "2026-11-00T00:00:00Z",
+            "2026-11-23T24:00:00Z",
+            "2026-11-23T23:60:00Z",
+            "2026-11-23T23:00:61Z",
+            "2026-11-23T23:00:00.Z",
+            "2026-11-23T23:00:00",
+            "2026-11-23 23:00:00Z",
+            "2026-1-23T23:00:00Z",
+            "x026-11-23T23:00:00Z",
+            "",
+            "Z",
+        ] {
+            let chrono = chrono::DateTime::parse_from_rfc3339(t).is_ok();
+            assert_eq!(is_rfc3339(t), chrono, "{t}");
+            if utc_in_runtime_form(t.as_bytes()) {
+                assert!(chrono, "accepted by hand but not by chrono: {t}");
+            }
+        }
     }
 }

@@ -24,6 +24,15 @@ impl<const N: usize> Text<N> {
         }
     }
 
+    /// The text's bytes, without the UTF-8 check of [`as_str`](Self::as_str)
+    /// (for writers of bytes).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Text::Inline(bytes) => bytes,
+            Text::Heap(text) => text.as_bytes(),
+        }
+    }
+
     pub(crate) fn into_string(self) -> String {
         match self {
             Text::Inline(_) => self.as_str().to_owned(),
@@ -96,6 +105,15 @@ impl Short {
                 .and_then(|b| std::str::from_utf8(b).ok())
                 .unwrap_or_default(),
             Short::Heap(text) => text,
+        }
+    }
+
+    /// The text's bytes, without the UTF-8 check of [`as_str`](Self::as_str)
+    /// (for writers of bytes).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Short::Inline(len, bytes) => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Short::Heap(text) => text.as_bytes(),
         }
     }
 
