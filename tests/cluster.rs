@@ -184,7 +184,7 @@ fn cluster_node_main() {
         let jido = jido_with(shared).await;
         let mut config = ClusterConfig::new(&node)
             .cookie(COOKIE)
-            .cluster(cluster_name)
+            .cluster(cluster_name.clone())
             .listen(format!("127.0.0.1:{port}").parse().expect("addr"));
         if let Ok(ms) = std::env::var("JIDO_CLUSTER_HEARTBEAT_MS") {
             let ms: u64 = ms.parse().expect("milliseconds");
@@ -194,6 +194,13 @@ fn cluster_node_main() {
             config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
         }
         let cluster = Cluster::start(&jido, config).await.expect("cluster");
+        if std::env::var_os("JIDO_CLUSTER_JSON_ONLY").is_some() {
+            // A node of an older build: its gateway never advertises
+            // the binary request form.
+            let (scope, group) = binary_group(&cluster_name);
+            let cells = ractor::pg::get_scoped_local_members(&scope, &group);
+            ractor::pg::leave_scoped(scope, group, cells);
+        }
         register_counter(&cluster, shared.is_some());
         // Reports this node's fenced agents on stdout.
         let mut events = cluster.events();
@@ -243,6 +250,12 @@ fn cluster_node_main() {
         }
         cluster.shutdown().await;
     });
+}
+
+/// The process group of gateways that read the binary request form, and
+/// its scope, in cluster `cluster`.
+fn binary_group(cluster: &str) -> (String, String) {
+    (format!("jido.{cluster}"), "jido.nodes.binary1".to_owned())
 }
 
 fn free_port() -> u16 {
@@ -443,6 +456,77 @@ async fn call_and_cast_by_id_across_nodes() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Validation);
+
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
+/// On a current-thread runtime, so every task's events are this thread's.
+#[tokio::test]
+async fn a_peer_that_does_not_read_the_binary_form_is_sent_json() {
+    let _serial = SERIAL.lock().await;
+    let (events, _guard) = common::record_events();
+    let port = free_port();
+    let _b = node_command("t-json-peer", "node-b", port, None)
+        .env("JIDO_CLUSTER_JSON_ONLY", "1")
+        .spawn()
+        .expect("spawn node");
+    let (jido, a) = node_a("t-json-peer", &[port]).await;
+    a.wait_for_members(2, LIMIT).await.expect("node-b joins");
+    // As node-a sees the cluster, only its own gateway reads the binary
+    // form (node-b left the group right after its start: wait for that).
+    let (scope, group) = binary_group("t-json-peer");
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while ractor::pg::get_scoped_members(&scope, &group).len() != 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node-b still advertises the binary form"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let local = ractor::pg::get_scoped_local_members(&scope, &group);
+    assert_eq!(
+        ractor::pg::get_scoped_members(&scope, &group)
+            .iter()
+            .map(|c| c.get_id())
+            .collect::<Vec<_>>(),
+        local.iter().map(|c| c.get_id()).collect::<Vec<_>>()
+    );
+
+    // Calls and ordered casts reach node-b's agent in JSON.
+    let remote = id_on(&a, "node-b", "json");
+    let agent = a.agent(&remote);
+    let cp = agent.call(add(1), LIMIT).await.expect("remote call");
+    assert_eq!(
+        (state(&cp)["node"].clone(), state(&cp)["log"].clone()),
+        (json!("node-b"), json!([1]))
+    );
+    for n in 2..=50 {
+        agent.cast(add(n)).expect("cast");
+    }
+    let cp = agent.call(add(51), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["log"], json!((1..=51).collect::<Vec<i64>>()));
+    let reply = agent.call_reply(add(52), LIMIT).await.expect("call_reply");
+    assert_eq!(reply.into_value().expect("json")["state"]["log"][51], 52);
+    // The owner's errors still come back typed.
+    let err = agent
+        .call(Signal::new("counter.unknown", json!({})), LIMIT)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Routing);
+    // Every request went out as JSON.
+    for name in ["jido.cluster.call.start", "jido.cluster.cast"] {
+        let wires = seen(&events, name, &["owner", "wire"]);
+        assert!(!wires.is_empty());
+        assert!(
+            wires
+                .iter()
+                .all(|w| w[..] == [json!("node-b"), json!("json")]),
+            "{name}: {wires:?}"
+        );
+    }
+    assert_eq!(events.named("jido.cluster.call.start").len(), 4);
+    assert_eq!(events.named("jido.cluster.cast").len(), 49);
 
     a.shutdown().await;
     jido.shutdown().await;
@@ -1668,6 +1752,15 @@ async fn cluster_telemetry_reports_nodes_calls_activations_and_fencing() {
         [[json!(remote), json!("routing_error")]]
     );
     assert!(events.named("jido.cluster.call.exception")[0]["duration_us"].is_u64());
+    // Between nodes of this build requests travel in the binary form.
+    assert_eq!(
+        seen(&events, "jido.cluster.call.start", &["wire"]),
+        [[json!("binary")], [json!("binary")]]
+    );
+    assert_eq!(
+        seen(&events, "jido.cluster.cast", &["wire"]),
+        [[json!("binary")]]
+    );
     assert_eq!(
         seen(&events, "jido.cluster.cast", &fields),
         [[

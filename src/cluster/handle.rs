@@ -245,8 +245,13 @@ impl ClusterAgent {
         match self.route()? {
             Route::Local(agent) => agent.call_timeout(signal, timeout).await.map(local),
             Route::Gateway(gateway, node, binary) => {
-                let span =
-                    telemetry::CallSpan::start(&self.inner.node, &self.id, &node, signal.ty());
+                let span = telemetry::CallSpan::start(
+                    &self.inner.node,
+                    &self.id,
+                    &node,
+                    signal.ty(),
+                    telemetry::wire(binary),
+                );
                 let request = Outgoing::new(Op::Call, &self.id, self.kind.as_deref())
                     .signal(&signal)
                     .deadline(timeout);
@@ -276,7 +281,13 @@ impl ClusterAgent {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
             Route::Gateway(gateway, node, binary) => {
-                telemetry::cast(&self.inner.node, &self.id, &node, &signal);
+                telemetry::cast(
+                    &self.inner.node,
+                    &self.id,
+                    &node,
+                    &signal,
+                    telemetry::wire(binary),
+                );
                 let request =
                     Outgoing::new(Op::Cast, &self.id, self.kind.as_deref()).signal(&signal);
                 let request = if binary {

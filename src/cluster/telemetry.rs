@@ -47,7 +47,13 @@ pub(crate) fn fenced(node: &str, agent_id: &str) {
     );
 }
 
-pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal: &Signal) {
+/// The request form named in the `wire` field: `"binary"` to a gateway
+/// that reads it, `"json"` to any other.
+pub(crate) fn wire(binary: bool) -> &'static str {
+    if binary { "binary" } else { "json" }
+}
+
+pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal: &Signal, wire: &str) {
     // The type is read only when the event is on.
     if !tracing::enabled!(target: "jido::cluster", tracing::Level::DEBUG) {
         return;
@@ -60,6 +66,7 @@ pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal: &Signal) {
         agent_id,
         owner,
         signal_type,
+        wire,
         "jido.cluster.cast"
     );
 }
@@ -80,6 +87,7 @@ impl<'a> CallSpan<'a> {
         agent_id: &'a str,
         owner: &'a str,
         signal_type: &'a str,
+        wire: &str,
     ) -> Self {
         tracing::debug!(
             name: "jido.cluster.call.start",
@@ -88,6 +96,7 @@ impl<'a> CallSpan<'a> {
             agent_id,
             owner,
             signal_type,
+            wire,
             "jido.cluster.call.start"
         );
         CallSpan {
