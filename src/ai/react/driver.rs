@@ -511,14 +511,24 @@ pub(crate) async fn cmd<S: Driven>(
 ) -> Vec<Directive> {
     let mut out = Vec::new();
     for command in commands {
-        match command {
+        let directives = match command {
+            // Boxed: an Exec run's future is large, and held inline it
+            // would make every command's future (boxed by `DynStrategy`)
+            // as large, though strategy commands never await.
             Command::Run(instruction) => {
-                let outcome = ctx.run(agent, instruction).await;
-                out.extend(apply_outcome(agent, outcome));
+                let outcome = Box::pin(ctx.run(agent, instruction)).await;
+                apply_outcome(agent, outcome)
             }
             Command::Strategy { name, params, .. } => {
-                out.extend(on_command(strategy, agent, &name, params, ctx));
+                on_command(strategy, agent, &name, params, ctx)
             }
+        };
+        // The usual command is one: its directives become the result as
+        // they are, with no second vector.
+        if out.is_empty() {
+            out = directives;
+        } else {
+            out.extend(directives);
         }
     }
     out
