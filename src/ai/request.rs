@@ -338,6 +338,9 @@ struct Typed {
     /// The state `current` shows, and how to write it: `None` until the
     /// first commit when `__strategy__` is not this strategy's.
     snapshot: Option<(Shared, Writer)>,
+    /// Where `__strategy__` was in the agent's state when last looked up
+    /// (a hint: checked against the key at every use).
+    slot: usize,
 }
 
 impl Typed {
@@ -453,9 +456,10 @@ impl RequestCore {
 
     /// The ext when it matches `__strategy__` as it is now.
     fn fresh(agent: &AgentData) -> Option<&Typed> {
-        agent
-            .strategy_ext::<Typed>()
-            .filter(|t| t.matches(agent.state().get(STRATEGY_KEY)))
+        agent.strategy_ext::<Typed>().filter(|t| {
+            let current = agent.state().get_hinted(STRATEGY_KEY, t.slot);
+            t.matches(current.map(|(_, v)| v))
+        })
     }
 
     /// The typed state of `agent`, mutably: the ext's when `__strategy__`
@@ -526,6 +530,7 @@ impl RequestCore {
             requests,
             state,
             snapshot,
+            slot: 0,
         });
         // `current` must be the object in the state: a lazy node read
         // above is replaced by the JSON it built (the same contents).
@@ -657,10 +662,12 @@ impl RequestCore {
                 return false;
             }
         };
-        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
+        let Some((index, StateValue::Lazy(slot))) = state.get_mut_hinted(STRATEGY_KEY, typed.slot)
+        else {
             typed.current = Some(StateValue::Lazy(ours));
             return false;
         };
+        typed.slot = index;
         if !slot.ptr_eq(&ours) {
             typed.current = Some(StateValue::Lazy(ours));
             return false;
@@ -718,7 +725,7 @@ impl RequestCore {
             return;
         }
         if let Some(node) = typed.node(module) {
-            state.insert(STRATEGY_KEY, StateValue::Lazy(node.clone()));
+            typed.slot = state.insert_full(STRATEGY_KEY, StateValue::Lazy(node.clone()));
             typed.current = Some(StateValue::Lazy(node));
         }
     }

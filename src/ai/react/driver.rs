@@ -675,6 +675,9 @@ fn on_command<S: Driven>(
         return out;
     }
     let usage = S::usage(state);
+    // Room for the steps' directives and a forwarded signal at once: the
+    // list is not regrown step by step.
+    out.reserve(steps.len() + 1);
     // A rejection (busy, unknown schema) leaves the machine as it was: the
     // state stays untouched, revision included.
     if !steps.is_empty() && steps.iter().all(S::is_reject) {
