@@ -614,15 +614,22 @@ impl RequestCore {
         &self,
         agent: &'a mut AgentData,
     ) -> &'a mut S {
-        if Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
-            let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
-            if let Some(typed) = ext {
-                Self::lend(state, typed);
-            }
-        } else {
+        let fresh = Self::fresh(agent).is_some_and(|t| t.state.is::<S>());
+        if !fresh {
             self.rebuild::<S>(agent);
         }
-        Self::typed_mut(agent)
+        // One look at the ext for the lending and the state.
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        let typed = ext.and_then(|typed| {
+            if fresh {
+                Self::lend(state, typed);
+            }
+            typed.state_mut::<S>()
+        });
+        match typed {
+            Some(s) => s,
+            None => unreachable!("the typed state was just set"),
+        }
     }
 
     /// Takes the typed state's handles from the snapshot and the published

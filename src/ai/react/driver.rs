@@ -675,9 +675,10 @@ fn on_command<S: Driven>(
         return out;
     }
     let usage = S::usage(state);
-    // Room for the steps' directives and a forwarded signal at once: the
-    // list is not regrown step by step.
-    out.reserve(steps.len() + 1);
+    // Room for the steps' directives (one each at most, a finish none) and
+    // a forwarded signal at once: the list is not regrown step by step,
+    // and is not given the spare room of a growth (a directive is large).
+    out.reserve_exact(steps.len() + usize::from(effects.is_some()));
     // A rejection (busy, unknown schema) leaves the machine as it was: the
     // state stays untouched, revision included.
     if !steps.is_empty() && steps.iter().all(S::is_reject) {
