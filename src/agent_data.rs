@@ -184,15 +184,7 @@ impl AgentData {
     /// The strategy data, mutably, when it is a `T` (copied first if shared
     /// with a clone).
     pub fn strategy_ext_mut<T: Any + Send + Sync + Clone>(&mut self) -> Option<&mut T> {
-        let arc = self.ext.as_mut()?;
-        if !(**arc).is::<T>() {
-            return None;
-        }
-        if Arc::get_mut(arc).is_none() {
-            let copy: T = (**arc).downcast_ref::<T>()?.clone();
-            *arc = Arc::new(copy);
-        }
-        Arc::get_mut(arc)?.downcast_mut::<T>()
+        ext_mut(&mut self.ext)
     }
 
     /// The state and the strategy data (when it is a `T`, copied first if
@@ -203,16 +195,7 @@ impl AgentData {
     pub fn state_and_strategy_ext_mut<T: Any + Send + Sync + Clone>(
         &mut self,
     ) -> (&mut StateMap, Option<&mut T>) {
-        if self.strategy_ext::<T>().is_some() {
-            // Unshare first, through the checked path.
-            let _ = self.strategy_ext_mut::<T>();
-        }
-        let ext = self
-            .ext
-            .as_mut()
-            .and_then(Arc::get_mut)
-            .and_then(|any| any.downcast_mut::<T>());
-        (&mut self.state, ext)
+        (&mut self.state, ext_mut(&mut self.ext))
     }
 
     /// Sets the strategy data.
@@ -224,6 +207,19 @@ impl AgentData {
     pub fn clear_strategy_ext(&mut self) {
         self.ext = None;
     }
+}
+
+/// The strategy data in `ext`, mutably, when it is a `T` (copied first if
+/// shared with a clone).
+fn ext_mut<T: Any + Send + Sync + Clone>(
+    ext: &mut Option<Arc<dyn Any + Send + Sync>>,
+) -> Option<&mut T> {
+    let arc = ext.as_mut()?;
+    if Arc::get_mut(arc).is_none() {
+        let copy: T = (**arc).downcast_ref::<T>()?.clone();
+        *arc = Arc::new(copy);
+    }
+    Arc::get_mut(arc)?.downcast_mut::<T>()
 }
 
 impl fmt::Debug for AgentData {

@@ -338,6 +338,9 @@ struct Typed {
     /// The state `current` shows, and how to write it: `None` until the
     /// first commit when `__strategy__` is not this strategy's.
     snapshot: Option<(Shared, Writer)>,
+    /// Where `__strategy__` was in the agent's state when last looked up
+    /// (a hint: checked against the key at every use).
+    slot: usize,
 }
 
 impl Typed {
@@ -453,9 +456,10 @@ impl RequestCore {
 
     /// The ext when it matches `__strategy__` as it is now.
     fn fresh(agent: &AgentData) -> Option<&Typed> {
-        agent
-            .strategy_ext::<Typed>()
-            .filter(|t| t.matches(agent.state().get(STRATEGY_KEY)))
+        agent.strategy_ext::<Typed>().filter(|t| {
+            let current = agent.state().get_hinted(STRATEGY_KEY, t.slot);
+            t.matches(current.map(|(_, v)| v))
+        })
     }
 
     /// The typed state of `agent`, mutably: the ext's when `__strategy__`
@@ -526,6 +530,7 @@ impl RequestCore {
             requests,
             state,
             snapshot,
+            slot: 0,
         });
         // `current` must be the object in the state: a lazy node read
         // above is replaced by the JSON it built (the same contents).
@@ -609,15 +614,22 @@ impl RequestCore {
         &self,
         agent: &'a mut AgentData,
     ) -> &'a mut S {
-        if Self::fresh(agent).is_some_and(|t| t.state.is::<S>()) {
-            let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
-            if let Some(typed) = ext {
-                Self::lend(state, typed);
-            }
-        } else {
+        let fresh = Self::fresh(agent).is_some_and(|t| t.state.is::<S>());
+        if !fresh {
             self.rebuild::<S>(agent);
         }
-        Self::typed_mut(agent)
+        // One look at the ext for the lending and the state.
+        let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
+        let typed = ext.and_then(|typed| {
+            if fresh {
+                Self::lend(state, typed);
+            }
+            typed.state_mut::<S>()
+        });
+        match typed {
+            Some(s) => s,
+            None => unreachable!("the typed state was just set"),
+        }
     }
 
     /// Takes the typed state's handles from the snapshot and the published
@@ -657,10 +669,12 @@ impl RequestCore {
                 return false;
             }
         };
-        let Some(StateValue::Lazy(slot)) = state.get_mut(STRATEGY_KEY) else {
+        let Some((index, StateValue::Lazy(slot))) = state.get_mut_hinted(STRATEGY_KEY, typed.slot)
+        else {
             typed.current = Some(StateValue::Lazy(ours));
             return false;
         };
+        typed.slot = index;
         if !slot.ptr_eq(&ours) {
             typed.current = Some(StateValue::Lazy(ours));
             return false;
@@ -718,7 +732,7 @@ impl RequestCore {
             return;
         }
         if let Some(node) = typed.node(module) {
-            state.insert(STRATEGY_KEY, StateValue::Lazy(node.clone()));
+            typed.slot = state.insert_full(STRATEGY_KEY, StateValue::Lazy(node.clone()));
             typed.current = Some(StateValue::Lazy(node));
         }
     }

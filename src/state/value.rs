@@ -142,6 +142,49 @@ impl StateMap {
         self.inner_mut().get_index_mut(index).map(|(_, v)| v)
     }
 
+    /// The value under `key` and its index, looked up at `hint` first (an
+    /// index `key` had before): no hashing while the key stays where it
+    /// was. Any other index (the map changed) falls back to the lookup.
+    pub(crate) fn get_hinted(&self, key: &str, hint: usize) -> Option<(usize, &StateValue)> {
+        match self.0.get_index(hint) {
+            Some((k, v)) if **k == *key => Some((hint, v)),
+            _ => self.0.get_full(key).map(|(i, _, v)| (i, v)),
+        }
+    }
+
+    /// [`get_mut`](StateMap::get_mut) looked up at `hint` first (see
+    /// [`get_hinted`](StateMap::get_hinted)), with the index found.
+    pub(crate) fn get_mut_hinted(
+        &mut self,
+        key: &str,
+        hint: usize,
+    ) -> Option<(usize, &mut StateValue)> {
+        let index = match self.0.get_index(hint) {
+            Some((k, _)) if **k == *key => hint,
+            _ => self.0.get_index_of(key)?,
+        };
+        self.inner_mut()
+            .get_index_mut(index)
+            .map(|(_, v)| (index, v))
+    }
+
+    /// [`insert`](StateMap::insert), returning the key's index.
+    pub(crate) fn insert_full(&mut self, key: &str, value: impl Into<StateValue>) -> usize {
+        let value = value.into();
+        let map = self.inner_mut();
+        match Self::raw_entry(map, key) {
+            (RawEntryMut::Occupied(mut slot), _) => {
+                slot.insert(value);
+                slot.index()
+            }
+            (RawEntryMut::Vacant(vacant), hash) => {
+                let index = vacant.index();
+                vacant.insert_hashed_nocheck(hash, Arc::from(key), value);
+                index
+            }
+        }
+    }
+
     /// Whether `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
         self.0.contains_key(key)

@@ -511,14 +511,24 @@ pub(crate) async fn cmd<S: Driven>(
 ) -> Vec<Directive> {
     let mut out = Vec::new();
     for command in commands {
-        match command {
+        let directives = match command {
+            // Boxed: an Exec run's future is large, and held inline it
+            // would make every command's future (boxed by `DynStrategy`)
+            // as large, though strategy commands never await.
             Command::Run(instruction) => {
-                let outcome = ctx.run(agent, instruction).await;
-                out.extend(apply_outcome(agent, outcome));
+                let outcome = Box::pin(ctx.run(agent, instruction)).await;
+                apply_outcome(agent, outcome)
             }
             Command::Strategy { name, params, .. } => {
-                out.extend(on_command(strategy, agent, &name, params, ctx));
+                on_command(strategy, agent, &name, params, ctx)
             }
+        };
+        // The usual command is one: its directives become the result as
+        // they are, with no second vector.
+        if out.is_empty() {
+            out = directives;
+        } else {
+            out.extend(directives);
         }
     }
     out
@@ -665,6 +675,10 @@ fn on_command<S: Driven>(
         return out;
     }
     let usage = S::usage(state);
+    // Room for the steps' directives (one each at most, a finish none) and
+    // a forwarded signal at once: the list is not regrown step by step,
+    // and is not given the spare room of a growth (a directive is large).
+    out.reserve_exact(steps.len() + usize::from(effects.is_some()));
     // A rejection (busy, unknown schema) leaves the machine as it was: the
     // state stays untouched, revision included.
     if !steps.is_empty() && steps.iter().all(S::is_reject) {
