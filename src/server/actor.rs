@@ -1896,15 +1896,28 @@ fn local_cmd(
         // The options are only read when the `cmd` starts: built here and
         // dropped before the first await, they take no room in this future
         // (boxed for every signal; below 1 KB, glibc serves it from its
-        // per-thread cache).
-        let cmd = {
-            let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
-            agent.cmd_commands(commands, &opts)
-        };
-        let result = AssertUnwindSafe(cmd)
-            .catch_unwind()
+        // per-thread cache). The `cmd` is pinned where it is made and a
+        // panic is caught around each of its polls: a `catch_unwind`
+        // wrapper would move the whole `cmd` future once more.
+        let result = {
+            let mut cmd = std::pin::pin!({
+                let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
+                agent.cmd_commands(commands, &opts)
+            });
+            std::future::poll_fn(|cx| {
+                match std::panic::catch_unwind(AssertUnwindSafe(|| cmd.as_mut().poll(cx))) {
+                    Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+                    Ok(std::task::Poll::Ready(directives)) => {
+                        std::task::Poll::Ready(Ok(directives))
+                    }
+                    Err(p) => std::task::Poll::Ready(Err(Error::execution(format!(
+                        "agent cmd panicked: {}",
+                        panic_message(&*p)
+                    )))),
+                }
+            })
             .await
-            .map_err(|p| Error::execution(format!("agent cmd panicked: {}", panic_message(&*p))));
+        };
         DoneItem {
             signal,
             reply,
