@@ -209,20 +209,6 @@ impl AfterExit {
     }
 }
 
-/// Whether an exit with `reason` (the child's exit reason as its watch
-/// reports it) is restarted under `restart`, as the instance decides for
-/// a local child: `transient` restarts any exit but `normal`, a shutdown
-/// (`shutdown`, `shutdown: …`) and `fenced`; `permanent` any but a
-/// shutdown and `fenced`. A lost node (`noconnection`) is abnormal.
-fn restarts_after(restart: Restart, reason: &str) -> bool {
-    let shutdown = reason == "shutdown" || reason.starts_with("shutdown:") || reason == "fenced";
-    match restart {
-        Restart::Temporary => false,
-        Restart::Transient => !(shutdown || reason == "normal"),
-        Restart::Permanent => !shutdown,
-    }
-}
-
 impl Children {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
         self.0
@@ -264,7 +250,7 @@ impl Children {
         let Some(Entry::Running(_, Some(mut respawn))) = map.remove(&key) else {
             return None;
         };
-        if !restarts_after(respawn.restart, reason) {
+        if !crate::server::should_restart_after(respawn.restart, reason) {
             return None;
         }
         let live_parent = jido.whereis(parent)?;
@@ -671,8 +657,8 @@ async fn stop(child: RemoteChild, reason: StopReason) {
 
 #[cfg(test)]
 mod tests {
-    use super::restarts_after;
     use crate::directive::Restart;
+    use crate::server::should_restart_after as restarts_after;
 
     #[test]
     fn restart_policies_read_a_remote_exit_reason_as_the_instance_does() {
@@ -683,17 +669,19 @@ mod tests {
             "fenced",
             "noconnection",
             "crash",
+            "hibernate",
+            "failed: boom",
         ];
         let table =
             |restart| -> Vec<bool> { reasons.iter().map(|r| restarts_after(restart, r)).collect() };
         assert_eq!(
             table(Restart::Transient),
-            [false, false, false, false, true, true]
+            [false, false, false, false, true, true, false, true]
         );
         assert_eq!(
             table(Restart::Permanent),
-            [true, false, false, false, true, true]
+            [true, false, false, false, true, true, false, true]
         );
-        assert_eq!(table(Restart::Temporary), [false; 6]);
+        assert_eq!(table(Restart::Temporary), [false; 8]);
     }
 }

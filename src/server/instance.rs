@@ -631,6 +631,7 @@ impl Jido {
 
     /// The instance's restart intensity: at most this many restarts of one
     /// agent within the window (`JidoConfig::max_restarts`).
+    #[cfg(feature = "cluster")]
     pub(crate) fn restart_limits(&self) -> (u32, Duration) {
         let shared = self.shared();
         (shared.max_restarts, shared.restart_window)
@@ -979,6 +980,13 @@ pub(crate) fn should_restart(restart: Restart, exit: &Exit) -> bool {
         Restart::Transient => !exit.is_clean(),
         Restart::Permanent => !exit.is_shutdown(),
     }
+}
+
+/// [`should_restart`] for an exit known only by its stop reason (a remote
+/// child's, as its node reported it).
+#[cfg(feature = "cluster")]
+pub(crate) fn should_restart_after(restart: Restart, reason: &str) -> bool {
+    should_restart(restart, &Exit::stopped(Some(reason.to_owned())))
 }
 
 struct InstanceSupervisor;

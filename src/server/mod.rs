@@ -106,6 +106,8 @@ pub(crate) use exit::FinalExit;
 pub use exit::{AgentEvent, AgentEvents, EVENTS_CAPACITY, ExitReason};
 #[cfg(feature = "cluster")]
 pub(crate) use hierarchy::stop_child_reason;
+#[cfg(feature = "cluster")]
+pub(crate) use instance::should_restart_after;
 pub use instance::{Jido, JidoConfig};
 pub use msg::{AgentMsg, CallRequest, RuntimeMsg};
 pub use options::{

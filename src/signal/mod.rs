@@ -371,6 +371,7 @@ impl Signal {
     /// [`Signal::typed`] with a `source`, for the crate's own signal types
     /// and sources: constants its tests hold valid, so the builder's
     /// checks are skipped (debug builds still run them).
+    #[cfg(feature = "ai")]
     pub(crate) fn typed_from<T: serde::Serialize + Send + Sync + 'static>(
         ty: &'static str,
         source: &'static str,

@@ -26,6 +26,7 @@ impl<const N: usize> Text<N> {
 
     /// The text's bytes, without the UTF-8 check of [`as_str`](Self::as_str)
     /// (for writers of bytes).
+    #[cfg(feature = "cluster")]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
             Text::Inline(bytes) => bytes,
@@ -110,6 +111,7 @@ impl Short {
 
     /// The text's bytes, without the UTF-8 check of [`as_str`](Self::as_str)
     /// (for writers of bytes).
+    #[cfg(feature = "cluster")]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
             Short::Inline(len, bytes) => bytes.get(..usize::from(*len)).unwrap_or_default(),

@@ -114,6 +114,7 @@ impl LazyValue {
     /// no one else holds the node (no clone of it, of a state holding it,
     /// or of a value read from it) and it was never built: no reader has
     /// seen it, so a change is as if the node had been made with it.
+    #[cfg(feature = "ai")]
     pub(crate) fn source_mut<T: StateSource>(&mut self) -> Option<&mut T> {
         let node = Arc::get_mut(&mut self.0)?;
         if node.built.get().is_some() {

@@ -145,6 +145,7 @@ impl StateMap {
     /// The value under `key` and its index, looked up at `hint` first (an
     /// index `key` had before): no hashing while the key stays where it
     /// was. Any other index (the map changed) falls back to the lookup.
+    #[cfg(feature = "ai")]
     pub(crate) fn get_hinted(&self, key: &str, hint: usize) -> Option<(usize, &StateValue)> {
         match self.0.get_index(hint) {
             Some((k, v)) if **k == *key => Some((hint, v)),
@@ -154,6 +155,7 @@ impl StateMap {
 
     /// [`get_mut`](StateMap::get_mut) looked up at `hint` first (see
     /// [`get_hinted`](StateMap::get_hinted)), with the index found.
+    #[cfg(feature = "ai")]
     pub(crate) fn get_mut_hinted(
         &mut self,
         key: &str,
@@ -169,6 +171,7 @@ impl StateMap {
     }
 
     /// [`insert`](StateMap::insert), returning the key's index.
+    #[cfg(feature = "ai")]
     pub(crate) fn insert_full(&mut self, key: &str, value: impl Into<StateValue>) -> usize {
         let value = value.into();
         let map = self.inner_mut();
