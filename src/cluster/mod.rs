@@ -96,6 +96,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod children;
 mod config;
 mod connector;
@@ -201,6 +202,8 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<ClusterEvent>,
     pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    /// The casts queued for each peer that reads batches.
+    pub(crate) outboxes: batch::Outboxes,
     /// Bumped after every change of `members` and `gateways`: a handle
     /// keeps its placement while this is unchanged.
     pub(crate) epoch: std::sync::atomic::AtomicU64,
@@ -231,6 +234,7 @@ impl Inner {
         names.push(self.node.clone());
         names.sort();
         names.dedup();
+        self.outboxes.retain(&remote);
         *self
             .gateways
             .write()
@@ -431,6 +435,7 @@ impl Cluster {
             events: broadcast::channel(EVENTS_CAPACITY).0,
             members,
             gateways: RwLock::new(HashMap::new()),
+            outboxes: batch::Outboxes::default(),
             epoch: std::sync::atomic::AtomicU64::new(0),
             children: children::Children::default(),
             server: server.clone(),
