@@ -208,6 +208,21 @@ impl Outboxes {
         }
     }
 
+    /// Sends what every outbox holds (the gateway, whose turn would have
+    /// sent it, stops).
+    pub(crate) fn flush_all(&self) {
+        let all: Vec<Arc<Outbox>> = self
+            .by_node
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for outbox in all {
+            let _ = outbox.flush();
+        }
+    }
+
     /// Forgets the outboxes of nodes that left (or whose gateway
     /// changed), sending what they hold.
     pub(crate) fn retain(&self, live: &HashMap<String, ActorRef<GatewayMsg>>) {

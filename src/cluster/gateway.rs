@@ -377,6 +377,9 @@ impl Actor for Gateway {
         state: &mut GatewayState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         ractor::pg::demonitor_scope(state.inner.scope.clone(), myself.get_id());
+        // Flushes asked of this gateway and still in its mailbox are not
+        // served: what they would have sent leaves now.
+        state.inner.outboxes.flush_all();
         if let Some(ticker) = state.ticker.take() {
             ticker.abort();
         }
