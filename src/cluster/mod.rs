@@ -55,7 +55,11 @@
 //! * **Delivery** is at most once: ractor_cluster has no retransmission,
 //!   a session lost with messages in flight loses them (a call then fails
 //!   with a timeout or "node connection lost"). Casts from one handle
-//!   arrive in order. Without storage an agent whose node is lost starts
+//!   arrive in order. Casts to a peer of this build leave in batches: a
+//!   cast is queued in this node's outbox for the peer, and the casts
+//!   queued before this node's gateway's next turn (or before the next
+//!   other request to that peer, which flushes them first) travel as one
+//!   message. Without storage an agent whose node is lost starts
 //!   fresh on its new owner.
 //!
 //! # Message types
