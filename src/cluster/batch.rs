@@ -316,6 +316,120 @@ impl<'a> Iterator for Frames<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::envelope::{Op, Request};
+    use crate::signal::Signal;
+    use ractor::{Actor, ActorProcessingErr};
+    use tokio::sync::mpsc;
+
+    /// A stand-in gateway: reports what it receives.
+    struct Capture;
+
+    /// What a stand-in gateway received.
+    #[derive(Debug, PartialEq)]
+    enum Got {
+        /// The requests of a batch: each one's signal data.
+        Casts(Vec<serde_json::Value>),
+        Flush,
+        Other,
+    }
+
+    impl Actor for Capture {
+        type Msg = GatewayMsg;
+        type State = mpsc::UnboundedSender<Got>;
+        type Arguments = mpsc::UnboundedSender<Got>;
+
+        async fn pre_start(
+            &self,
+            _: ActorRef<GatewayMsg>,
+            tx: Self::Arguments,
+        ) -> Result<Self::State, ActorProcessingErr> {
+            Ok(tx)
+        }
+
+        async fn handle(
+            &self,
+            _: ActorRef<GatewayMsg>,
+            msg: GatewayMsg,
+            tx: &mut Self::State,
+        ) -> Result<(), ActorProcessingErr> {
+            let got = match msg {
+                GatewayMsg::Casts(bytes) => Got::Casts(
+                    Frames::new(&bytes)
+                        .map(|f| {
+                            let mut req = Request::decode(f.ok().unwrap()).unwrap();
+                            assert_eq!((req.op, req.agent.as_str()), (Op::Cast, "counter:1"));
+                            req.take_signal().unwrap().data().cloned().unwrap()
+                        })
+                        .collect(),
+                ),
+                GatewayMsg::Flush(Flush(outbox)) => {
+                    let _ = outbox.flush();
+                    Got::Flush
+                }
+                _ => Got::Other,
+            };
+            let _ = tx.send(got);
+            Ok(())
+        }
+    }
+
+    async fn capture() -> (ActorRef<GatewayMsg>, mpsc::UnboundedReceiver<Got>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (actor, _) = Actor::spawn(None, Capture, tx).await.unwrap();
+        (actor, rx)
+    }
+
+    fn cast(outbox: &Arc<Outbox>, flusher: &ActorRef<GatewayMsg>, n: u64) -> Result<(), PeerGone> {
+        let signal = Signal::new("counter.add", serde_json::json!({"n": n}));
+        outbox.cast(
+            &Outgoing::new(Op::Cast, "counter:1", None).signal(&signal),
+            flusher,
+        )
+    }
+
+    #[tokio::test]
+    async fn casts_leave_as_one_batch_in_order_and_one_flush_is_asked_per_batch() {
+        let (peer, mut sent) = capture().await;
+        let (flusher, mut asked) = capture().await;
+        let outbox = Arc::new(Outbox::new("node-a", "node-b", peer.clone()));
+        for n in 1..=3 {
+            assert!(cast(&outbox, &flusher, n).is_ok());
+        }
+        // One flush asked (by the first cast); the flusher's turn sends
+        // the three as one message, in order.
+        assert_eq!(asked.recv().await, Some(Got::Flush));
+        let data = |ns: &[u64]| -> Vec<serde_json::Value> {
+            ns.iter().map(|n| serde_json::json!({"n": n})).collect()
+        };
+        assert_eq!(sent.recv().await, Some(Got::Casts(data(&[1, 2, 3]))));
+        // A flush with nothing queued sends nothing; the next cast asks
+        // for a flush again.
+        assert!(outbox.flush().is_ok());
+        assert!(cast(&outbox, &flusher, 4).is_ok());
+        assert!(outbox.flush().is_ok());
+        assert_eq!(sent.recv().await, Some(Got::Casts(data(&[4]))));
+        assert_eq!(asked.recv().await, Some(Got::Flush));
+        assert!(sent.try_recv().is_err());
+
+        // A stopped peer: the cast is refused, not queued.
+        peer.stop_and_wait(None, None).await.unwrap();
+        assert!(matches!(cast(&outbox, &flusher, 5), Err(PeerGone)));
+        flusher.stop_and_wait(None, None).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_a_local_gateway_a_cast_leaves_at_once() {
+        let (peer, mut sent) = capture().await;
+        let (flusher, _asked) = capture().await;
+        flusher.stop_and_wait(None, None).await.unwrap();
+        let outbox = Arc::new(Outbox::new("node-a", "node-b", peer.clone()));
+        assert!(cast(&outbox, &flusher, 1).is_ok());
+        assert_eq!(
+            sent.recv().await,
+            Some(Got::Casts(vec![serde_json::json!({"n": 1})]))
+        );
+        peer.stop_and_wait(None, None).await.unwrap();
+    }
 
     fn batch(frames: &[&[u8]]) -> Vec<u8> {
         let mut out = vec![BATCH_MAGIC];
