@@ -194,12 +194,20 @@ fn cluster_node_main() {
             config = config.tls(tls_from_dir(std::path::Path::new(&dir)));
         }
         let cluster = Cluster::start(&jido, config).await.expect("cluster");
-        if std::env::var_os("JIDO_CLUSTER_JSON_ONLY").is_some() {
-            // A node of an older build: its gateway never advertises
-            // the binary request form.
-            let (scope, group) = binary_group(&cluster_name);
+        let leave = |(scope, group): (String, String)| {
             let cells = ractor::pg::get_scoped_local_members(&scope, &group);
             ractor::pg::leave_scoped(scope, group, cells);
+        };
+        if std::env::var_os("JIDO_CLUSTER_JSON_ONLY").is_some() {
+            // A node of an older build: its gateway never advertises
+            // the binary request form (nor batches of casts).
+            leave(binary_group(&cluster_name));
+            leave(batch_group(&cluster_name));
+        }
+        if std::env::var_os("JIDO_CLUSTER_NO_BATCH").is_some() {
+            // A node of the build before batches: the binary form, one
+            // message per cast.
+            leave(batch_group(&cluster_name));
         }
         register_counter(&cluster, shared.is_some());
         // Reports this node's fenced agents on stdout.
@@ -256,6 +264,35 @@ fn cluster_node_main() {
 /// its scope, in cluster `cluster`.
 fn binary_group(cluster: &str) -> (String, String) {
     (format!("jido.{cluster}"), "jido.nodes.binary1".to_owned())
+}
+
+/// The process group of gateways that read batches of casts, and its
+/// scope, in cluster `cluster`.
+fn batch_group(cluster: &str) -> (String, String) {
+    (format!("jido.{cluster}"), "jido.nodes.batch1".to_owned())
+}
+
+/// Waits until the only gateway left in `group` (of `scope`) is this
+/// node's (a child node left it right after its start).
+async fn only_local_in(scope: &str, group: &str) {
+    let (scope, group) = (scope.to_owned(), group.to_owned());
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let ids = |cells: Vec<ractor::ActorCell>| {
+            let mut ids: Vec<_> = cells.iter().map(|c| c.get_id()).collect();
+            ids.sort();
+            ids
+        };
+        let all = ids(ractor::pg::get_scoped_members(&scope, &group));
+        if all.len() == 1 && all == ids(ractor::pg::get_scoped_local_members(&scope, &group)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a peer still advertises {group}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn free_port() -> u16 {
@@ -474,24 +511,11 @@ async fn a_peer_that_does_not_read_the_binary_form_is_sent_json() {
     let (jido, a) = node_a("t-json-peer", &[port]).await;
     a.wait_for_members(2, LIMIT).await.expect("node-b joins");
     // As node-a sees the cluster, only its own gateway reads the binary
-    // form (node-b left the group right after its start: wait for that).
-    let (scope, group) = binary_group("t-json-peer");
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while ractor::pg::get_scoped_members(&scope, &group).len() != 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "node-b still advertises the binary form"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    // form and batches (node-b left the groups right after its start:
+    // wait for that).
+    for (scope, group) in [binary_group("t-json-peer"), batch_group("t-json-peer")] {
+        only_local_in(&scope, &group).await;
     }
-    let local = ractor::pg::get_scoped_local_members(&scope, &group);
-    assert_eq!(
-        ractor::pg::get_scoped_members(&scope, &group)
-            .iter()
-            .map(|c| c.get_id())
-            .collect::<Vec<_>>(),
-        local.iter().map(|c| c.get_id()).collect::<Vec<_>>()
-    );
 
     // Calls and ordered casts reach node-b's agent in JSON.
     let remote = id_on(&a, "node-b", "json");
@@ -527,6 +551,8 @@ async fn a_peer_that_does_not_read_the_binary_form_is_sent_json() {
     }
     assert_eq!(events.named("jido.cluster.call.start").len(), 4);
     assert_eq!(events.named("jido.cluster.cast").len(), 49);
+    // One message per cast: a JSON peer is never sent a batch.
+    assert!(events.named("jido.cluster.cast.batch").is_empty());
 
     a.shutdown().await;
     jido.shutdown().await;
@@ -697,6 +723,107 @@ async fn the_connector_redials_a_node_that_restarts() {
     jido.shutdown().await;
 }
 
+/// Casts to a peer of this build leave in batches (one message for the
+/// casts made before the gateway's next turn or the next other request),
+/// in the order they were made, from any number of handles; a peer of
+/// the build before batches is sent one message per cast. On a
+/// current-thread runtime: every task's events are this thread's, and no
+/// gateway turn runs while the test casts (a burst is one batch).
+#[tokio::test]
+async fn casts_leave_in_batches_in_order_and_a_peer_without_batches_gets_them_one_by_one() {
+    let _serial = SERIAL.lock().await;
+    let (events, _guard) = common::record_events();
+    let (port_b, port_c) = (free_port(), free_port());
+    let _b = spawn_node("t-batch", "node-b", port_b);
+    let _c = node_command("t-batch", "node-c", port_c, None)
+        .env("JIDO_CLUSTER_NO_BATCH", "1")
+        .spawn()
+        .expect("spawn node");
+    let (jido, a) = node_a("t-batch", &[port_b, port_c]).await;
+    a.wait_for_members(3, LIMIT).await.expect("nodes join");
+    // node-c reads the binary form but not batches (it left the batch
+    // group right after its start: wait until node-a sees that).
+    let (scope, group) = batch_group("t-batch");
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    let binary = binary_group("t-batch");
+    while ractor::pg::get_scoped_members(&scope, &group).len() != 2
+        || ractor::pg::get_scoped_members(&binary.0, &binary.1).len() != 3
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "groups not as expected"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (b1, b2, c) = (
+        id_on(&a, "node-b", "batch-1"),
+        id_on(&a, "node-b", "batch-2"),
+        id_on(&a, "node-c", "batch"),
+    );
+    let (hb1, hc) = (a.agent(&b1), a.agent(&c));
+    for id in [&b1, &b2, &c] {
+        let cp = a.agent(id).call(add(1), LIMIT).await.expect("start");
+        assert_eq!(state(&cp)["log"], json!([1]));
+    }
+    let batches = |owner: &str| {
+        seen(&events, "jido.cluster.cast.batch", &["owner", "casts"])
+            .into_iter()
+            .filter(|f| f[0] == owner)
+            .map(|f| f[1].as_u64().expect("casts"))
+            .collect::<Vec<u64>>()
+    };
+    assert_eq!(batches("node-b"), Vec::<u64>::new());
+
+    // Interleaved casts from three handles (one a new handle per cast) to
+    // two agents of node-b and one of node-c.
+    for n in 2..=100 {
+        hb1.cast(add(n)).expect("cast");
+        a.agent(&b2).cast(add(n)).expect("cast");
+        hc.cast(add(n)).expect("cast");
+    }
+    // The first call to node-b sends the batch before itself.
+    let expected = json!((1..=101).collect::<Vec<i64>>());
+    for (id, handle) in [(&b1, hb1.clone()), (&b2, a.agent(&b2)), (&c, hc.clone())] {
+        let cp = handle.call(add(101), LIMIT).await.expect("call");
+        assert_eq!(state(&cp)["log"], expected, "{id}");
+    }
+    // node-b got them as one message; node-c one by one, all binary.
+    assert_eq!(batches("node-b"), [198]);
+    assert_eq!(batches("node-c"), Vec::<u64>::new());
+    let casts = seen(&events, "jido.cluster.cast", &["owner", "wire"]);
+    assert_eq!(casts.len(), 297);
+    assert!(casts.iter().all(|w| w[1] == "binary"), "{casts:?}");
+
+    // A batch past 256 KiB leaves with the cast that makes it so; the
+    // rest waits for the next flush.
+    let big = |n: i64| Signal::new("counter.add", json!({"n": n, "pad": "x".repeat(100_000)}));
+    for n in 102..=106 {
+        hb1.cast(big(n)).expect("cast");
+    }
+    assert_eq!(batches("node-b"), [198, 3]);
+    let cp = hb1.call(add(107), LIMIT).await.expect("call");
+    assert_eq!(batches("node-b"), [198, 3, 2]);
+    assert_eq!(state(&cp)["log"], json!((1..=107).collect::<Vec<i64>>()));
+
+    // A lone cast leaves in the gateway's next turn, with no other
+    // request after it: the agent gets it.
+    hb1.cast(add(108)).expect("cast");
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while batches("node-b").len() != 4 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lone cast did not leave"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(batches("node-b"), [198, 3, 2, 1]);
+    let cp = hb1.call(add(109), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["log"], json!((1..=109).collect::<Vec<i64>>()));
+
+    a.shutdown().await;
+    jido.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
     let (_serial, _b, jido, a) = joined_pair("t-garbage").await;
@@ -735,6 +862,37 @@ async fn garbage_bytes_to_a_gateway_are_an_error_reply_not_a_crash() {
     let id = id_on(&a, "node-b", "garbage");
     let cp = a.agent(&id).call(add(1), LIMIT).await.expect("call");
     assert_eq!(state(&cp)["log"], json!([1]));
+
+    // Batches of casts: one that is not a batch is dropped; a malformed
+    // request in one is dropped alone; a frame that runs past the end
+    // ends the batch there. What came before is delivered, in order.
+    let cast = |n: i64| {
+        serde_json::to_vec(&json!({
+            "v": 1, "op": "cast", "agent": id, "signal": add(n).to_json_value()
+        }))
+        .expect("json")
+    };
+    let frame = |out: &mut Vec<u8>, bytes: &[u8]| {
+        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        out.extend_from_slice(bytes);
+    };
+    for garbage in [Vec::new(), vec![0xff, 0, 1], cast(90)] {
+        gateway
+            .send_message(GatewayMsg::Casts(garbage))
+            .expect("casts");
+    }
+    let mut batch = vec![0xB2];
+    frame(&mut batch, &cast(2));
+    frame(&mut batch, b"{\"v\":1,\"op\":\"cast\"}");
+    frame(&mut batch, &[0xB1, 1, 0xff]);
+    frame(&mut batch, &cast(3));
+    batch.extend_from_slice(&9u32.to_le_bytes());
+    batch.extend_from_slice(&cast(91)[..4]);
+    gateway
+        .send_message(GatewayMsg::Casts(batch))
+        .expect("casts");
+    let cp = a.agent(&id).call(add(4), LIMIT).await.expect("call");
+    assert_eq!(state(&cp)["log"], json!([1, 2, 3, 4]));
     a.shutdown().await;
     jido.shutdown().await;
 }

@@ -124,6 +124,12 @@ impl<'a> Outgoing<'a> {
     /// signal (no regrowth on the way).
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`Outgoing::encode`], appended to `out`.
+    fn encode_into(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(VERSION_PREFIX);
         out.extend_from_slice(br#","op":"#);
         out.extend_from_slice(self.op.json());
@@ -133,28 +139,27 @@ impl<'a> Outgoing<'a> {
                 write_json_str(out, value);
             }
         };
-        field(&mut out, br#","agent":"#, Some(self.agent));
-        field(&mut out, br#","kind":"#, self.kind);
+        field(out, br#","agent":"#, Some(self.agent));
+        field(out, br#","kind":"#, self.kind);
         if let Some(signal) = self.signal {
             out.extend_from_slice(br#","signal":"#);
-            signal.write_json(&mut out);
+            signal.write_json(out);
         }
         if let Some(ms) = self.deadline_ms {
             out.extend_from_slice(br#","deadline_ms":"#);
             // A number into memory: cannot fail.
-            let _ = serde_json::to_writer(&mut out, &ms);
+            let _ = serde_json::to_writer(&mut *out, &ms);
         }
-        field(&mut out, br#","from":"#, self.from);
-        field(&mut out, br#","reason":"#, self.reason);
-        field(&mut out, br#","parent":"#, self.parent);
-        field(&mut out, br#","tag":"#, self.tag);
+        field(out, br#","from":"#, self.from);
+        field(out, br#","reason":"#, self.reason);
+        field(out, br#","parent":"#, self.parent);
+        field(out, br#","tag":"#, self.tag);
         if let Some(options) = self.options {
             out.extend_from_slice(br#","options":"#);
             // A map of JSON values into memory: cannot fail.
-            let _ = serde_json::to_writer(&mut out, options);
+            let _ = serde_json::to_writer(&mut *out, options);
         }
         out.push(b'}');
-        out
     }
 }
 
@@ -164,6 +169,14 @@ impl Outgoing<'_> {
     /// long for a 32-bit length). Only sent to a gateway that reads it
     /// (one in [`BINARY_GROUP`]).
     pub(crate) fn encode_binary(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+        self.encode_binary_into(&mut out);
+        out
+    }
+
+    /// [`Outgoing::encode_binary`], appended to `out` (a batch of casts is
+    /// written in place, no buffer per request).
+    pub(crate) fn encode_binary_into(&self, out: &mut Vec<u8>) {
         let plain = self.from.is_none()
             && self.reason.is_none()
             && self.parent.is_none()
@@ -172,21 +185,22 @@ impl Outgoing<'_> {
         let op = match self.op {
             Op::Call => 0,
             Op::Cast => 1,
-            _ => return self.encode(),
+            _ => return self.encode_into(out),
         };
-        match self.signal.filter(|_| plain) {
-            Some(signal) => self
-                .write_binary(op, signal)
-                .unwrap_or_else(|| self.encode()),
-            None => self.encode(),
+        if let Some(signal) = self.signal.filter(|_| plain) {
+            let at = out.len();
+            if self.write_binary(op, signal, out).is_some() {
+                return;
+            }
+            out.truncate(at);
         }
+        self.encode_into(out);
     }
 
-    fn write_binary(&self, op: u8, signal: &Signal) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(ENCODE_CAPACITY);
+    fn write_binary(&self, op: u8, signal: &Signal, out: &mut Vec<u8>) -> Option<()> {
         out.extend_from_slice(&[BINARY_MAGIC, op]);
-        put_str(&mut out, Some(self.agent.as_bytes()))?;
-        put_str(&mut out, self.kind.map(str::as_bytes))?;
+        put_str(out, Some(self.agent.as_bytes()))?;
+        put_str(out, self.kind.map(str::as_bytes))?;
         match self.deadline_ms {
             Some(ms) => {
                 out.push(1);
@@ -196,17 +210,17 @@ impl Outgoing<'_> {
         }
         // The inline id, type and time as bytes: no UTF-8 check of text
         // the runtime wrote (the receiver checks what it reads).
-        put_str(&mut out, Some(signal.id.as_bytes()))?;
-        put_str(&mut out, Some(signal.source().as_bytes()))?;
-        put_str(&mut out, Some(signal.ty.as_bytes()))?;
-        put_str(&mut out, signal.subject().map(str::as_bytes))?;
-        put_str(&mut out, signal.time.as_ref().map(|t| t.as_bytes()))?;
-        put_str(&mut out, signal.datacontenttype().map(str::as_bytes))?;
-        put_str(&mut out, signal.dataschema().map(str::as_bytes))?;
-        put_json(&mut out, signal.data())?;
+        put_str(out, Some(signal.id.as_bytes()))?;
+        put_str(out, Some(signal.source().as_bytes()))?;
+        put_str(out, Some(signal.ty.as_bytes()))?;
+        put_str(out, signal.subject().map(str::as_bytes))?;
+        put_str(out, signal.time.as_ref().map(|t| t.as_bytes()))?;
+        put_str(out, signal.datacontenttype().map(str::as_bytes))?;
+        put_str(out, signal.dataschema().map(str::as_bytes))?;
+        put_json(out, signal.data())?;
         let extensions = signal.extensions();
-        put_json(&mut out, (!extensions.is_empty()).then_some(extensions))?;
-        Some(out)
+        put_json(out, (!extensions.is_empty()).then_some(extensions))?;
+        Some(())
     }
 }
 

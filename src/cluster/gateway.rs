@@ -12,6 +12,7 @@ use ractor::pg::GroupChangeMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::time::Instant;
 
+use super::batch::{BATCH_GROUP, Flush, Frames};
 use super::envelope::{BINARY_GROUP, Down, Op, Outgoing, Reply, Request};
 use super::{ClusterEvent, Inner, NODES_GROUP, telemetry};
 use crate::error::{Error, Result};
@@ -24,6 +25,9 @@ use crate::signal::Signal;
 pub enum GatewayMsg {
     /// A request envelope nobody waits for (`cast`, `unwatch`).
     Cast(Vec<u8>),
+    /// Several cast requests from one node, in the order they were made
+    /// (sent only to a gateway that advertises it reads them).
+    Casts(Vec<u8>),
     /// A request envelope answered with a reply envelope (`call`,
     /// `watch`).
     Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
@@ -31,6 +35,9 @@ pub enum GatewayMsg {
     Down(Vec<u8>),
     /// A heartbeat from a peer's gateway: its node name (UTF-8).
     Beat(Vec<u8>),
+    /// Local: send the casts queued for a peer.
+    #[doc(hidden)]
+    Flush(Flush),
     /// Local: time to send beats and look for silent peers.
     #[doc(hidden)]
     Tick,
@@ -90,6 +97,7 @@ struct Watcher {
 }
 
 const CAST: &str = "Cast";
+const CASTS: &str = "Casts";
 const CALL: &str = "Call";
 const DOWN: &str = "Down";
 const BEAT: &str = "Beat";
@@ -103,6 +111,11 @@ impl ractor::Message for GatewayMsg {
         match self {
             GatewayMsg::Cast(args) => Ok(SerializedMessage::Cast {
                 variant: CAST.to_owned(),
+                args,
+                metadata: None,
+            }),
+            GatewayMsg::Casts(args) => Ok(SerializedMessage::Cast {
+                variant: CASTS.to_owned(),
                 args,
                 metadata: None,
             }),
@@ -130,6 +143,9 @@ impl ractor::Message for GatewayMsg {
         match msg {
             SerializedMessage::Cast { variant, args, .. } if variant == CAST => {
                 Ok(GatewayMsg::Cast(args))
+            }
+            SerializedMessage::Cast { variant, args, .. } if variant == CASTS => {
+                Ok(GatewayMsg::Casts(args))
             }
             SerializedMessage::Cast { variant, args, .. } if variant == DOWN => {
                 Ok(GatewayMsg::Down(args))
@@ -251,10 +267,15 @@ impl Actor for Gateway {
         ractor::pg::monitor_scope(inner.scope.clone(), myself.get_cell());
         // Before the nodes group: a peer that sees this gateway as a
         // member sees (at the latest in the same change) that it reads
-        // requests in the binary form.
+        // requests in the binary form and batches of casts.
         ractor::pg::join_scoped(
             inner.scope.clone(),
             BINARY_GROUP.to_owned(),
+            vec![myself.get_cell()],
+        );
+        ractor::pg::join_scoped(
+            inner.scope.clone(),
+            BATCH_GROUP.to_owned(),
             vec![myself.get_cell()],
         );
         ractor::pg::join_scoped(
@@ -292,6 +313,10 @@ impl Actor for Gateway {
                 Ok(req) => state.on_request(&myself, req, None),
                 Err(e) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed cast"),
             },
+            GatewayMsg::Casts(bytes) => state.on_casts(&myself, &bytes),
+            GatewayMsg::Flush(Flush(outbox)) => {
+                let _ = outbox.flush();
+            }
             GatewayMsg::Call(bytes, reply) => match Request::decode(&bytes) {
                 Ok(req) => state.on_request(&myself, req, Some(reply)),
                 Err(e) => {
@@ -337,9 +362,9 @@ impl Actor for Gateway {
             let group = match &change {
                 GroupChangeMessage::Join(_, g, _) | GroupChangeMessage::Leave(_, g, _) => g,
             };
-            // The binary group too: placements made before a peer's
-            // binary form was known are made again (the epoch moves).
-            if group == NODES_GROUP || group == BINARY_GROUP {
+            // The binary and batch groups too: placements made before a
+            // peer's forms were known are made again (the epoch moves).
+            if group == NODES_GROUP || group == BINARY_GROUP || group == BATCH_GROUP {
                 state.refresh_members();
             }
         }
@@ -352,6 +377,9 @@ impl Actor for Gateway {
         state: &mut GatewayState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         ractor::pg::demonitor_scope(state.inner.scope.clone(), myself.get_id());
+        // Flushes asked of this gateway and still in its mailbox are not
+        // served: what they would have sent leaves now.
+        state.inner.outboxes.flush_all();
         if let Some(ticker) = state.ticker.take() {
             ticker.abort();
         }
@@ -478,6 +506,8 @@ impl GatewayState {
                         self.on_parent_down(&req);
                     }
                 } else if let Some(gateway) = self.inner.gateway_of(&owner) {
+                    // After the casts queued for it (order).
+                    self.inner.outboxes.flush(&owner);
                     let _ = gateway.send_message(GatewayMsg::Cast(request));
                 }
             }
@@ -550,6 +580,21 @@ impl GatewayState {
         self.refresh_members();
         let server = self.inner.server.clone();
         tokio::spawn(close_sessions(server, silent));
+    }
+
+    /// A batch of casts from a peer: each request in turn, as if it came
+    /// alone (a malformed one is dropped with a log line); a batch that
+    /// cannot be read further ends there.
+    fn on_casts(&mut self, myself: &ActorRef<GatewayMsg>, bytes: &[u8]) {
+        for frame in Frames::new(bytes) {
+            match frame.map(Request::decode) {
+                Ok(Ok(req)) => self.on_request(myself, req, None),
+                Ok(Err(e)) => tracing::warn!(error = %e, "jido.cluster: dropped a malformed cast"),
+                Err(e) => {
+                    tracing::warn!(error = %e, bytes = bytes.len(), "jido.cluster: dropped a malformed cast batch");
+                }
+            }
+        }
     }
 
     fn on_request(
@@ -825,6 +870,7 @@ impl GatewayState {
             return;
         }
         if let Some(gateway) = self.inner.gateway_of(owner) {
+            self.inner.outboxes.flush(owner);
             let request = Outgoing::new(Op::Unwatch, agent, None)
                 .sender(&self.inner.node)
                 .encode();
@@ -883,6 +929,8 @@ impl GatewayState {
         }
         .sender(&self.inner.node)
         .encode();
+        // After the casts queued for the owner (order).
+        self.inner.outboxes.flush(&owner);
         let me = myself.clone();
         tokio::spawn(async move {
             let answer = call_gateway(&gateway, &owner, request, timeout).await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 use serde_json::{Map, Value};
 
+use super::batch::{BATCH_GROUP, Outbox};
 use super::envelope::{BINARY_GROUP, Op, Outgoing, Reply, checkpoint_value};
 use super::gateway::{
     GatewayMsg, UnwatchRequest, WatchRequest, call_gateway, call_gateway_bytes, noconnection,
@@ -48,6 +49,8 @@ struct Placed {
     gateway: Option<ActorRef<GatewayMsg>>,
     /// Whether that gateway reads requests in the binary form.
     binary: bool,
+    /// The owner's outbox, when its gateway reads batches of casts.
+    outbox: Option<Arc<Outbox>>,
 }
 
 impl fmt::Debug for ClusterAgent {
@@ -62,9 +65,10 @@ impl fmt::Debug for ClusterAgent {
 /// Where a request goes.
 enum Route {
     Local(AgentRef),
-    /// The gateway, its node, and whether it reads requests in the
-    /// binary form (see [`Outgoing::encode_binary`]).
-    Gateway(ActorRef<GatewayMsg>, String, bool),
+    /// The gateway, its node, whether it reads requests in the binary
+    /// form (see [`Outgoing::encode_binary`]), and its outbox when it
+    /// reads batches of casts.
+    Gateway(ActorRef<GatewayMsg>, String, bool, Option<Arc<Outbox>>),
 }
 
 impl ClusterAgent {
@@ -127,13 +131,18 @@ impl ClusterAgent {
     /// always was.
     fn route(&self) -> Result<Route> {
         let epoch = self.inner.epoch.load(Ordering::Acquire);
-        let (node, gateway, binary) = {
+        let (node, gateway, binary, outbox) = {
             let mut placed = self
                 .placed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match placed.as_ref() {
-                Some(p) if p.epoch == epoch => (p.node.clone(), p.gateway.clone(), p.binary),
+                Some(p) if p.epoch == epoch => (
+                    p.node.clone(),
+                    p.gateway.clone(),
+                    p.binary,
+                    p.outbox.clone(),
+                ),
                 _ => {
                     let node = self.owner()?;
                     let gateway = if node == self.inner.node {
@@ -145,27 +154,36 @@ impl ClusterAgent {
                                 .ok_or_else(|| noconnection(&node))?,
                         )
                     };
-                    let binary = gateway.as_ref().is_some_and(|g| self.reads_binary(g));
+                    let binary = gateway
+                        .as_ref()
+                        .is_some_and(|g| self.in_group(g, BINARY_GROUP));
+                    // Batches only to a peer that reads the binary form
+                    // too: a JSON peer keeps single requests.
+                    let outbox = gateway
+                        .as_ref()
+                        .filter(|g| binary && self.in_group(g, BATCH_GROUP))
+                        .map(|g| self.inner.outboxes.of(&self.inner.node, &node, g));
                     *placed = Some(Placed {
                         epoch,
                         node: node.clone(),
                         gateway: gateway.clone(),
                         binary,
+                        outbox: outbox.clone(),
                     });
-                    (node, gateway, binary)
+                    (node, gateway, binary, outbox)
                 }
             }
         };
         match gateway {
-            Some(gateway) => Ok(Route::Gateway(gateway, node, binary)),
+            Some(gateway) => Ok(Route::Gateway(gateway, node, binary, outbox)),
             None => self.route_here(node),
         }
     }
 
-    /// Whether `gateway` is in the cluster's [`BINARY_GROUP`].
-    fn reads_binary(&self, gateway: &ActorRef<GatewayMsg>) -> bool {
+    /// Whether `gateway` is in the cluster's process group `group`.
+    fn in_group(&self, gateway: &ActorRef<GatewayMsg>, group: &str) -> bool {
         let id = gateway.get_id();
-        ractor::pg::get_scoped_members(&self.inner.scope, &BINARY_GROUP.to_owned())
+        ractor::pg::get_scoped_members(&self.inner.scope, &group.to_owned())
             .iter()
             .any(|cell| cell.get_id() == id)
     }
@@ -178,7 +196,7 @@ impl ClusterAgent {
             return Ok(Route::Local(agent));
         }
         self.via_gateway.store(true, Ordering::Release);
-        Ok(Route::Gateway(self.gateway.clone(), node, true))
+        Ok(Route::Gateway(self.gateway.clone(), node, true, None))
     }
 
     /// Sends `signal` and waits at most `timeout` (the remaining budget is
@@ -244,7 +262,11 @@ impl ClusterAgent {
     ) -> Result<T> {
         match self.route()? {
             Route::Local(agent) => agent.call_timeout(signal, timeout).await.map(local),
-            Route::Gateway(gateway, node, binary) => {
+            Route::Gateway(gateway, node, binary, outbox) => {
+                // The casts queued before it leave first (order).
+                if let Some(outbox) = outbox {
+                    let _ = outbox.flush();
+                }
                 let span = telemetry::CallSpan::start(
                     &self.inner.node,
                     &self.id,
@@ -280,7 +302,7 @@ impl ClusterAgent {
     pub fn cast(&self, signal: Signal) -> Result<()> {
         match self.route()? {
             Route::Local(agent) => agent.cast(signal),
-            Route::Gateway(gateway, node, binary) => {
+            Route::Gateway(gateway, node, binary, outbox) => {
                 telemetry::cast(
                     &self.inner.node,
                     &self.id,
@@ -290,6 +312,11 @@ impl ClusterAgent {
                 );
                 let request =
                     Outgoing::new(Op::Cast, &self.id, self.kind.as_deref()).signal(&signal);
+                if let Some(outbox) = outbox {
+                    return outbox
+                        .cast(&request, &self.gateway)
+                        .map_err(|_| noconnection(&node));
+                }
                 let request = if binary {
                     request.encode_binary()
                 } else {
@@ -546,6 +573,8 @@ impl RemoteChild {
             .reason(&reason)
             .sender(&self.inner.node)
             .encode();
+        // After the casts queued for its node (order).
+        self.inner.outboxes.flush(&self.node);
         call_gateway(&gateway, &self.node, request, timeout)
             .await
             .map(|_| ())

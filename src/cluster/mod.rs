@@ -55,7 +55,11 @@
 //! * **Delivery** is at most once: ractor_cluster has no retransmission,
 //!   a session lost with messages in flight loses them (a call then fails
 //!   with a timeout or "node connection lost"). Casts from one handle
-//!   arrive in order. Without storage an agent whose node is lost starts
+//!   arrive in order. Casts to a peer of this build leave in batches: a
+//!   cast is queued in this node's outbox for the peer, and the casts
+//!   queued before this node's gateway's next turn (or before the next
+//!   other request to that peer, which flushes them first) travel as one
+//!   message. Without storage an agent whose node is lost starts
 //!   fresh on its new owner.
 //!
 //! # Message types
@@ -96,6 +100,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod children;
 mod config;
 mod connector;
@@ -201,6 +206,8 @@ pub(crate) struct Inner {
     pub(crate) events: broadcast::Sender<ClusterEvent>,
     pub(crate) members: watch::Sender<Vec<String>>,
     gateways: RwLock<HashMap<String, ActorRef<GatewayMsg>>>,
+    /// The casts queued for each peer that reads batches.
+    pub(crate) outboxes: batch::Outboxes,
     /// Bumped after every change of `members` and `gateways`: a handle
     /// keeps its placement while this is unchanged.
     pub(crate) epoch: std::sync::atomic::AtomicU64,
@@ -231,6 +238,7 @@ impl Inner {
         names.push(self.node.clone());
         names.sort();
         names.dedup();
+        self.outboxes.retain(&remote);
         *self
             .gateways
             .write()
@@ -431,6 +439,7 @@ impl Cluster {
             events: broadcast::channel(EVENTS_CAPACITY).0,
             members,
             gateways: RwLock::new(HashMap::new()),
+            outboxes: batch::Outboxes::default(),
             epoch: std::sync::atomic::AtomicU64::new(0),
             children: children::Children::default(),
             server: server.clone(),

@@ -5,7 +5,10 @@
 //! * `jido.cluster.call.start` / `.stop` (`duration_us`) / `.exception`
 //!   (`duration_us`, `error_type`, `error`) around a remote call, debug
 //!   (`.exception` is a warning), with `agent_id`, `owner`, `signal_type`;
-//! * `jido.cluster.cast` (`agent_id`, `owner`, `signal_type`), debug;
+//! * `jido.cluster.cast` (`agent_id`, `owner`, `signal_type`, `wire`),
+//!   debug;
+//! * `jido.cluster.cast.batch` (`owner`, `casts`, `bytes`): casts queued
+//!   for a peer leave as one message, debug;
 //! * `jido.cluster.activation.start` / `.stop` (`duration_us`) /
 //!   `.exception` around an on-demand start or thaw on the owner, with
 //!   `agent_id` (debug; the exception a warning);
@@ -68,6 +71,19 @@ pub(crate) fn cast(node: &str, agent_id: &str, owner: &str, signal: &Signal, wir
         signal_type,
         wire,
         "jido.cluster.cast"
+    );
+}
+
+/// A batch of `casts` cast requests (`bytes` long) leaves for `owner`.
+pub(crate) fn batch(node: &str, owner: &str, casts: u32, bytes: usize) {
+    tracing::debug!(
+        name: "jido.cluster.cast.batch",
+        target: "jido::cluster",
+        node,
+        owner,
+        casts,
+        bytes,
+        "jido.cluster.cast.batch"
     );
 }
 
