@@ -19,9 +19,11 @@ use crate::error::{Error, Result};
 use crate::server::AgentRef;
 use crate::signal::Signal;
 
-/// The gateway's messages. `Cast`, `Call` and `Down` cross nodes as
-/// bytes (ractor's serialised message, with the variant name); the others
-/// are local and refused by the serialiser.
+/// The gateway's messages. `Cast`, `Casts`, `Call` and `Down` cross nodes
+/// as bytes (ractor's serialised message, with the variant name); the
+/// others are local and refused by the serialiser. New variants may come
+/// in any release (the enum is `#[non_exhaustive]`).
+#[non_exhaustive]
 pub enum GatewayMsg {
     /// A request envelope nobody waits for (`cast`, `unwatch`).
     Cast(Vec<u8>),
