@@ -24,7 +24,11 @@
 //! * `jido_remote_cast_default_exec`: to the `bench` agent, whose action
 //!   runs under the default Exec (30 s timeout: one task per signal).
 //!
-//! The raw case sends one ractor_cluster message per cast. jido's casts to
+//! The raw case sends one ractor_cluster message per cast;
+//! `raw_ractor_cluster_cast_batched` is a raw sender that batches by hand
+//! (the round's 100 casts' bytes framed into one message, the echo actor
+//! walking the frames), the baseline for what batching itself saves.
+//! jido's casts to
 //! node B (a gateway of this build) are batched: the 100 casts of a round
 //! wait in node A's outbox for node B and leave as one `Casts` message
 //! when the round's call flushes them (docs/cluster.md, "Casts travel in
@@ -41,6 +45,7 @@
 //! counting instructions with callgrind (load-independent): the difference
 //! of two round counts over the difference in rounds. CASE is
 //! `raw_call`, `remote_call`, `remote_call_reply`, `local_call`, `raw_cast`,
+//! `raw_cast_batched`,
 //! `remote_cast` (the inline agent) or `remote_cast_default` (the default
 //! Exec) (100 casts then one call a round). With `JIDO_CLUSTER_PROBE_B=FILE`
 //! node B runs under `valgrind --tool=callgrind --callgrind-out-file=FILE`
@@ -69,6 +74,9 @@ const CASTS: u64 = 100;
 /// The raw baseline: a remotable actor echoing bytes.
 enum RawMsg {
     Cast(Vec<u8>),
+    /// Several casts' bytes in one message, each after its length (u32
+    /// little-endian): a raw sender batching by hand.
+    Casts(Vec<u8>),
     Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
 }
 
@@ -83,6 +91,11 @@ impl ractor::Message for RawMsg {
                 args,
                 metadata: None,
             },
+            RawMsg::Casts(args) => SerializedMessage::Cast {
+                variant: "Casts".into(),
+                args,
+                metadata: None,
+            },
             RawMsg::Call(args, reply) => SerializedMessage::Call {
                 variant: "Call".into(),
                 args,
@@ -93,6 +106,9 @@ impl ractor::Message for RawMsg {
     }
     fn deserialize(msg: SerializedMessage) -> Result<Self, BoxedDowncastErr> {
         match msg {
+            SerializedMessage::Cast { variant, args, .. } if variant == "Casts" => {
+                Ok(RawMsg::Casts(args))
+            }
             SerializedMessage::Cast { args, .. } => Ok(RawMsg::Cast(args)),
             SerializedMessage::Call { args, reply, .. } => Ok(RawMsg::Call(args, reply)),
             SerializedMessage::CallReply(..) => Err(BoxedDowncastErr),
@@ -119,6 +135,16 @@ impl Actor for RawEcho {
         match msg {
             RawMsg::Cast(bytes) => {
                 std::hint::black_box(bytes);
+            }
+            RawMsg::Casts(bytes) => {
+                let mut rest = &bytes[..];
+                while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+                    let len = (u32::from_le_bytes(*len) as usize).min(tail.len());
+                    let (one, tail) = tail.split_at(len);
+                    *seen += 1;
+                    std::hint::black_box(one);
+                    rest = tail;
+                }
             }
             RawMsg::Call(bytes, reply) => {
                 let _ = reply.send(bytes);
@@ -338,6 +364,18 @@ async fn raw_casts(raw: ActorRef<RawMsg>, payload: Vec<u8>) -> Vec<u8> {
     ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
 }
 
+/// One raw cast round batched by hand: the `CASTS` casts' bytes framed
+/// into one message, then a call to sync.
+async fn raw_casts_batched(raw: ActorRef<RawMsg>, payload: Vec<u8>) -> Vec<u8> {
+    let mut batch = Vec::with_capacity(CASTS as usize * (4 + payload.len()));
+    for _ in 0..CASTS {
+        batch.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        batch.extend_from_slice(&payload);
+    }
+    raw.send_message(RawMsg::Casts(batch)).expect("casts");
+    ractor::call_t!(raw, RawMsg::Call, T_MS, payload).expect("flush")
+}
+
 /// One cast round through jido: `CASTS` casts, then a call to sync.
 async fn agent_casts(agent: ClusterAgent) -> serde_json::Value {
     for _ in 0..CASTS {
@@ -391,6 +429,14 @@ fn bench(c: &mut Criterion) {
             let (raw, payload) = (s.raw.clone(), s.payload.clone());
             in_task(&s.rt, iters, move || {
                 raw_casts(raw.clone(), payload.clone())
+            })
+        })
+    });
+    g.bench_function("raw_ractor_cluster_cast_batched", |b| {
+        b.iter_custom(|iters| {
+            let (raw, payload) = (s.raw.clone(), s.payload.clone());
+            in_task(&s.rt, iters, move || {
+                raw_casts_batched(raw.clone(), payload.clone())
             })
         })
     });
@@ -498,6 +544,9 @@ fn probe(spec: &str) {
             async move { agent.call_reply(ping(), T).await.expect("call") }
         }),
         "raw_cast" => in_task(&rt, rounds, move || raw_casts(raw.clone(), payload.clone())),
+        "raw_cast_batched" => in_task(&rt, rounds, move || {
+            raw_casts_batched(raw.clone(), payload.clone())
+        }),
         "remote_cast" => in_task(&rt, rounds, move || agent_casts(remote_inline.clone())),
         "remote_cast_default" => in_task(&rt, rounds, move || agent_casts(remote.clone())),
         other => panic!("unknown probe case {other}"),

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BENCH:-$(ls -t target/release/deps/cluster-* | grep -v '\.d$' | head -1)}
 cases=("$@")
-if [ ${#cases[@]} -eq 0 ]; then cases=(raw_call remote_call remote_call_reply local_call raw_cast remote_cast remote_cast_default); fi
+if [ ${#cases[@]} -eq 0 ]; then cases=(raw_call remote_call remote_call_reply local_call raw_cast raw_cast_batched remote_cast remote_cast_default); fi
 tmp=${KEEP:-$(mktemp -d)}
 mkdir -p "$tmp"
 if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$tmp"' EXIT; fi
