@@ -132,6 +132,11 @@ impl LlmTelemetry {
         model.clone_into(&mut self.model());
     }
 
+    /// The model as resolved so far.
+    pub(crate) fn model_name(&self) -> String {
+        self.model().clone()
+    }
+
     fn model(&self) -> std::sync::MutexGuard<'_, String> {
         self.model
             .lock()
@@ -240,6 +245,11 @@ impl ToolTelemetry {
     /// The run's span.
     pub fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// The tool's name.
+    pub(crate) fn tool_name(&self) -> &str {
+        &self.tool_name
     }
 
     /// Emits `jido.ai.tool.stop`.
