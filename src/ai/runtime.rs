@@ -13,19 +13,26 @@
 //!
 //! # How a directive runs
 //!
-//! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` start a task in
-//! the instance's task supervisor and return at once: the agent's mailbox
-//! is never blocked. The task casts its signals to the agent, in order,
-//! and always ends with exactly one terminal signal, also when the
-//! provider fails, the stream stalls, the client or the tool panics, the
-//! call is cancelled ([`CancelRequest`])
-//! or the task cannot start (then the terminal signal is sent from the
-//! handler). `EmitToolError`, `EmitRequestError` and `CancelRequest` act
-//! in the handler. The cases without a terminal signal are those without
-//! a receiver: the agent stopping (its running calls are dropped at once,
-//! their HTTP requests and tool tasks end, see [`AiRuntime::running`]) and
-//! the instance shutting down (which cancels the tasks and stops the
-//! agents that would receive them).
+//! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` never make the
+//! agent wait. The executor polls the call's work once, in place: work
+//! ready at once (a client answering from memory, a tool run inline)
+//! completes there and sends its signals, with no task, registration or
+//! cancellation token. Work that waits is registered (for
+//! [`CancelRequest`]) and moves into a task of the instance's task
+//! supervisor, which finishes it: the agent's mailbox is never blocked by
+//! a slow client (a client or tool doing long synchronous work before its
+//! first `.await` holds the handler that long, as it would hold a tokio
+//! worker). The signals go to the agent in order, and every call ends with
+//! exactly one terminal signal, also when the provider fails, the stream
+//! stalls, the client or the tool panics (on the first poll or a later
+//! one), the call is cancelled, or the task cannot start (the supervisor
+//! is shut down: the work is not polled and the terminal signal is sent
+//! from the handler). `EmitToolError`, `EmitRequestError` and
+//! `CancelRequest` act in the handler. The cases without a terminal
+//! signal are those without a receiver: the agent stopping (its running
+//! calls are dropped at once, their HTTP requests and tool tasks end, see
+//! [`AiRuntime::running`]) and the instance shutting down (which cancels
+//! the tasks and stops the agents that would receive them).
 //!
 //! Timeouts (tokio time):
 //!
