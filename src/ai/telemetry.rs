@@ -37,6 +37,8 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
+
 use tokio::time::Instant;
 
 use super::client::{FinishReason, Usage};
@@ -47,6 +49,24 @@ use crate::error::Error;
 pub const ORIGIN_DIRECTIVE: &str = "directive";
 /// `origin` of calls an action makes itself.
 pub const ORIGIN_ACTION: &str = "action";
+
+/// The origins and operations the crate reports with: kept as they are,
+/// not copied, by every call's telemetry.
+const KNOWN: [&str; 6] = [
+    ORIGIN_DIRECTIVE,
+    ORIGIN_ACTION,
+    "stream_text",
+    "generate_text",
+    "embed",
+    "tool_execute",
+];
+
+fn known(name: &str) -> Cow<'static, str> {
+    match KNOWN.iter().find(|k| **k == name) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(name.to_owned()),
+    }
+}
 
 fn ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -70,8 +90,8 @@ pub struct LlmTelemetry {
     request_id: String,
     iteration: u64,
     model: std::sync::Mutex<String>,
-    origin: String,
-    operation: String,
+    origin: Cow<'static, str>,
+    operation: Cow<'static, str>,
     started: Instant,
     span: tracing::Span,
 }
@@ -114,8 +134,8 @@ impl LlmTelemetry {
             request_id,
             iteration,
             model: std::sync::Mutex::new(model.to_owned()),
-            origin: origin.to_owned(),
-            operation: operation.to_owned(),
+            origin: known(origin),
+            operation: known(operation),
             started: Instant::now(),
             span,
         }
@@ -153,8 +173,8 @@ impl LlmTelemetry {
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
             model = self.model().as_str(),
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             input_tokens = usage.input_tokens,
             output_tokens = usage.output_tokens,
@@ -173,8 +193,8 @@ impl LlmTelemetry {
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
             model = self.model().as_str(),
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             error_type = error.kind().as_str(),
             message = error.message(),
@@ -192,8 +212,8 @@ pub struct ToolTelemetry {
     tool_name: String,
     request_id: String,
     iteration: u64,
-    origin: String,
-    operation: String,
+    origin: Cow<'static, str>,
+    operation: Cow<'static, str>,
     started: Instant,
     span: tracing::Span,
 }
@@ -235,8 +255,8 @@ impl ToolTelemetry {
             tool_name: tool_name.to_owned(),
             request_id,
             iteration,
-            origin: origin.to_owned(),
-            operation: operation.to_owned(),
+            origin: known(origin),
+            operation: known(operation),
             started: Instant::now(),
             span,
         }
@@ -261,8 +281,8 @@ impl ToolTelemetry {
             tool_name = self.tool_name.as_str(),
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             "jido.ai.tool.stop"
         );
@@ -277,8 +297,8 @@ impl ToolTelemetry {
             tool_name = self.tool_name.as_str(),
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             error_type = error.kind().as_str(),
             message = error.message(),
