@@ -839,3 +839,118 @@ async fn stopping_an_agent_drops_its_running_ai_calls() {
     assert!(model.dropped.load(Ordering::SeqCst));
     r.jido.shutdown().await;
 }
+
+/// A structured answer whose check panics: `Deserialize` of this type
+/// panics, so the ReAct transition that checks the answer panics while
+/// the machine is lent to it.
+struct Boom;
+
+impl<'de> serde::Deserialize<'de> for Boom {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        panic!("boom in the check")
+    }
+}
+
+impl schemars::JsonSchema for Boom {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Boom".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "object"})
+    }
+}
+
+/// A ReAct transition that panics while the machine is lent to it (the
+/// `Lent` placeholder in the published `__strategy__` node) fails the
+/// request it ran with an `execution_error`, and the machine starts over:
+/// `__strategy__` reads an idle machine and the failed request (never the
+/// placeholder, never the half-changed machine), and the agent serves the
+/// next request. Before, through the runtime, the signal's `cmd` failed,
+/// the agent kept its state from before that signal, and the request
+/// waited for an answer already consumed: the agent answered every later
+/// query `busy`.
+#[tokio::test(start_paused = true)]
+async fn a_transition_panicking_while_the_machine_is_lent_fails_its_request() {
+    let panicked = json!({"type": "execution_error",
+                          "message": "strategy transition panicked: boom in the check",
+                          "details": {"retry": false}, "retryable": false});
+    let fake = Fake::new(vec![
+        Reply::Answer(resp("{}", vec![], FinishReason::Stop, None)),
+        Reply::Answer(resp("42", vec![], FinishReason::Stop, None)),
+    ]);
+    let r = run(
+        AiRuntime::new().client(fake.clone()),
+        ReAct::new()
+            .model("m")
+            .streaming(false)
+            .output(OutputSchema::of::<Boom>("boom")),
+        "react-lent-panic",
+    )
+    .await;
+    r.agent
+        .cast(Signal::new(
+            "ai.react.query",
+            json!({"query": "boom?", "request_id": "r1", "output_schema": "boom"}),
+        ))
+        .unwrap();
+    let failed = r
+        .agent
+        .await_completion(ReAct::await_options("r1"))
+        .await
+        .unwrap();
+    assert_eq!(failed.status, CompletionStatus::Failed);
+    assert_eq!(failed.result, panicked);
+    let state = r.agent.state().await.unwrap();
+    let strategy = &state.state()["__strategy__"];
+    assert_eq!(strategy["status"], "idle");
+    assert_eq!(strategy["conversation"], json!([]));
+    assert_eq!(strategy["requests"]["r1"]["status"], "failed");
+    assert_eq!(strategy["requests"]["r1"]["error"], panicked);
+    r.agent
+        .cast(Signal::new(
+            "ai.react.query",
+            json!({"query": "n?", "request_id": "r2"}),
+        ))
+        .unwrap();
+    let done = r
+        .agent
+        .await_completion(ReAct::await_options("r2"))
+        .await
+        .unwrap();
+    assert_eq!(done.status, CompletionStatus::Completed);
+    assert_eq!(done.result, json!("42"));
+    r.jido.shutdown().await;
+
+    // The same on an agent with no runtime: the panic does not escape
+    // `cmd`, and the state reads the failed request.
+    let mut agent = AgentState::new(
+        Bot(ReAct::new()
+            .model("m")
+            .streaming(false)
+            .output(OutputSchema::of::<Boom>("boom"))),
+        AgentOptions::new().id("react-lent-panic-core"),
+    );
+    let query = Command::strategy(
+        commands::QUERY,
+        json!({"query": "boom?", "request_id": "r1", "output_schema": "boom"}),
+    );
+    let directives = agent.cmd(query, CmdOptions::new()).await;
+    assert_eq!(directives.len(), 1);
+    let answer = jido::ai::signals::LlmResultData {
+        call_id: "call_r1_1".into(),
+        result: Ok(resp("{}", vec![], FinishReason::Stop, None)),
+        model: "m".into(),
+        duration_ms: 0,
+        metadata: Default::default(),
+    };
+    agent
+        .cmd(
+            Command::strategy(commands::LLM_RESULT, Value::Null),
+            CmdOptions::new().signal(answer.into_signal()),
+        )
+        .await;
+    let strategy = &agent.state()["__strategy__"];
+    assert_eq!(strategy["status"], "idle");
+    assert_eq!(strategy["requests"]["r1"]["status"], "failed");
+    assert_eq!(agent.state()["error"], panicked);
+}

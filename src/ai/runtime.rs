@@ -13,19 +13,26 @@
 //!
 //! # How a directive runs
 //!
-//! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` start a task in
-//! the instance's task supervisor and return at once: the agent's mailbox
-//! is never blocked. The task casts its signals to the agent, in order,
-//! and always ends with exactly one terminal signal, also when the
-//! provider fails, the stream stalls, the client or the tool panics, the
-//! call is cancelled ([`CancelRequest`])
-//! or the task cannot start (then the terminal signal is sent from the
-//! handler). `EmitToolError`, `EmitRequestError` and `CancelRequest` act
-//! in the handler. The cases without a terminal signal are those without
-//! a receiver: the agent stopping (its running calls are dropped at once,
-//! their HTTP requests and tool tasks end, see [`AiRuntime::running`]) and
-//! the instance shutting down (which cancels the tasks and stops the
-//! agents that would receive them).
+//! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` never make the
+//! agent wait. The executor polls the call's work once, in place: work
+//! ready at once (a client answering from memory, a tool run inline)
+//! completes there and sends its signals, with no task, registration or
+//! cancellation token. Work that waits is registered (for
+//! [`CancelRequest`]) and moves into a task of the instance's task
+//! supervisor, which finishes it: the agent's mailbox is never blocked by
+//! a slow client (a client or tool doing long synchronous work before its
+//! first `.await` holds the handler that long, as it would hold a tokio
+//! worker). The signals go to the agent in order, and every call ends with
+//! exactly one terminal signal, also when the provider fails, the stream
+//! stalls, the client or the tool panics (on the first poll or a later
+//! one), the call is cancelled, or the task cannot start (the supervisor
+//! is shut down: the work is not polled and the terminal signal is sent
+//! from the handler). `EmitToolError`, `EmitRequestError` and
+//! `CancelRequest` act in the handler. The cases without a terminal
+//! signal are those without a receiver: the agent stopping (its running
+//! calls are dropped at once, their HTTP requests and tool tasks end, see
+//! [`AiRuntime::running`]) and the instance shutting down (which cancels
+//! the tasks and stops the agents that would receive them).
 //!
 //! Timeouts (tokio time):
 //!
@@ -46,6 +53,7 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -63,7 +71,7 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
+    self, ChunkType, Correlation, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
     RequestErrorData, ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
 use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
@@ -547,52 +555,73 @@ fn send(agent: &AgentRef, signal: Signal) {
     }
 }
 
+/// The error of a call whose client or tool panicked.
+fn panicked(what: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+    Error::execution(format!("{what} panicked: {}", panic_message(panic))).with_retry(false)
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 type Terminal = Arc<dyn Fn(Error) -> Signal + Send + Sync>;
 
+/// What a call's work, its terminal and its registration share: the ids,
+/// the operation, the start and the telemetry. The signals' `metadata` is
+/// built from it when a signal needs it (once per signal kind), not copied
+/// into every closure in case it might.
+struct CallInfo<T> {
+    id: String,
+    correlation: Correlation,
+    operation: &'static str,
+    started: Instant,
+    telemetry: T,
+}
+
+impl<T> CallInfo<T> {
+    fn metadata(&self) -> serde_json::Map<String, Value> {
+        self.correlation.metadata(self.operation)
+    }
+}
+
 /// The error terminal of a model call (`ai.llm.response`, `ai.embed.result`):
 /// the signal `make` builds from the call id, the error's envelope, the
-/// model as resolved so far, the time since `started` and the metadata.
+/// model as resolved so far, the time since the start and the metadata.
 fn model_call_terminal<T>(
-    call_id: String,
-    metadata: serde_json::Map<String, Value>,
-    model: Arc<Mutex<String>>,
-    started: Instant,
-    telemetry: Arc<LlmTelemetry>,
+    info: Arc<CallInfo<LlmTelemetry>>,
     make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
 ) -> Terminal
 where
     T: signals::Payload + 'static,
 {
     Arc::new(move |error: Error| {
-        telemetry.exception(&error);
-        let model = model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        info.telemetry.exception(&error);
         build(make(
-            call_id.clone(),
+            info.id.clone(),
             ResultEnvelope::error(&error),
-            model,
-            ms(started.elapsed()),
-            metadata.clone(),
+            info.telemetry.model_name(),
+            ms(info.started.elapsed()),
+            info.metadata(),
         ))
     })
 }
 
 impl AiRuntime {
-    /// Registers the call, spawns `work` (which sends its non-terminal
-    /// signals itself and returns the terminal one) under the agent's
-    /// task supervisor with cancellation and panic catching; when the task
-    /// cannot start, sends `terminal(error)` at once.
-    fn launch<F>(
+    /// Runs `work` (which sends its non-terminal signals itself and
+    /// returns the terminal one), catching panics, and sends its signal.
+    ///
+    /// The work is polled once here, in the directive's handler: when it
+    /// is ready at once (a client answering from memory, a tool run
+    /// inline) its signal goes out now and no task, registration or
+    /// cancellation token is made. Otherwise the call is registered (for
+    /// cancellation) and the polled work moves, boxed, into a task of the
+    /// agent's task supervisor, which drives it to its end; when that task
+    /// cannot start (the supervisor is shut down), `terminal(error)` is
+    /// sent at once, and the work is not polled at all.
+    fn launch<T, F>(
         &self,
         ctx: &DirectiveContext<'_>,
-        call_id: &str,
-        request_id: Option<&str>,
+        info: &CallInfo<T>,
         what: &'static str,
         terminal: Terminal,
         work: F,
@@ -601,9 +630,27 @@ impl AiRuntime {
         F: Future<Output = Signal> + Send + 'static,
     {
         let agent = ctx.myself();
-        let (registration, cancel) =
-            self.registry
-                .register(agent.actor_ref().get_id(), call_id, request_id);
+        let supervisor = ctx.exec().supervisor();
+        let mut work = Box::pin(AssertUnwindSafe(work).catch_unwind());
+        if !supervisor.is_shut_down() {
+            // A waker that does nothing: if the work is not ready, the task
+            // polls it again at once with its own waker, which is the one
+            // the work keeps (a future keeps the waker of its latest poll).
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if let Poll::Ready(done) = work.as_mut().poll(&mut cx) {
+                let signal = match done {
+                    Ok(signal) => signal,
+                    Err(panic) => terminal(panicked(what, &*panic)),
+                };
+                send(&agent, signal);
+                return DirectiveResult::Ok;
+            }
+        }
+        let (registration, cancel) = self.registry.register(
+            agent.actor_ref().get_id(),
+            &info.id,
+            info.correlation.request_id.as_deref(),
+        );
         let task_agent = agent.clone();
         let task_terminal = Arc::clone(&terminal);
         // The call belongs to the agent: when the agent stops, the call is
@@ -623,10 +670,7 @@ impl AiRuntime {
                     );
                     return;
                 }
-                done = AssertUnwindSafe(work).catch_unwind() => done.map_err(|panic| {
-                    Error::execution(format!("{what} panicked: {}", panic_message(&*panic)))
-                        .with_retry(false)
-                }),
+                done = &mut work => done.map_err(|panic| panicked(what, &*panic)),
                 () = cancel.token.cancelled() => {
                     let reason = cancel.reason.get().cloned().unwrap_or_default();
                     Err(Error::cancelled("request cancelled").with_detail("reason", reason))
@@ -638,10 +682,10 @@ impl AiRuntime {
             };
             send(&task_agent, signal);
         };
-        match ctx.exec().supervisor().spawn(task) {
+        match supervisor.spawn(task) {
             Ok(_) => DirectiveResult::Async(None),
             Err(err) => {
-                let err = err.with_detail("call_id", call_id.to_owned());
+                let err = err.with_detail("call_id", info.id.clone());
                 send(&agent, terminal(err));
                 DirectiveResult::Ok
             }
@@ -650,28 +694,28 @@ impl AiRuntime {
 
     fn start_llm(
         &self,
-        call: LlmCall,
+        mut call: LlmCall,
         stream: bool,
         ctx: &DirectiveContext<'_>,
     ) -> DirectiveResult {
-        let started = Instant::now();
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
-        let metadata = call.correlation.metadata(operation);
-        let model_name = Arc::new(Mutex::new(call.model.as_str().to_owned()));
-        let telemetry = Arc::new(LlmTelemetry::start(
-            &call.id,
-            call.model.as_str(),
-            ORIGIN_DIRECTIVE,
+        let correlation = std::mem::take(&mut call.correlation);
+        let info = Arc::new(CallInfo {
+            telemetry: LlmTelemetry::start(
+                &call.id,
+                call.model.as_str(),
+                ORIGIN_DIRECTIVE,
+                operation,
+                &correlation,
+            ),
+            id: call.id.clone(),
+            correlation,
             operation,
-            &call.correlation,
-        ));
-        let span = telemetry.span().clone();
+            started: Instant::now(),
+        });
+        let span = info.telemetry.span().clone();
         let terminal = model_call_terminal(
-            call.id.clone(),
-            metadata.clone(),
-            Arc::clone(&model_name),
-            started,
-            Arc::clone(&telemetry),
+            Arc::clone(&info),
             |call_id, result, model, duration_ms, metadata| LlmResponseData {
                 call_id,
                 result,
@@ -683,25 +727,21 @@ impl AiRuntime {
         let agent = ctx.myself();
         let rt = self.clone();
         let fail = Arc::clone(&terminal);
-        let call_id = call.id.clone();
-        let request_id = call.correlation.request_id.clone();
+        let shared = Arc::clone(&info);
         let work = async move {
-            let resolved = rt.resolve_model(&call.model);
-            let model = match resolved {
+            let info = shared;
+            let model = match rt.resolve_model(&call.model) {
                 Ok(model) => model,
                 Err(err) => return fail(err),
             };
-            *model_name
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
-            telemetry.set_model(&model);
+            info.telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
             let timeout = call.timeout.unwrap_or(rt.config.llm_timeout);
             let req = llm_request(&call, model.clone(), timeout, stream);
             let answer = if stream {
-                stream_answer(client, req, timeout, &agent, &call.id, &metadata).await
+                stream_answer(client, req, timeout, &agent, &info).await
             } else {
                 match tokio::time::timeout(timeout, client.generate(req)).await {
                     Ok(Ok(resp)) => Ok(resp),
@@ -714,7 +754,9 @@ impl AiRuntime {
                 Ok(resp) => resp,
                 Err(err) => return fail(err),
             };
-            telemetry.stop(resp.usage.as_ref(), Some(&resp.finish_reason));
+            info.telemetry
+                .stop(resp.usage.as_ref(), Some(&resp.finish_reason));
+            let metadata = info.metadata();
             if let Some(usage) = resp
                 .usage
                 .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
@@ -731,49 +773,42 @@ impl AiRuntime {
                         input_tokens: usage.input_tokens,
                         output_tokens: usage.output_tokens,
                         total_tokens: usage.total_tokens,
-                        duration_ms: ms(started.elapsed()),
+                        duration_ms: ms(info.started.elapsed()),
                         metadata: metadata.clone(),
                     }),
                 );
             }
             // Typed: the strategy reads the answer without JSON.
             LlmResultData {
-                call_id: call.id.clone(),
+                call_id: call.id,
                 result: Ok(resp),
                 model,
-                duration_ms: ms(started.elapsed()),
+                duration_ms: ms(info.started.elapsed()),
                 metadata,
             }
             .into_signal()
         };
-        self.launch(
-            ctx,
-            &call_id,
-            request_id.as_deref(),
-            "llm call",
-            terminal,
-            work.instrument(span),
-        )
+        self.launch(ctx, &info, "llm call", terminal, work.instrument(span))
     }
 
     fn start_embed(&self, d: &LlmEmbed, ctx: &DirectiveContext<'_>) -> DirectiveResult {
-        let started = Instant::now();
-        let metadata = d.correlation().metadata(OP_EMBED);
-        let model_name = Arc::new(Mutex::new(d.model.as_str().to_owned()));
-        let telemetry = Arc::new(LlmTelemetry::start(
-            &d.id,
-            d.model.as_str(),
-            ORIGIN_DIRECTIVE,
-            OP_EMBED,
-            &d.correlation(),
-        ));
-        let span = telemetry.span().clone();
+        let correlation = d.correlation();
+        let info = Arc::new(CallInfo {
+            telemetry: LlmTelemetry::start(
+                &d.id,
+                d.model.as_str(),
+                ORIGIN_DIRECTIVE,
+                OP_EMBED,
+                &correlation,
+            ),
+            id: d.id.clone(),
+            correlation,
+            operation: OP_EMBED,
+            started: Instant::now(),
+        });
+        let span = info.telemetry.span().clone();
         let terminal = model_call_terminal(
-            d.id.clone(),
-            metadata.clone(),
-            Arc::clone(&model_name),
-            started,
-            Arc::clone(&telemetry),
+            Arc::clone(&info),
             |call_id, result, model, duration_ms, metadata| EmbedResultData {
                 call_id,
                 result,
@@ -784,24 +819,24 @@ impl AiRuntime {
         );
         let rt = self.clone();
         let fail = Arc::clone(&terminal);
-        let d2 = d.clone();
+        let shared = Arc::clone(&info);
+        let (model, texts, dimensions, timeout) =
+            (d.model.clone(), d.texts.clone(), d.dimensions, d.timeout);
         let work = async move {
-            let model = match rt.resolve_model(&d2.model) {
+            let info = shared;
+            let model = match rt.resolve_model(&model) {
                 Ok(model) => model,
                 Err(err) => return fail(err),
             };
-            *model_name
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = model.clone();
-            telemetry.set_model(&model);
+            info.telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
                 return fail(Error::configuration("no llm client configured"));
             };
-            let timeout = d2.timeout.unwrap_or(rt.config.llm_timeout);
+            let timeout = timeout.unwrap_or(rt.config.llm_timeout);
             let req = EmbedRequest {
                 model: model.clone(),
-                texts: d2.texts.clone(),
-                dimensions: d2.dimensions,
+                texts,
+                dimensions,
                 timeout: Some(timeout),
             };
             let resp = match tokio::time::timeout(timeout, client.embed(req)).await {
@@ -814,24 +849,22 @@ impl AiRuntime {
                     );
                 }
             };
-            telemetry.stop(resp.usage.as_ref(), None);
+            info.telemetry.stop(resp.usage.as_ref(), None);
             build(EmbedResultData {
-                call_id: d2.id.clone(),
+                call_id: info.id.clone(),
                 result: ResultEnvelope::ok(json!({
                     "embeddings": resp.embeddings,
                     "count": resp.embeddings.len(),
                     "usage": resp.usage,
                 })),
                 model,
-                duration_ms: ms(started.elapsed()),
-                metadata,
+                duration_ms: ms(info.started.elapsed()),
+                metadata: info.metadata(),
             })
         };
-        let request_id = d.correlation().request_id;
         self.launch(
             ctx,
-            &d.id,
-            request_id.as_deref(),
+            &info,
             "embedding call",
             terminal,
             work.instrument(span),
@@ -840,73 +873,87 @@ impl AiRuntime {
 
     fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
-        let metadata = correlation.metadata(OP_TOOL);
-        let telemetry = Arc::new(ToolTelemetry::start(
-            &d.id,
-            &d.tool_name,
-            ORIGIN_DIRECTIVE,
-            OP_TOOL,
-            &correlation,
-        ));
-        let span = telemetry.span().clone();
+        let info = Arc::new(CallInfo {
+            telemetry: ToolTelemetry::start(
+                &d.id,
+                &d.tool_name,
+                ORIGIN_DIRECTIVE,
+                OP_TOOL,
+                &correlation,
+            ),
+            id: d.id.clone(),
+            correlation,
+            operation: OP_TOOL,
+            started: Instant::now(),
+        });
+        let span = info.telemetry.span().clone();
         let terminal: Terminal = {
-            let call_id = d.id.clone();
-            let tool_name = d.tool_name.clone();
-            let metadata = metadata.clone();
-            let telemetry = Arc::clone(&telemetry);
+            let info = Arc::clone(&info);
             Arc::new(move |error: Error| {
-                telemetry.exception(&error);
+                info.telemetry.exception(&error);
                 build(ToolResultData {
-                    call_id: call_id.clone(),
-                    tool_name: tool_name.clone(),
+                    call_id: info.id.clone(),
+                    tool_name: info.telemetry.tool_name().to_owned(),
                     result: ResultEnvelope::error(&error),
-                    metadata: metadata.clone(),
+                    metadata: info.metadata(),
                 })
             })
         };
         let agent = ctx.myself();
         let fail = Arc::clone(&terminal);
         let rt = self.clone();
-        let d2 = d.clone();
+        let shared = Arc::clone(&info);
+        // What the run needs of the directive (not the whole directive:
+        // its metadata and context maps would be copied for nothing).
+        let tool_name = d.tool_name.clone();
+        let arguments = Arc::clone(&d.arguments);
+        let (tool, action) = (d.tool.clone(), d.action.clone());
+        // The runtime owns `state`: the action reads the agent's state
+        // through `Context::state`.
+        let values = (!d.context.is_empty()).then(|| {
+            d.context
+                .iter()
+                .filter(|(k, _)| k.as_str() != "state")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<serde_json::Map<String, Value>>()
+        });
+        let (timeout_ms, max_retries, retry_backoff_ms) =
+            (d.timeout_ms, d.max_retries, d.retry_backoff_ms);
         let exec = ctx.exec().clone();
         let state = ctx.agent().state().clone();
         let agent_id = ctx.agent_id().to_owned();
         let work = async move {
+            let info = shared;
+            let metadata = info.metadata();
             send(
                 &agent,
                 build(ToolStartedData {
-                    call_id: d2.id.clone(),
-                    tool_name: d2.tool_name.clone(),
-                    arguments: sanitize(&d2.arguments),
+                    call_id: info.id.clone(),
+                    tool_name: tool_name.clone(),
+                    arguments: sanitize(&arguments),
                     metadata: metadata.clone(),
                 }),
             );
-            let tool = match (&d2.tool, &d2.action) {
-                (Some(tool), _) => tool.clone(),
-                (None, Some(action)) => Tool::from_action(action.clone()),
-                (None, None) => match rt.config.tools.get(&d2.tool_name) {
+            let tool = match (tool, action) {
+                (Some(tool), _) => tool,
+                (None, Some(action)) => Tool::from_action(action),
+                (None, None) => match rt.config.tools.get(&tool_name) {
                     Some(tool) => tool.clone(),
-                    None => return fail(unknown_tool_error(&d2.tool_name)),
+                    None => return fail(unknown_tool_error(&tool_name)),
                 },
             };
-            let arguments = match tool.normalize_arguments(Value::clone(&d2.arguments)) {
+            let arguments = match tool.normalize_arguments(Value::clone(&arguments)) {
                 Ok(args) => args,
-                Err(err) => return fail(err.with_detail("tool_name", d2.tool_name.clone())),
+                Err(err) => return fail(err.with_detail("tool_name", tool_name)),
             };
-            let mut values = d2.context.clone();
-            // The runtime owns `state`: the action reads the agent's state
-            // through `Context::state`.
-            values.remove("state");
-            let ctx = Context::from(values)
+            let ctx = Context::from(values.unwrap_or_default())
                 .with_state(state)
                 .with_exec(exec.clone());
-            let timeout = d2
-                .timeout_ms
-                .map_or(rt.config.tool_timeout, Duration::from_millis);
-            let backoff = Duration::from_millis(d2.retry_backoff_ms);
+            let timeout = timeout_ms.map_or(rt.config.tool_timeout, Duration::from_millis);
+            let backoff = Duration::from_millis(retry_backoff_ms);
             let opts = ExecOptions::new()
                 .timeout(timeout)
-                .max_retries(d2.max_retries)
+                .max_retries(max_retries)
                 .backoff(backoff)
                 .max_backoff(backoff);
             let instruction = Instruction::new(tool.action().clone())
@@ -919,22 +966,22 @@ impl AiRuntime {
                     name: "jido.ai.tool.effect_denied",
                     target: "jido::ai",
                     agent_id = %agent_id,
-                    tool_name = %d2.tool_name,
-                    call_id = %d2.id,
+                    tool_name = %tool_name,
+                    call_id = %info.id,
                     denied = ?denied,
                     "tool effects denied by the effect policy"
                 );
             }
             let result = match outcome.result {
                 Ok(output) => {
-                    telemetry.stop();
+                    info.telemetry.stop();
                     ResultEnvelope::Ok {
                         result: Value::Object(output),
                         effects,
                     }
                 }
                 Err(err) => {
-                    telemetry.exception(&err);
+                    info.telemetry.exception(&err);
                     ResultEnvelope::Error {
                         reason: (&err).into(),
                         effects,
@@ -942,20 +989,13 @@ impl AiRuntime {
                 }
             };
             build(ToolResultData {
-                call_id: d2.id.clone(),
-                tool_name: d2.tool_name.clone(),
+                call_id: info.id.clone(),
+                tool_name,
                 result,
                 metadata,
             })
         };
-        self.launch(
-            ctx,
-            &d.id,
-            correlation.request_id.as_deref(),
-            "tool call",
-            terminal,
-            work.instrument(span),
-        )
+        self.launch(ctx, &info, "tool call", terminal, work.instrument(span))
     }
 }
 
@@ -984,8 +1024,7 @@ async fn stream_answer(
     req: LlmRequest,
     timeout: Duration,
     agent: &AgentRef,
-    call_id: &str,
-    metadata: &serde_json::Map<String, Value>,
+    info: &CallInfo<LlmTelemetry>,
 ) -> Result<LlmResponse> {
     let mut events = match tokio::time::timeout(timeout, client.stream(req)).await {
         Ok(Ok(events)) => events,
@@ -997,6 +1036,8 @@ async fn stream_answer(
         }
     };
     let mut seq = 0;
+    // Built for the first delta, copied for the next ones.
+    let mut metadata = None;
     loop {
         let event = match tokio::time::timeout(timeout, events.next()).await {
             Ok(Some(Ok(event))) => event,
@@ -1028,11 +1069,11 @@ async fn stream_answer(
         send(
             agent,
             build(LlmDeltaData {
-                call_id: call_id.to_owned(),
+                call_id: info.id.clone(),
                 delta,
                 chunk_type,
                 seq,
-                metadata: metadata.clone(),
+                metadata: metadata.get_or_insert_with(|| info.metadata()).clone(),
             }),
         );
     }

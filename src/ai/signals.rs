@@ -178,7 +178,9 @@ impl Correlation {
     /// when unset), `iteration`, `strategy` (each only when known), then
     /// `origin: "directive"` and `operation`.
     pub fn metadata(&self, operation: &str) -> Map<String, Value> {
-        let mut out = Map::new();
+        // Sized once: six entries at most (a map grown entry by entry
+        // rehashes twice on the way).
+        let mut out = Map::with_capacity(6);
         if let Some(r) = &self.request_id {
             out.insert("request_id".into(), Value::from(r.clone()));
         }

@@ -37,6 +37,8 @@
 //! # }
 //! ```
 
+use std::borrow::Cow;
+
 use tokio::time::Instant;
 
 use super::client::{FinishReason, Usage};
@@ -47,6 +49,24 @@ use crate::error::Error;
 pub const ORIGIN_DIRECTIVE: &str = "directive";
 /// `origin` of calls an action makes itself.
 pub const ORIGIN_ACTION: &str = "action";
+
+/// The origins and operations the crate reports with: kept as they are,
+/// not copied, by every call's telemetry.
+const KNOWN: [&str; 6] = [
+    ORIGIN_DIRECTIVE,
+    ORIGIN_ACTION,
+    "stream_text",
+    "generate_text",
+    "embed",
+    "tool_execute",
+];
+
+fn known(name: &str) -> Cow<'static, str> {
+    match KNOWN.iter().find(|k| **k == name) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(name.to_owned()),
+    }
+}
 
 fn ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -70,8 +90,8 @@ pub struct LlmTelemetry {
     request_id: String,
     iteration: u64,
     model: std::sync::Mutex<String>,
-    origin: String,
-    operation: String,
+    origin: Cow<'static, str>,
+    operation: Cow<'static, str>,
     started: Instant,
     span: tracing::Span,
 }
@@ -114,8 +134,8 @@ impl LlmTelemetry {
             request_id,
             iteration,
             model: std::sync::Mutex::new(model.to_owned()),
-            origin: origin.to_owned(),
-            operation: operation.to_owned(),
+            origin: known(origin),
+            operation: known(operation),
             started: Instant::now(),
             span,
         }
@@ -130,6 +150,11 @@ impl LlmTelemetry {
     /// event.
     pub fn set_model(&self, model: &str) {
         model.clone_into(&mut self.model());
+    }
+
+    /// The model as resolved so far.
+    pub(crate) fn model_name(&self) -> String {
+        self.model().clone()
     }
 
     fn model(&self) -> std::sync::MutexGuard<'_, String> {
@@ -148,8 +173,8 @@ impl LlmTelemetry {
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
             model = self.model().as_str(),
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             input_tokens = usage.input_tokens,
             output_tokens = usage.output_tokens,
@@ -168,8 +193,8 @@ impl LlmTelemetry {
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
             model = self.model().as_str(),
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             error_type = error.kind().as_str(),
             message = error.message(),
@@ -187,8 +212,8 @@ pub struct ToolTelemetry {
     tool_name: String,
     request_id: String,
     iteration: u64,
-    origin: String,
-    operation: String,
+    origin: Cow<'static, str>,
+    operation: Cow<'static, str>,
     started: Instant,
     span: tracing::Span,
 }
@@ -230,8 +255,8 @@ impl ToolTelemetry {
             tool_name: tool_name.to_owned(),
             request_id,
             iteration,
-            origin: origin.to_owned(),
-            operation: operation.to_owned(),
+            origin: known(origin),
+            operation: known(operation),
             started: Instant::now(),
             span,
         }
@@ -240,6 +265,11 @@ impl ToolTelemetry {
     /// The run's span.
     pub fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// The tool's name.
+    pub(crate) fn tool_name(&self) -> &str {
+        &self.tool_name
     }
 
     /// Emits `jido.ai.tool.stop`.
@@ -251,8 +281,8 @@ impl ToolTelemetry {
             tool_name = self.tool_name.as_str(),
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             "jido.ai.tool.stop"
         );
@@ -267,8 +297,8 @@ impl ToolTelemetry {
             tool_name = self.tool_name.as_str(),
             request_id = self.request_id.as_str(),
             iteration = self.iteration,
-            origin = self.origin.as_str(),
-            operation = self.operation.as_str(),
+            origin = &*self.origin,
+            operation = &*self.operation,
             duration_ms = ms(self.started),
             error_type = error.kind().as_str(),
             message = error.message(),

@@ -369,7 +369,9 @@ fn types_of(schema: &Value) -> Vec<&str> {
 }
 
 fn normalize_value(root: &Value, schema: &Value, value: Value, depth: usize) -> Value {
-    if depth > 32 {
+    // Numbers, booleans and null are never changed (by no schema, no
+    // branch): nothing to look up for them.
+    if depth > 32 || matches!(value, Value::Number(_) | Value::Bool(_) | Value::Null) {
         return value;
     }
     let schema = resolve(root, schema);
@@ -386,9 +388,9 @@ fn normalize_value(root: &Value, schema: &Value, value: Value, depth: usize) -> 
             return value;
         }
     }
-    let types = types_of(schema);
     match value {
         Value::String(s) => {
+            let types = types_of(schema);
             if let Some(Value::Array(choices)) = schema.get("enum") {
                 if choices.iter().any(|c| c.as_str() == Some(s.as_str())) {
                     return Value::String(s);
@@ -434,21 +436,16 @@ fn normalize_value(root: &Value, schema: &Value, value: Value, depth: usize) -> 
             }
             Value::String(s)
         }
-        Value::Object(map) => {
+        Value::Object(mut map) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let extra = schema.get("additionalProperties").filter(|v| v.is_object());
-            Value::Object(
-                map.into_iter()
-                    .map(|(k, v)| {
-                        let sub = props.and_then(|p| p.get(&k)).or(extra);
-                        let v = match sub {
-                            Some(sub) => normalize_value(root, sub, v, depth + 1),
-                            None => v,
-                        };
-                        (k, v)
-                    })
-                    .collect(),
-            )
+            // In place: the keys stay where they are (no new map, no rehash).
+            for (k, v) in map.iter_mut() {
+                if let Some(sub) = props.and_then(|p| p.get(k)).or(extra) {
+                    *v = normalize_value(root, sub, std::mem::take(v), depth + 1);
+                }
+            }
+            Value::Object(map)
         }
         Value::Array(items) => match schema.get("items") {
             Some(item_schema) if item_schema.is_object() => Value::Array(

@@ -19,6 +19,7 @@
 //! direction.
 
 use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -28,8 +29,8 @@ use super::{DEFAULT_TOOL_BACKOFF_MS, DEFAULT_TOOL_MAX_RETRIES, DEFAULT_TOOL_TIME
 use crate::agent::{AgentData, RouteTarget, SignalRoute};
 use crate::ai::client::{JsonSchemaFormat, Messages, ToolCall, ToolSpecs, Usage};
 use crate::ai::directive::{
-    DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream, ModelRef,
-    ToolExec,
+    CancelRequest, DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, EmitToolError, LlmGenerate, LlmStream,
+    ModelRef, ToolExec,
 };
 use crate::ai::envelope::{ErrorEnvelope, ResultEnvelope};
 use crate::ai::request::{RequestCore, RequestState, usage_json};
@@ -37,6 +38,7 @@ use crate::ai::signals::{self, Correlation, LlmDeltaData, ToolResultData};
 use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
+use crate::exec::panic_message;
 use crate::strategy::{Command, Snapshot, SnapshotStatus, StrategyContext, apply_outcome};
 
 /// The command suffixes of a request strategy's routes: strategy `NAME`
@@ -669,7 +671,52 @@ fn on_command<S: Driven>(
     // Changed in place when nothing else holds the published state, then
     // committed or settled at once.
     let state = core.state_in_place::<S::State>(agent);
-    let (accepted, steps) = strategy.handle(state, event);
+    // A panicking transition leaves the machine half-changed (and lent:
+    // the published node holds a placeholder). The request it ran fails,
+    // the machine starts over, and the agent serves the next request.
+    let handled = std::panic::catch_unwind(AssertUnwindSafe(|| strategy.handle(state, event)));
+    let (accepted, steps) = match handled {
+        Ok(handled) => handled,
+        Err(panic) => {
+            let request_id = state
+                .active_request()
+                .map(str::to_owned)
+                .or(started.map(|(request_id, _)| request_id));
+            *state = S::State::default();
+            core.commit_after_state::<S::State>(agent);
+            let error = Error::execution(format!(
+                "strategy transition panicked: {}",
+                panic_message(&*panic)
+            ))
+            .with_retry(false);
+            tracing::error!(
+                target: "jido::ai",
+                strategy = core.module(),
+                command = name,
+                request_id = request_id.as_deref().unwrap_or(""),
+                error = %error,
+                "strategy transition panicked: the request fails, the machine starts over"
+            );
+            if let Some(request_id) = request_id {
+                let envelope =
+                    serde_json::to_value(ErrorEnvelope::from(&error)).unwrap_or(Value::Null);
+                out.push(
+                    CancelRequest::new(request_id.clone())
+                        .reason("strategy_panicked")
+                        .into(),
+                );
+                core.finish(
+                    agent,
+                    &request_id,
+                    Err(envelope),
+                    "error",
+                    &Usage::default(),
+                    &mut out,
+                );
+            }
+            return out;
+        }
+    };
     if !accepted {
         core.settle::<S::State>(agent);
         return out;
