@@ -519,25 +519,41 @@ fn truncate_to(s: &str, max: usize) -> String {
 }
 
 fn is_secret_key(key: &str) -> bool {
-    let normalized = normalize_key(key);
-    SECRET_MARKERS.iter().any(|m| {
-        normalized.match_indices(m).any(|(at, _)| {
-            // `max_tokens`, `input_tokens`: token counts, not tokens.
-            !(*m == "token" && normalized[at + m.len()..].starts_with('s'))
+    with_normalized_key(key, |normalized| {
+        SECRET_MARKERS.iter().any(|m| {
+            let m = m.as_bytes();
+            normalized.windows(m.len()).enumerate().any(|(at, w)| {
+                // `max_tokens`, `input_tokens`: token counts, not tokens.
+                w == m && !(m == b"token" && normalized.get(at + m.len()) == Some(&b's'))
+            })
         })
     })
 }
 
 fn is_stacktrace_key(key: &str) -> bool {
-    normalize_key(key) == "stacktrace"
+    with_normalized_key(key, |normalized| normalized == b"stacktrace")
 }
 
-/// Lowercase ASCII with `-` and `_` removed.
-fn normalize_key(key: &str) -> String {
-    key.chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
+/// Runs `f` on `key` in lowercase ASCII with `-` and `_` removed (bytes:
+/// the markers are ASCII, so a match never splits a UTF-8 sequence). Keys
+/// up to 64 bytes are normalised on the stack: sanitising allocates
+/// nothing per key.
+fn with_normalized_key<R>(key: &str, f: impl FnOnce(&[u8]) -> R) -> R {
+    let kept = key
+        .bytes()
+        .filter(|b| *b != b'-' && *b != b'_')
+        .map(|b| b.to_ascii_lowercase());
+    let mut buf = [0u8; 64];
+    if key.len() <= buf.len() {
+        let mut n = 0;
+        for (slot, b) in buf.iter_mut().zip(kept) {
+            *slot = b;
+            n += 1;
+        }
+        f(&buf[..n])
+    } else {
+        f(&kept.collect::<Vec<u8>>())
+    }
 }
 
 /// The JSON type name of a value, for error messages.
@@ -565,6 +581,31 @@ mod tests {
         assert_eq!(
             clean,
             json!({"max_tokens": 10, "usage": {"input_tokens": 3}, "id_token": "[REDACTED]", "tokenSecret": "[REDACTED]"})
+        );
+    }
+
+    #[test]
+    fn keys_are_matched_without_case_dashes_or_underscores_at_any_length() {
+        let long_secret = format!("{}Private-Key", "x".repeat(70));
+        let long_plain = "y".repeat(70);
+        let clean = sanitize(&json!({
+            "X-API-Key": "k",
+            "Stack_Trace": ["frame"],
+            "stacktraces": "kept",
+            "émoji_password": "p",
+            long_secret.clone(): "s",
+            long_plain.clone(): 1,
+        }));
+        assert_eq!(
+            clean,
+            json!({
+                "X-API-Key": "[REDACTED]",
+                "Stack_Trace": "[OMITTED]",
+                "stacktraces": "kept",
+                "émoji_password": "[REDACTED]",
+                long_secret: "[REDACTED]",
+                long_plain: 1,
+            })
         );
     }
 
