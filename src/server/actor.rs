@@ -7,7 +7,6 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
@@ -20,7 +19,7 @@ use super::agent_ref::{
 };
 use super::cron::CronJob;
 use super::hierarchy::{ChildInfo, Pending};
-use super::inflight::{ActorWaker, DoneItem, Inbox, LocalCmd, Reply, Sink, Work};
+use super::inflight::{ActorWaker, DoneItem, LocalCmd, Reply, Work};
 use super::msg::{AgentMsg, Internal};
 use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
@@ -138,38 +137,30 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The work in flight: one `cmd` the actor drives itself, or a batch
-/// running in a task.
+/// The work in flight: one `cmd` (or instruction and its feedback) the
+/// actor drives itself, or a checkpoint being written.
 pub(crate) struct InFlight {
     generation: u64,
-    /// Signals of the batch not settled yet (for the pending count).
-    unsettled: usize,
     running: Running,
 }
 
 pub(crate) enum Running {
-    /// A signal's `cmd` with the Direct strategy, polled by the actor (see
+    /// A signal's `cmd` (whatever the strategy, ticks included) or a
+    /// RunInstruction's run and feedback, polled by the actor (see
     /// [`LocalCmd`]).
     Local(LocalCmd),
-    /// The checkpoint of a durable agent's last batch being written (see
+    /// The checkpoint of a durable agent's last signal being written (see
     /// `durable.rs`); its callers are answered once it is durable.
     #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     Persist(Option<JoinHandle<Option<super::durable::Outcome>>>),
-    /// A batch in a task of the instance's task supervisor, whose results
-    /// come back through the inbox.
-    Task {
-        inbox: Arc<Inbox>,
-        _task: AbortOnDrop<Option<()>>,
-    },
 }
 
 #[cfg_attr(not(feature = "persist"), allow(dead_code))]
 impl InFlight {
-    /// Work in flight that is not a batch of `cmd`s.
+    /// Work in flight that is not a `cmd`.
     pub(crate) fn new(generation: u64, running: Running) -> Self {
         Self {
             generation,
-            unsettled: 0,
             running,
         }
     }
@@ -192,8 +183,8 @@ pub(crate) struct Prepared {
     tick: bool,
 }
 
-/// The most signals one off-handler task runs back to back (only while
-/// they return no directives).
+/// The most signals one handler call starts (only while they finish at
+/// once and return no directives).
 const MAX_BATCH: usize = 32;
 
 pub(crate) struct Waiter {
@@ -1017,9 +1008,8 @@ impl AgentServerState {
         }
     }
 
-    /// Starts `first` and, behind it, the pending signals that route: one
-    /// task runs their `cmd`s in order and stops after the first one that
-    /// returns directives (those run before any later signal).
+    /// Starts a signal's `cmd`, driven by the actor itself (see
+    /// [`start_local`](Self::start_local)).
     fn start_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -1030,108 +1020,16 @@ impl AgentServerState {
             let signal = Arc::unwrap_or_clone(signal);
             return self.refuse_gone(myself, Work { signal, reply });
         }
-        let Some(first) = self.prepare(signal, reply) else {
-            return;
-        };
-        if !first.tick && self.agent.strategy().is_direct() {
-            return self.start_local(myself, first);
+        if let Some(p) = self.prepare(signal, reply) {
+            self.start_local(myself, p);
         }
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            let Some(work) = self.pending.pop_front() else {
-                break;
-            };
-            let routes = self.router.matching(&work.signal);
-            if routes.is_empty() {
-                // Handled after the batch, in order.
-                self.pending.push_front(work);
-                break;
-            }
-            batch.push(Self::prepared(
-                Arc::new(work.signal),
-                work.reply,
-                routes.into_iter().map(|r| r.target()),
-            ));
-        }
-        for p in &batch {
-            tracing::debug!(
-                name: "jido.agent_server.signal.start",
-                target: "jido::agent_server",
-                agent_id = %self.id,
-                agent_module = self.agent.name(),
-                signal_type = p.signal.ty(),
-                jido_instance = self.instance_name(),
-                "jido.agent_server.signal.start"
-            );
-        }
-        let span = tracing::debug_span!(
-            target: "jido::agent_server",
-            "jido.agent_server.signal",
-            agent_id = %self.id,
-            agent_module = self.agent.name(),
-            signal_type = batch[0].signal.ty(),
-            signal_id = batch[0].signal.id(),
-            batch = batch.len(),
-            jido_instance = self.instance_name(),
-        );
-        let exec = self.exec.clone();
-        let size = batch.len();
-        self.spawn_batch(myself, size, span, move |mut agent, sink| async move {
-            let mut rest = batch.into_iter();
-            for p in rest.by_ref() {
-                let started = Instant::now();
-                let before = agent.clone();
-                let opts = CmdOptions::new()
-                    .exec(exec.clone())
-                    .signal(Arc::clone(&p.signal));
-                let commands = p.commands;
-                let tick = p.tick;
-                let result = AssertUnwindSafe(async {
-                    let mut directives = Vec::new();
-                    if !commands.is_empty() {
-                        directives = agent.cmd_commands(commands, &opts).await;
-                    }
-                    if tick {
-                        directives.extend(agent.tick(opts).await);
-                    }
-                    directives
-                })
-                .catch_unwind()
-                .await
-                .map_err(|p| {
-                    Error::execution(format!("agent cmd panicked: {}", panic_message(&*p)))
-                });
-                if result.is_err() {
-                    agent = before;
-                }
-                let last = !matches!(&result, Ok(d) if d.is_empty());
-                // Handed over at once: its caller never waits for the rest
-                // of the batch.
-                sink.item(DoneItem {
-                    signal: p.signal,
-                    reply: p.reply,
-                    agent: agent.clone(),
-                    result,
-                    duration_us: started.elapsed().as_micros() as u64,
-                });
-                if last {
-                    break;
-                }
-            }
-            let leftover = rest
-                .map(|p| Work {
-                    signal: Arc::unwrap_or_clone(p.signal),
-                    reply: p.reply,
-                })
-                .collect();
-            sink.end(leftover);
-        });
     }
 
-    /// Starts a signal's `cmd` (Direct strategy) driven by the actor itself
-    /// and polls it once: a `cmd` whose actions run inline finishes here,
-    /// one whose action runs in a task (the default) waits for it without
-    /// holding the mailbox, and is polled again when the task is done.
+    /// Starts a signal's `cmd` (and its tick), whatever the strategy,
+    /// driven by the actor itself, and polls it once: a `cmd` whose actions
+    /// run inline finishes here, one that awaits (an action's task, the
+    /// default) waits without holding the mailbox, and is polled again when
+    /// it is woken.
     fn start_local(&mut self, myself: &ActorRef<AgentMsg>, p: Prepared) {
         tracing::debug!(
             name: "jido.agent_server.signal.start",
@@ -1153,11 +1051,20 @@ impl AgentServerState {
             jido_instance = self.instance_name(),
         );
         let fut = Box::pin(local_cmd(self.agent.clone(), p, self.exec.clone()));
+        self.run_local(myself, fut, span);
+    }
+
+    /// Puts `fut` in flight, driven by the actor, and polls it once.
+    fn run_local(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        fut: std::pin::Pin<Box<dyn Future<Output = DoneItem> + Send>>,
+        span: tracing::Span,
+    ) {
         self.next_id += 1;
         self.status = ServerStatus::Processing;
         self.in_flight = Some(InFlight {
             generation: self.next_id,
-            unsettled: 1,
             running: Running::Local(LocalCmd {
                 fut,
                 waiting: false,
@@ -1237,48 +1144,9 @@ impl AgentServerState {
         }
     }
 
-    /// Runs `work` on a copy of the agent in a supervised task; each
-    /// finished `cmd` comes back through the batch's inbox (see
-    /// [`Sink`]).
-    pub(crate) fn spawn_batch<F, Fut>(
-        &mut self,
-        myself: &ActorRef<AgentMsg>,
-        batch: usize,
-        span: tracing::Span,
-        work: F,
-    ) where
-        F: FnOnce(AgentState, Sink) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.next_id += 1;
-        let generation = self.next_id;
-        let inbox = Arc::new(Inbox::new(self.settings.fail_calls_on_action_error));
-        let sink = Sink::new(Arc::clone(&inbox), myself.clone(), generation);
-        let fut = work(self.agent.clone(), sink);
-        match self.exec.supervisor().spawn(fut.instrument(span)) {
-            Ok(task) => {
-                self.status = ServerStatus::Processing;
-                self.in_flight = Some(InFlight {
-                    generation,
-                    unsettled: batch,
-                    running: Running::Task {
-                        inbox,
-                        _task: AbortOnDrop(task),
-                    },
-                });
-            }
-            Err(err) => {
-                // The instance's task supervisor is gone: the batch's
-                // callers get `Cancelled` (its future, holding their reply
-                // ports, is dropped here).
-                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused: the task supervisor is shut down");
-            }
-        }
-    }
-
-    /// Runs one piece of work (an instruction and its feedback) off the
-    /// handler.
-    pub(crate) fn spawn_work<F, Fut>(
+    /// Runs one piece of work (an instruction and its feedback) on a copy
+    /// of the agent, driven by the actor like a `cmd`.
+    pub(crate) fn run_work<F, Fut>(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Arc<Signal>,
@@ -1290,21 +1158,26 @@ impl AgentServerState {
             + Send
             + 'static,
     {
-        self.spawn_batch(myself, 0, span, move |agent, sink| {
-            let fut = work(agent);
-            async move {
+        if self.instance_gone() {
+            tracing::warn!(target: "jido::agent_server", agent_id = %self.id, "work refused: the task supervisor is shut down");
+            return;
+        }
+        let fut = work(self.agent.clone());
+        self.run_local(
+            myself,
+            Box::pin(async move {
                 let started = Instant::now();
                 let (agent, result) = fut.await;
-                sink.item(DoneItem {
+                DoneItem {
                     signal,
                     reply: None,
                     agent,
                     result,
                     duration_us: started.elapsed().as_micros() as u64,
-                });
-                sink.end(Vec::new());
-            }
-        });
+                }
+            }),
+            span,
+        );
     }
 
     fn unrouted(&mut self, signal: Arc<Signal>, reply: Option<Reply>, err: Error) {
@@ -1342,55 +1215,11 @@ impl AgentServerState {
             .push_back((signal, Directive::error(error, "routing")));
     }
 
-    /// Settles the `cmd`s the in-flight batch finished so far; once the
-    /// batch ended, moves on to the next work.
-    fn on_progress(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
-        let Some(inbox) = self
-            .in_flight
-            .as_ref()
-            .filter(|f| f.generation == generation)
-            .and_then(|f| match &f.running {
-                Running::Task { inbox, .. } => Some(Arc::clone(inbox)),
-                Running::Local(_) | Running::Persist(_) => None,
-            })
-        else {
-            return;
-        };
-        self.settle_taken(inbox.take());
-        self.check_waiters();
-        self.advance(myself);
-    }
-
-    /// Settles items taken from the in-flight inbox, in order; ends the
-    /// in-flight work when the batch ended.
-    fn settle_taken(&mut self, taken: super::inflight::Taken) {
-        for item in taken.items {
-            if let Some(f) = self.in_flight.as_mut() {
-                f.unsettled = f.unsettled.saturating_sub(1);
-            }
-            self.settle(item);
-        }
-        if let Some(leftover) = taken.ended {
-            self.in_flight = None;
-            for work in leftover.into_iter().rev() {
-                self.pending.push_front(work);
-            }
-            self.batch_done();
-        }
-    }
-
     /// The end of in-flight work when the agent stops on its own decision:
-    /// every `cmd` that finished is settled (state kept, caller answered),
-    /// the unfinished one is cancelled, and a `cmd` that finishes after
-    /// this answers its own caller.
+    /// a finished `cmd` was settled when it finished; the unfinished one is
+    /// cancelled (dropped with its caller's reply port: `Cancelled`).
     fn abandon_in_flight(&mut self) {
-        // A local `cmd` is dropped with its caller's reply port.
         match self.in_flight.take().map(|f| f.running) {
-            Some(Running::Task { inbox, .. }) => {
-                for item in inbox.close() {
-                    self.settle(item);
-                }
-            }
             // A checkpoint write answers its callers itself; the stop
             // waits for it.
             Some(Running::Persist(task)) => self.detach_write(task),
@@ -1399,19 +1228,12 @@ impl AgentServerState {
     }
 
     /// Stopped through ractor from outside (`stop`, `drain`, a supervisor):
-    /// finishes the accepted work (the batch in flight, the directives,
+    /// finishes the accepted work (the `cmd` in flight, the directives,
     /// the signals waiting) without a mailbox, then lets the agent end. A
     /// Stop directive or a stopping error policy ends it early.
     pub(crate) async fn finish_accepted(&mut self, myself: &ActorRef<AgentMsg>) {
         loop {
             match self.in_flight.as_mut().map(|f| &mut f.running) {
-                Some(Running::Task { inbox, .. }) => {
-                    let inbox = Arc::clone(inbox);
-                    inbox.ready().await;
-                    self.settle_taken(inbox.take());
-                    self.check_waiters();
-                    continue;
-                }
                 Some(Running::Local(cmd)) => {
                     let span = cmd
                         .span
@@ -1618,7 +1440,6 @@ impl AgentServerState {
                 }
                 let _ = reply.send(());
             }
-            Internal::Progress(generation) => self.on_progress(myself, generation),
             Internal::Poll => {
                 self.poll_local(myself);
                 self.advance(myself);
@@ -1661,11 +1482,7 @@ impl AgentServerState {
             status: self.status,
             snapshot: guarded_snapshot(&self.agent, &self.id),
             queue_length: self.queue.len(),
-            pending_signals: self.pending.len()
-                + self
-                    .in_flight
-                    .as_ref()
-                    .map_or(0, |f| f.unsettled.saturating_sub(1)),
+            pending_signals: self.pending.len(),
             in_flight: self.in_flight.is_some(),
             children,
             child_details,
@@ -1890,7 +1707,7 @@ fn local_cmd(
         signal,
         reply,
         commands,
-        tick: _,
+        tick,
     } = p;
     async move {
         // The options are only read when the `cmd` starts: built here and
@@ -1902,7 +1719,14 @@ fn local_cmd(
         let result = {
             let mut cmd = std::pin::pin!({
                 let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
-                agent.cmd_commands(commands, &opts)
+                if tick {
+                    // Rare: boxed apart, so the common `cmd` stays small.
+                    futures::future::Either::Right(Box::pin(cmd_then_tick(
+                        &mut agent, commands, opts,
+                    )))
+                } else {
+                    futures::future::Either::Left(agent.cmd_commands(commands, &opts))
+                }
             });
             std::future::poll_fn(|cx| {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| cmd.as_mut().poll(cx))) {
@@ -1926,6 +1750,21 @@ fn local_cmd(
             duration_us: started.map_or(0, |s| s.elapsed().as_micros() as u64),
         }
     }
+}
+
+/// The `cmd` of a signal routed (also) to the strategy's tick: its
+/// commands, if any, then one tick.
+async fn cmd_then_tick(
+    agent: &mut AgentState,
+    commands: Vec<Command>,
+    opts: CmdOptions,
+) -> Vec<Directive> {
+    let mut directives = Vec::new();
+    if !commands.is_empty() {
+        directives = agent.cmd_commands(commands, &opts).await;
+    }
+    directives.extend(agent.tick(opts).await);
+    directives
 }
 
 #[cfg(test)]
