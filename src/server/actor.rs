@@ -449,8 +449,8 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Signal(signal) => state.accept_shared(&myself, signal, None),
-            AgentMsg::Call(call) => state.accept_shared(&myself, call.signal, Some(call.reply)),
+            AgentMsg::Signal(signal) => state.accept_signal(&myself, signal, None),
+            AgentMsg::Call(call) => state.accept_signal(&myself, call.signal, Some(call.reply)),
             AgentMsg::Runtime(rt) => {
                 if state.handle_internal(&myself, rt.0) {
                     // Boxed (one allocation per directive): directive
@@ -730,12 +730,14 @@ impl AgentServerState {
     /// A signal from outside (a cast or a call): refused when untrusted and
     /// reserved, with `QueueOverflow` when `max_pending_signals` signals
     /// already wait; else queued (`start_signal` refuses it with
-    /// `Cancelled` once the instance is gone).
+    /// `Cancelled` once the instance is gone). The signal stays behind the
+    /// `Arc` it arrived in (never copied), except for a journaling agent,
+    /// which writes it ahead first.
     #[inline]
     pub(crate) fn accept_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
-        signal: Signal,
+        signal: Arc<Signal>,
         reply: Option<Reply>,
     ) {
         if self.stopping {
@@ -745,48 +747,30 @@ impl AgentServerState {
             return self.refuse(myself, Work { signal, reply }, error, context);
         }
         if self.durable.is_some() {
-            // A journaling agent writes the signal ahead first.
-            let ack = match reply {
-                Some(reply) => super::durable::Ack::Call(reply),
-                None => super::durable::Ack::None,
-            };
-            match self.journal(signal, ack) {
-                Some((signal, super::durable::Ack::Call(reply))) => {
-                    self.enqueue_signal(myself, signal, Some(reply))
-                }
-                Some((signal, _)) => self.enqueue_signal(myself, signal, None),
-                None => {}
-            }
-            return;
+            return self.accept_durable(myself, signal, reply);
         }
         self.enqueue_signal(myself, signal, reply);
     }
 
-    /// A signal that arrived in a message, behind its `Arc`: started from
-    /// it when nothing is ahead of it and no journal takes it (the signal
-    /// is not copied on the way), else taken out of it (no copy when the
-    /// sender kept no clone) and accepted as [`accept_signal`](Self::accept_signal)
-    /// does.
-    #[inline]
-    fn accept_shared(
+    /// [`accept_signal`](Self::accept_signal) for a durable agent: a
+    /// journaling agent writes the signal ahead first.
+    fn accept_durable(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Arc<Signal>,
         reply: Option<Reply>,
     ) {
-        if self.stopping || self.durable.is_some() || !self.nothing_ahead() {
-            return self.accept_signal(myself, Arc::unwrap_or_clone(signal), reply);
+        let ack = match reply {
+            Some(reply) => super::durable::Ack::Call(reply),
+            None => super::durable::Ack::None,
+        };
+        match self.journal(Arc::unwrap_or_clone(signal), ack) {
+            Some((signal, super::durable::Ack::Call(reply))) => {
+                self.enqueue_signal(myself, signal, Some(reply))
+            }
+            Some((signal, _)) => self.enqueue_signal(myself, signal, None),
+            None => {}
         }
-        if let Some((error, context)) = self.admission_error(&signal) {
-            let signal = Arc::unwrap_or_clone(signal);
-            return self.refuse(myself, Work { signal, reply }, error, context);
-        }
-        self.record(
-            "signal_received",
-            || json!({"type": signal.ty(), "id": signal.id()}),
-        );
-        self.start_signal(myself, signal, reply);
-        self.advance(myself);
     }
 
     /// Nothing waits or runs: a signal accepted now starts at once.
@@ -871,13 +855,16 @@ impl AgentServerState {
         }
     }
 
+    /// Starts `signal` at once when nothing is ahead of it, else queues it
+    /// (refused with `Cancelled` while the agent stops).
     #[inline]
     pub(crate) fn enqueue_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
-        signal: Signal,
+        signal: impl Into<Arc<Signal>>,
         reply: Option<Reply>,
     ) {
+        let signal = signal.into();
         if self.stopping {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(Error::cancelled("agent is stopping")
@@ -892,9 +879,8 @@ impl AgentServerState {
         if self.nothing_ahead() {
             // Nothing ahead of it: start at once without going through
             // `pending`, so an agent that only ever sees one signal at a
-            // time never allocates a queue buffer. Shared from here on: the
-            // signal is moved once, into its `Arc`.
-            self.start_signal(myself, Arc::new(signal), reply);
+            // time never allocates a queue buffer.
+            self.start_signal(myself, signal, reply);
         } else {
             self.pending.push_back(Work { signal, reply });
         }
@@ -937,7 +923,7 @@ impl AgentServerState {
                 return;
             }
             started += 1;
-            self.start_signal(myself, Arc::new(work.signal), work.reply);
+            self.start_signal(myself, work.signal, work.reply);
         }
     }
 
@@ -1017,7 +1003,6 @@ impl AgentServerState {
         reply: Option<Reply>,
     ) {
         if self.instance_gone() {
-            let signal = Arc::unwrap_or_clone(signal);
             return self.refuse_gone(myself, Work { signal, reply });
         }
         if let Some(p) = self.prepare(signal, reply) {
@@ -1268,7 +1253,7 @@ impl AgentServerState {
                 continue;
             }
             match self.pending.pop_front() {
-                Some(work) => self.start_signal(myself, Arc::new(work.signal), work.reply),
+                Some(work) => self.start_signal(myself, work.signal, work.reply),
                 None => return,
             }
         }

@@ -49,7 +49,7 @@ impl From<RpcReplyPort<Result<AgentState>>> for Reply {
 
 /// One signal waiting for its turn.
 pub(crate) struct Work {
-    pub(crate) signal: Signal,
+    pub(crate) signal: Arc<Signal>,
     pub(crate) reply: Option<Reply>,
 }
 
