@@ -188,12 +188,22 @@ pub(crate) struct Prepared {
 const MAX_BATCH: usize = 32;
 
 pub(crate) struct Waiter {
-    id: u64,
     opts: AwaitOptions,
     reply: RpcReplyPort<Result<Completion>>,
     started: Instant,
     /// `None` when the timeout is too far away to be a deadline.
-    _timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
+    deadline: Option<Instant>,
+}
+
+/// The one timer of an agent's completion waiters, armed for the earliest
+/// deadline (a timer per waiter would spawn a task per
+/// `await_completion`); it stays armed when its waiter is answered early,
+/// so the next waiter, whose deadline is later, needs none.
+pub(crate) struct WaiterTimer {
+    deadline: Instant,
+    /// Tells this timer's message from one of a timer it replaced.
+    generation: u64,
+    _timer: TimerHandle,
 }
 
 /// The state of an [`AgentServer`]. Opaque: query it through
@@ -257,6 +267,7 @@ pub(crate) struct Extras {
     /// `{"id", "tag", "meta"}` of the parent this agent outlived.
     pub(crate) orphaned_from: Option<Value>,
     pub(crate) waiters: Vec<Waiter>,
+    pub(crate) waiter_timer: Option<WaiterTimer>,
     pub(crate) debug: Option<VecDeque<DebugEvent>>,
     pub(crate) timers: Vec<TimerHandle>,
     /// `timers` is pruned of fired timers when it reaches this length
@@ -1403,7 +1414,7 @@ impl AgentServerState {
                 let _ = reply.send(self.status_report());
             }
             Internal::Await(opts, reply) => self.add_waiter(myself, *opts, reply),
-            Internal::AwaitTimeout(id) => self.waiter_timed_out(id),
+            Internal::AwaitTimeout(generation) => self.waiters_timed_out(myself, generation),
             Internal::RecentEvents(limit, reply) => {
                 let answer = match self.extras().and_then(|e| e.debug.as_ref()) {
                     None => Err(Error::validation("debug mode is not enabled")
@@ -1492,31 +1503,77 @@ impl AgentServerState {
             let _ = reply.send(Ok(done));
             return;
         }
-        self.next_id += 1;
-        let id = self.next_id;
+        let started = Instant::now();
         // A timeout too large to be a deadline waits without a timer.
-        let timer = deadline_representable(opts.timeout).then(|| {
-            AbortOnDrop(myself.send_after(opts.timeout, move || {
-                AgentMsg::internal(Internal::AwaitTimeout(id))
-            }))
-        });
+        let deadline = deadline_representable(opts.timeout).then(|| started + opts.timeout);
         self.extras_mut().waiters.push(Waiter {
-            id,
             opts,
             reply,
-            started: Instant::now(),
+            started,
+            deadline,
+        });
+        if let Some(deadline) = deadline {
+            self.arm_waiter_timer(myself, deadline);
+        }
+    }
+
+    /// Arms the waiters' timer for `deadline` unless it fires by then.
+    fn arm_waiter_timer(&mut self, myself: &ActorRef<AgentMsg>, deadline: Instant) {
+        if self
+            .extras()
+            .and_then(|e| e.waiter_timer.as_ref())
+            .is_some_and(|t| t.deadline <= deadline)
+        {
+            return;
+        }
+        self.next_id += 1;
+        let generation = self.next_id;
+        let delay = deadline.saturating_duration_since(Instant::now());
+        let timer = AbortOnDrop(myself.send_after(delay, move || {
+            AgentMsg::internal(Internal::AwaitTimeout(generation))
+        }));
+        // The timer it replaces, if any, is aborted.
+        self.extras_mut().waiter_timer = Some(WaiterTimer {
+            deadline,
+            generation,
             _timer: timer,
         });
     }
 
-    fn waiter_timed_out(&mut self, id: u64) {
-        let Some(waiters) = self.extras.as_mut().map(|e| &mut e.waiters) else {
+    /// The waiters' timer fired: answers the waiters whose deadline passed
+    /// and arms it again for the earliest one left.
+    fn waiters_timed_out(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
+        let Some(extras) = self.extras.as_mut() else {
             return;
         };
-        let Some(pos) = waiters.iter().position(|w| w.id == id) else {
+        if extras
+            .waiter_timer
+            .as_ref()
+            .is_none_or(|t| t.generation != generation)
+        {
             return;
-        };
-        let waiter = waiters.swap_remove(pos);
+        }
+        extras.waiter_timer = None;
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < extras.waiters.len() {
+            if extras.waiters[i].deadline.is_some_and(|d| d <= now) {
+                due.push(extras.waiters.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        let next = extras.waiters.iter().filter_map(|w| w.deadline).min();
+        for waiter in due {
+            self.waiter_timed_out(waiter);
+        }
+        if let Some(next) = next {
+            self.arm_waiter_timer(myself, next);
+        }
+    }
+
+    fn waiter_timed_out(&self, waiter: Waiter) {
         let waited_ms = waiter.started.elapsed().as_millis() as u64;
         let error = Error::timeout(format!("await completion timed out after {waited_ms}ms"))
             .with_detail("agent_id", self.id.to_string())

@@ -189,6 +189,7 @@ pub(crate) enum Internal {
     /// Boxed: the largest request, and a rare one (every message is as
     /// large as the largest).
     Await(Box<AwaitOptions>, RpcReplyPort<Result<Completion>>),
+    /// The completion waiters' timer (its generation) fired.
     AwaitTimeout(u64),
     RecentEvents(Option<usize>, RpcReplyPort<Result<Vec<DebugEvent>>>),
     SetDebug(bool, RpcReplyPort<()>),
