@@ -268,6 +268,10 @@ pub(crate) struct Extras {
     pub(crate) orphaned_from: Option<Value>,
     pub(crate) waiters: Vec<Waiter>,
     pub(crate) waiter_timer: Option<WaiterTimer>,
+    /// The state every waiter was last checked against, while there are
+    /// waiters: held, so any write since makes a new map (see
+    /// [`AgentServerState::check_waiters`]).
+    pub(crate) waiters_checked: Option<StateMap>,
     pub(crate) debug: Option<VecDeque<DebugEvent>>,
     pub(crate) timers: Vec<TimerHandle>,
     /// `timers` is pruned of fired timers when it reaches this length
@@ -1565,6 +1569,9 @@ impl AgentServerState {
             }
         }
         let next = extras.waiters.iter().filter_map(|w| w.deadline).min();
+        if extras.waiters.is_empty() {
+            extras.waiters_checked = None;
+        }
         for waiter in due {
             self.waiter_timed_out(waiter);
         }
@@ -1591,11 +1598,22 @@ impl AgentServerState {
         let _ = waiter.reply.send(Err(error));
     }
 
-    /// Answers the completion waiters whose condition now holds.
+    /// Answers the completion waiters whose condition now holds. Nothing
+    /// to do when the state is the one they were all checked against (a
+    /// waiter is checked when it arrives): the state is shared, so it is
+    /// the same map exactly when nothing was written since.
     pub(crate) fn check_waiters(&mut self) {
         let Some(extras) = self.extras.as_mut() else {
             return;
         };
+        let state = self.agent.state();
+        if extras
+            .waiters_checked
+            .as_ref()
+            .is_some_and(|checked| checked.ptr_eq(state))
+        {
+            return;
+        }
         let waiters = &mut extras.waiters;
         let mut i = 0;
         while i < waiters.len() {
@@ -1606,6 +1624,7 @@ impl AgentServerState {
                 i += 1;
             }
         }
+        extras.waiters_checked = (!waiters.is_empty()).then(|| state.clone());
     }
 
     /// Schedules `signal` back to this agent after `delay`.
@@ -1724,11 +1743,14 @@ fn completion(agent: &AgentState, opts: &AwaitOptions) -> Option<Completion> {
     Some(Completion { status, result })
 }
 
-fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
+fn lookup<'a>(
+    state: &'a StateMap,
+    path: &[std::borrow::Cow<'static, str>],
+) -> Option<&'a StateValue> {
     let (first, rest) = path.split_first()?;
     let mut current = state.get(first)?;
     for key in rest {
-        current = current.get(key)?;
+        current = current.get(&**key)?;
     }
     Some(current)
 }
