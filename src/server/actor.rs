@@ -1336,10 +1336,12 @@ impl AgentServerState {
                     }
                     match failure {
                         Some(error) => Err(error),
-                        None => Ok(self.agent.clone()),
+                        // The agent, copied only for a caller (below).
+                        None => Ok(()),
                     }
                 };
                 if let Some(reply) = reply {
+                    let answer = answer.map(|()| self.agent.clone());
                     self.answer(reply, answer);
                 }
             }
