@@ -9,7 +9,9 @@
 //!   replies (target: ≤ 2×, aim 1.5×);
 //! * `cast`: N casts then a call, on an agent whose actions run inline,
 //!   beside a raw actor bumping a counter in its map (target throughput
-//!   ≥ 0.3×);
+//!   ≥ 0.3×); the same on an agent whose strategy is not Direct (a
+//!   strategy passing its commands to Direct's `cmd`) and on an FSM agent
+//!   (one RunInstruction per signal);
 //! * `spawn_stop/{current_thread,multi_thread}`: start and stop one agent,
 //!   beside spawn + stop of the raw actor (target: ≤ 2×);
 //! * `children`: a parent spawning N children (SpawnAgent) and stopping
@@ -31,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use jido::agent::SignalRoute;
 use jido::prelude::*;
 use jido::server::ActorTarget;
@@ -62,6 +64,49 @@ impl Actor for RawSup {
 }
 
 // ---------- agents ----------
+
+/// A strategy that is not [`Direct`](jido::strategy::Direct) but runs its
+/// commands as Direct does: the runtime's path for every other strategy.
+struct Plain;
+impl jido::strategy::Strategy for Plain {
+    fn name(&self) -> &'static str {
+        "plain"
+    }
+    async fn cmd(
+        &self,
+        agent: &mut jido::agent::AgentData,
+        commands: Vec<jido::strategy::Command>,
+        ctx: &jido::strategy::StrategyContext,
+    ) -> Vec<Directive> {
+        jido::strategy::Strategy::cmd(&jido::strategy::Direct, agent, commands, ctx).await
+    }
+}
+
+/// [`Bench`] on the [`Plain`] strategy.
+struct PlainBench;
+impl Agent for PlainBench {
+    const NAME: &'static str = "plain_bench";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(Plain)
+    }
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("noop", Noop)]
+    }
+}
+
+/// [`Bench`] on the FSM strategy.
+struct FsmBench;
+impl Agent for FsmBench {
+    const NAME: &'static str = "fsm_bench";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(jido::strategy::Fsm::new())
+    }
+    fn signal_routes(&self) -> Vec<SignalRoute> {
+        vec![SignalRoute::action("noop", Noop)]
+    }
+}
 
 #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
 struct Nothing {}
@@ -268,17 +313,10 @@ fn call(c: &mut Criterion) {
 fn cast(c: &mut Criterion) {
     let n: u64 = if ci() { 200 } else { 1_000 };
     let rt = runtime();
-    let (raw, jido, agent) = rt.block_on(async {
+    let (raw, jido, agent, plain, fsm) = rt.block_on(async {
         let (raw, _) = Actor::spawn(None, RawAgent, ()).await.expect("raw");
-        let jido =
-            Jido::start(JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)))
-                .await
-                .expect("jido");
-        let agent = jido
-            .start_agent(bench_agent("b"), ServerOptions::new())
-            .await
-            .expect("agent");
-        (raw, jido, agent)
+        let (jido, agent, plain, fsm) = inline_agents().await;
+        (raw, jido, agent, plain, fsm)
     });
     let mut g = c.benchmark_group("cast");
     g.throughput(Throughput::Elements(n));
@@ -313,11 +351,64 @@ fn cast(c: &mut Criterion) {
             })
         })
     });
+    for (name, agent) in [
+        ("agent_cast_noop_inline_plain", &plain),
+        ("agent_cast_noop_inline_fsm", &fsm),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let agent = agent.clone();
+                in_task(&rt, iters, move || {
+                    let agent = agent.clone();
+                    async move { casts_then_call(&agent, n).await }
+                })
+            })
+        });
+    }
     g.finish();
     rt.block_on(async {
         jido.shutdown().await;
         raw.stop(None);
     });
+}
+
+/// `n` casts of `noop`, then a call.
+async fn casts_then_call(agent: &AgentRef, n: u64) -> AgentState {
+    for _ in 0..n {
+        agent.cast(Signal::new("noop", json!({}))).expect("cast");
+    }
+    agent
+        .call_timeout(Signal::new("noop", json!({})), Duration::from_secs(60))
+        .await
+        .expect("call")
+}
+
+/// The agents of the `cast` group on an instance whose actions run inline:
+/// Direct, [`Plain`] and FSM.
+async fn inline_agents() -> (Jido, AgentRef, AgentRef, AgentRef) {
+    let jido =
+        Jido::start(JidoConfig::new().exec_options(ExecOptions::new().timeout(Duration::ZERO)))
+            .await
+            .expect("jido");
+    let direct = jido
+        .start_agent(bench_agent("b"), ServerOptions::new())
+        .await
+        .expect("agent");
+    let plain = jido
+        .start_agent(
+            AgentState::new(PlainBench, AgentOptions::new().id("p").state(five_keys())),
+            ServerOptions::new(),
+        )
+        .await
+        .expect("agent");
+    let fsm = jido
+        .start_agent(
+            AgentState::new(FsmBench, AgentOptions::new().id("f").state(five_keys())),
+            ServerOptions::new(),
+        )
+        .await
+        .expect("agent");
+    (jido, direct, plain, fsm)
 }
 
 fn spawn_stop(c: &mut Criterion) {
@@ -774,6 +865,38 @@ fn busy_query(c: &mut Criterion) {
     rt.block_on(jido.shutdown());
 }
 
+/// `JIDO_SERVER_PROBE=CASE:ROUNDS` runs one case ROUNDS times in a
+/// spawned task on a 2-worker runtime and exits (for counting instructions
+/// with callgrind: the difference of two round counts over the difference
+/// in rounds). Cases: `cast_direct`, `cast_plain`, `cast_fsm` (100 casts
+/// and a call a round, actions inline).
+fn probe(spec: &str) {
+    let (case, rounds) = spec.split_once(':').expect("CASE:ROUNDS");
+    let rounds: u64 = rounds.parse().expect("rounds");
+    let rt = runtime();
+    let (jido, direct, plain, fsm) = rt.block_on(inline_agents());
+    let agent = match case {
+        "cast_direct" => direct,
+        "cast_plain" => plain,
+        "cast_fsm" => fsm,
+        other => panic!("unknown probe case {other}"),
+    };
+    in_task(&rt, rounds, move || {
+        let agent = agent.clone();
+        async move { casts_then_call(&agent, 100).await }
+    });
+    rt.block_on(jido.shutdown());
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("JIDO_SERVER_PROBE") {
+        probe(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
+
 criterion_group!(
     benches,
     call,
@@ -784,4 +907,3 @@ criterion_group!(
     schedule_cancel,
     busy_query
 );
-criterion_main!(benches);

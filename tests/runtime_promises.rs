@@ -525,3 +525,141 @@ async fn a_killed_agent_outside_the_instance_supervisor_leaves_the_registry() {
     assert_eq!(jido.registered_count(), 0);
     jido.shutdown().await;
 }
+
+/// A strategy other than Direct whose commands wait on a gate the test
+/// opens: `"wait"` waits then records its `n` in `log`; `"boom"` waits
+/// then panics (after its first poll); `"now"` records at once. Its tick
+/// records `"tick"`.
+struct Gated(Arc<Notify>);
+impl jido::strategy::Strategy for Gated {
+    async fn cmd(
+        &self,
+        agent: &mut jido::agent::AgentData,
+        commands: Vec<jido::strategy::Command>,
+        _: &jido::strategy::StrategyContext,
+    ) -> Vec<jido::directive::Directive> {
+        for command in commands {
+            let jido::strategy::Command::Strategy { name, params, .. } = command else {
+                continue;
+            };
+            if name != "now" {
+                self.0.notified().await;
+            }
+            if name == "boom" {
+                panic!("strategy exploded after waiting");
+            }
+            push_log(agent, params["n"].clone());
+        }
+        Vec::new()
+    }
+    async fn tick(
+        &self,
+        agent: &mut jido::agent::AgentData,
+        _: &jido::strategy::StrategyContext,
+    ) -> Vec<jido::directive::Directive> {
+        self.0.notified().await;
+        push_log(agent, json!("tick"));
+        Vec::new()
+    }
+}
+
+fn push_log(agent: &mut jido::agent::AgentData, item: Value) {
+    let mut log = agent.state().get("log").map_or(json!([]), |v| v.to_json());
+    if let Some(list) = log.as_array_mut() {
+        list.push(item);
+    }
+    agent.state_mut().insert("log", log);
+}
+
+struct GatedAgent(Arc<Notify>);
+impl Agent for GatedAgent {
+    const NAME: &'static str = "gated_agent";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(Gated(Arc::clone(&self.0)))
+    }
+    fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
+        use jido::agent::{RouteTarget, SignalRoute};
+        ["wait", "boom", "now"]
+            .into_iter()
+            .map(|c| SignalRoute::new(c, RouteTarget::StrategyCmd(c.into())))
+            .chain([SignalRoute::new("tick", RouteTarget::StrategyTick)])
+            .collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn any_strategy_cmd_runs_in_place_without_holding_the_mailbox() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let gate = Arc::new(Notify::new());
+    let agent = jido
+        .start_agent(
+            AgentState::new(
+                GatedAgent(Arc::clone(&gate)),
+                AgentOptions::new().id("gated"),
+            ),
+            ServerOptions::new(),
+        )
+        .await
+        .unwrap();
+    // A command that finishes at once settles in the handler.
+    let now = agent.call(sig("now", json!({"n": 0}))).await.unwrap();
+    assert_eq!(log_of(&now), json!([0]));
+    let first = spawn_call(&agent, sig("wait", json!({"n": 1}))).await;
+    let second = spawn_call(&agent, sig("now", json!({"n": 2}))).await;
+    // While the first waits the mailbox is served: the state is the one
+    // before it, the second signal waits its turn, and no task of the
+    // instance runs the `cmd`.
+    let status = agent.status().await.unwrap();
+    assert!(status.in_flight);
+    assert_eq!(status.pending_signals, 1);
+    assert_eq!(log_of(&agent.state().await.unwrap()), json!([0]));
+    assert_eq!(jido.exec().supervisor().active(), 0);
+    assert!(!second.is_finished());
+    gate.notify_one();
+    assert_eq!(log_of(&first.await.unwrap().unwrap()), json!([0, 1]));
+    assert_eq!(log_of(&second.await.unwrap().unwrap()), json!([0, 1, 2]));
+    // A tick is driven the same way.
+    let tick = spawn_call(&agent, sig("tick", json!({}))).await;
+    assert!(agent.status().await.unwrap().in_flight);
+    gate.notify_one();
+    assert_eq!(
+        log_of(&tick.await.unwrap().unwrap()),
+        json!([0, 1, 2, "tick"])
+    );
+    jido.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_strategy_panicking_after_an_await_is_an_execution_error_and_changes_nothing() {
+    let jido = Jido::start(JidoConfig::new()).await.unwrap();
+    let gate = Arc::new(Notify::new());
+    let (policy, log) = counting();
+    let agent = jido
+        .start_agent(
+            AgentState::new(
+                GatedAgent(Arc::clone(&gate)),
+                AgentOptions::new().id("boom"),
+            ),
+            ServerOptions::new().error_policy(policy),
+        )
+        .await
+        .unwrap();
+    agent.call(sig("now", json!({"n": 0}))).await.unwrap();
+    let boom = spawn_call(&agent, sig("boom", json!({"n": 1}))).await;
+    gate.notify_one();
+    let err = boom.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Execution);
+    assert_eq!(
+        err.message(),
+        "agent cmd panicked: strategy exploded after waiting"
+    );
+    assert_eq!(log_of(&agent.state().await.unwrap()), json!([0]));
+    assert_eq!(
+        log.lock().unwrap().clone(),
+        vec![("cmd".to_owned(), ErrorKind::Execution)]
+    );
+    let after = agent.call(sig("now", json!({"n": 2}))).await.unwrap();
+    assert_eq!(log_of(&after), json!([0, 2]));
+    jido.shutdown().await;
+}

@@ -720,6 +720,66 @@ async fn await_completion_times_out_with_a_diagnostic_and_leaves_no_waiter() {
     jido.shutdown().await;
 }
 
+/// Waiters with different timeouts each time out at their own deadline,
+/// in any order of arrival, and one answered early leaves the others'.
+#[tokio::test(start_paused = true)]
+async fn each_completion_waiter_times_out_at_its_own_deadline() {
+    use jido::server::{AwaitOptions, CompletionStatus};
+    let other_done = act(|_, _| async move { Ok(json!({"other": "completed"})) });
+    let (jido, agent) = start(
+        TestAgent::new()
+            .route("other_done", other_done)
+            .build("aw4"),
+        ServerOptions::new(),
+    )
+    .await;
+    let started = tokio::time::Instant::now();
+    let wait = |timeout_ms: u64, path: &'static str| {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            let result = agent
+                .await_completion(
+                    AwaitOptions::new()
+                        .status_path([path])
+                        .timeout(Duration::from_millis(timeout_ms)),
+                )
+                .await;
+            (result, started.elapsed())
+        })
+    };
+    // Arrival order: 3 s, then 1 s, then 2 s (answered early), then 5 s.
+    let w3 = wait(3_000, "status");
+    tokio::task::yield_now().await;
+    let w1 = wait(1_000, "status");
+    tokio::task::yield_now().await;
+    let w2 = wait(2_000, "other");
+    tokio::task::yield_now().await;
+    let w5 = wait(5_000, "status");
+    within(async {
+        while agent.status().await.unwrap().completion_waiters < 4 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    agent.cast(sig("other_done", json!({}))).unwrap();
+    let (done, at) = w2.await.unwrap();
+    assert_eq!(done.unwrap().status, CompletionStatus::Completed);
+    assert_eq!(at, Duration::from_millis(500));
+    for (waiter, ms) in [(w1, 1_000), (w3, 3_000), (w5, 5_000)] {
+        let (result, at) = waiter.await.unwrap();
+        let err = result.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Timeout);
+        assert_eq!(
+            err.message(),
+            format!("await completion timed out after {ms}ms")
+        );
+        assert_eq!(at, Duration::from_millis(ms));
+    }
+    assert_eq!(agent.status().await.unwrap().completion_waiters, 0);
+    jido.shutdown().await;
+}
+
 #[tokio::test]
 async fn debug_ring_buffer_keeps_the_last_500_events_newest_first() {
     let (jido, agent) = start(finishing_agent("dbg"), ServerOptions::new()).await;

@@ -7,7 +7,6 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
@@ -20,7 +19,7 @@ use super::agent_ref::{
 };
 use super::cron::CronJob;
 use super::hierarchy::{ChildInfo, Pending};
-use super::inflight::{ActorWaker, DoneItem, Inbox, LocalCmd, Reply, Sink, Work};
+use super::inflight::{ActorWaker, DoneItem, LocalCmd, Reply, Work};
 use super::msg::{AgentMsg, Internal};
 use super::options::{
     AgentServerArgs, ErrorPolicy, Executors, OnParentDeath, ParentRef, ServerOptions,
@@ -138,38 +137,30 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The work in flight: one `cmd` the actor drives itself, or a batch
-/// running in a task.
+/// The work in flight: one `cmd` (or instruction and its feedback) the
+/// actor drives itself, or a checkpoint being written.
 pub(crate) struct InFlight {
     generation: u64,
-    /// Signals of the batch not settled yet (for the pending count).
-    unsettled: usize,
     running: Running,
 }
 
 pub(crate) enum Running {
-    /// A signal's `cmd` with the Direct strategy, polled by the actor (see
+    /// A signal's `cmd` (whatever the strategy, ticks included) or a
+    /// RunInstruction's run and feedback, polled by the actor (see
     /// [`LocalCmd`]).
     Local(LocalCmd),
-    /// The checkpoint of a durable agent's last batch being written (see
+    /// The checkpoint of a durable agent's last signal being written (see
     /// `durable.rs`); its callers are answered once it is durable.
     #[cfg_attr(not(feature = "persist"), allow(dead_code))]
     Persist(Option<JoinHandle<Option<super::durable::Outcome>>>),
-    /// A batch in a task of the instance's task supervisor, whose results
-    /// come back through the inbox.
-    Task {
-        inbox: Arc<Inbox>,
-        _task: AbortOnDrop<Option<()>>,
-    },
 }
 
 #[cfg_attr(not(feature = "persist"), allow(dead_code))]
 impl InFlight {
-    /// Work in flight that is not a batch of `cmd`s.
+    /// Work in flight that is not a `cmd`.
     pub(crate) fn new(generation: u64, running: Running) -> Self {
         Self {
             generation,
-            unsettled: 0,
             running,
         }
     }
@@ -192,17 +183,27 @@ pub(crate) struct Prepared {
     tick: bool,
 }
 
-/// The most signals one off-handler task runs back to back (only while
-/// they return no directives).
+/// The most signals one handler call starts (only while they finish at
+/// once and return no directives).
 const MAX_BATCH: usize = 32;
 
 pub(crate) struct Waiter {
-    id: u64,
     opts: AwaitOptions,
     reply: RpcReplyPort<Result<Completion>>,
     started: Instant,
     /// `None` when the timeout is too far away to be a deadline.
-    _timer: Option<AbortOnDrop<std::result::Result<(), ractor::MessagingErr<AgentMsg>>>>,
+    deadline: Option<Instant>,
+}
+
+/// The one timer of an agent's completion waiters, armed for the earliest
+/// deadline (a timer per waiter would spawn a task per
+/// `await_completion`); it stays armed when its waiter is answered early,
+/// so the next waiter, whose deadline is later, needs none.
+pub(crate) struct WaiterTimer {
+    deadline: Instant,
+    /// Tells this timer's message from one of a timer it replaced.
+    generation: u64,
+    _timer: TimerHandle,
 }
 
 /// The state of an [`AgentServer`]. Opaque: query it through
@@ -266,6 +267,11 @@ pub(crate) struct Extras {
     /// `{"id", "tag", "meta"}` of the parent this agent outlived.
     pub(crate) orphaned_from: Option<Value>,
     pub(crate) waiters: Vec<Waiter>,
+    pub(crate) waiter_timer: Option<WaiterTimer>,
+    /// The state every waiter was last checked against, while there are
+    /// waiters: held, so any write since makes a new map (see
+    /// [`AgentServerState::check_waiters`]).
+    pub(crate) waiters_checked: Option<StateMap>,
     pub(crate) debug: Option<VecDeque<DebugEvent>>,
     pub(crate) timers: Vec<TimerHandle>,
     /// `timers` is pruned of fired timers when it reaches this length
@@ -458,8 +464,8 @@ impl Actor for AgentServer {
         state: &mut AgentServerState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
-            AgentMsg::Signal(signal) => state.accept_shared(&myself, signal, None),
-            AgentMsg::Call(call) => state.accept_shared(&myself, call.signal, Some(call.reply)),
+            AgentMsg::Signal(signal) => state.accept_signal(&myself, signal, None),
+            AgentMsg::Call(call) => state.accept_signal(&myself, call.signal, Some(call.reply)),
             AgentMsg::Runtime(rt) => {
                 if state.handle_internal(&myself, rt.0) {
                     // Boxed (one allocation per directive): directive
@@ -739,12 +745,14 @@ impl AgentServerState {
     /// A signal from outside (a cast or a call): refused when untrusted and
     /// reserved, with `QueueOverflow` when `max_pending_signals` signals
     /// already wait; else queued (`start_signal` refuses it with
-    /// `Cancelled` once the instance is gone).
+    /// `Cancelled` once the instance is gone). The signal stays behind the
+    /// `Arc` it arrived in (never copied), except for a journaling agent,
+    /// which writes it ahead first.
     #[inline]
     pub(crate) fn accept_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
-        signal: Signal,
+        signal: Arc<Signal>,
         reply: Option<Reply>,
     ) {
         if self.stopping {
@@ -754,48 +762,30 @@ impl AgentServerState {
             return self.refuse(myself, Work { signal, reply }, error, context);
         }
         if self.durable.is_some() {
-            // A journaling agent writes the signal ahead first.
-            let ack = match reply {
-                Some(reply) => super::durable::Ack::Call(reply),
-                None => super::durable::Ack::None,
-            };
-            match self.journal(signal, ack) {
-                Some((signal, super::durable::Ack::Call(reply))) => {
-                    self.enqueue_signal(myself, signal, Some(reply))
-                }
-                Some((signal, _)) => self.enqueue_signal(myself, signal, None),
-                None => {}
-            }
-            return;
+            return self.accept_durable(myself, signal, reply);
         }
         self.enqueue_signal(myself, signal, reply);
     }
 
-    /// A signal that arrived in a message, behind its `Arc`: started from
-    /// it when nothing is ahead of it and no journal takes it (the signal
-    /// is not copied on the way), else taken out of it (no copy when the
-    /// sender kept no clone) and accepted as [`accept_signal`](Self::accept_signal)
-    /// does.
-    #[inline]
-    fn accept_shared(
+    /// [`accept_signal`](Self::accept_signal) for a durable agent: a
+    /// journaling agent writes the signal ahead first.
+    fn accept_durable(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Arc<Signal>,
         reply: Option<Reply>,
     ) {
-        if self.stopping || self.durable.is_some() || !self.nothing_ahead() {
-            return self.accept_signal(myself, Arc::unwrap_or_clone(signal), reply);
+        let ack = match reply {
+            Some(reply) => super::durable::Ack::Call(reply),
+            None => super::durable::Ack::None,
+        };
+        match self.journal(Arc::unwrap_or_clone(signal), ack) {
+            Some((signal, super::durable::Ack::Call(reply))) => {
+                self.enqueue_signal(myself, signal, Some(reply))
+            }
+            Some((signal, _)) => self.enqueue_signal(myself, signal, None),
+            None => {}
         }
-        if let Some((error, context)) = self.admission_error(&signal) {
-            let signal = Arc::unwrap_or_clone(signal);
-            return self.refuse(myself, Work { signal, reply }, error, context);
-        }
-        self.record(
-            "signal_received",
-            || json!({"type": signal.ty(), "id": signal.id()}),
-        );
-        self.start_signal(myself, signal, reply);
-        self.advance(myself);
     }
 
     /// Nothing waits or runs: a signal accepted now starts at once.
@@ -880,13 +870,16 @@ impl AgentServerState {
         }
     }
 
+    /// Starts `signal` at once when nothing is ahead of it, else queues it
+    /// (refused with `Cancelled` while the agent stops).
     #[inline]
     pub(crate) fn enqueue_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
-        signal: Signal,
+        signal: impl Into<Arc<Signal>>,
         reply: Option<Reply>,
     ) {
+        let signal = signal.into();
         if self.stopping {
             if let Some(reply) = reply {
                 let _ = reply.send(Err(Error::cancelled("agent is stopping")
@@ -901,9 +894,8 @@ impl AgentServerState {
         if self.nothing_ahead() {
             // Nothing ahead of it: start at once without going through
             // `pending`, so an agent that only ever sees one signal at a
-            // time never allocates a queue buffer. Shared from here on: the
-            // signal is moved once, into its `Arc`.
-            self.start_signal(myself, Arc::new(signal), reply);
+            // time never allocates a queue buffer.
+            self.start_signal(myself, signal, reply);
         } else {
             self.pending.push_back(Work { signal, reply });
         }
@@ -946,7 +938,7 @@ impl AgentServerState {
                 return;
             }
             started += 1;
-            self.start_signal(myself, Arc::new(work.signal), work.reply);
+            self.start_signal(myself, work.signal, work.reply);
         }
     }
 
@@ -1017,9 +1009,8 @@ impl AgentServerState {
         }
     }
 
-    /// Starts `first` and, behind it, the pending signals that route: one
-    /// task runs their `cmd`s in order and stops after the first one that
-    /// returns directives (those run before any later signal).
+    /// Starts a signal's `cmd`, driven by the actor itself (see
+    /// [`start_local`](Self::start_local)).
     fn start_signal(
         &mut self,
         myself: &ActorRef<AgentMsg>,
@@ -1027,111 +1018,18 @@ impl AgentServerState {
         reply: Option<Reply>,
     ) {
         if self.instance_gone() {
-            let signal = Arc::unwrap_or_clone(signal);
             return self.refuse_gone(myself, Work { signal, reply });
         }
-        let Some(first) = self.prepare(signal, reply) else {
-            return;
-        };
-        if !first.tick && self.agent.strategy().is_direct() {
-            return self.start_local(myself, first);
+        if let Some(p) = self.prepare(signal, reply) {
+            self.start_local(myself, p);
         }
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            let Some(work) = self.pending.pop_front() else {
-                break;
-            };
-            let routes = self.router.matching(&work.signal);
-            if routes.is_empty() {
-                // Handled after the batch, in order.
-                self.pending.push_front(work);
-                break;
-            }
-            batch.push(Self::prepared(
-                Arc::new(work.signal),
-                work.reply,
-                routes.into_iter().map(|r| r.target()),
-            ));
-        }
-        for p in &batch {
-            tracing::debug!(
-                name: "jido.agent_server.signal.start",
-                target: "jido::agent_server",
-                agent_id = %self.id,
-                agent_module = self.agent.name(),
-                signal_type = p.signal.ty(),
-                jido_instance = self.instance_name(),
-                "jido.agent_server.signal.start"
-            );
-        }
-        let span = tracing::debug_span!(
-            target: "jido::agent_server",
-            "jido.agent_server.signal",
-            agent_id = %self.id,
-            agent_module = self.agent.name(),
-            signal_type = batch[0].signal.ty(),
-            signal_id = batch[0].signal.id(),
-            batch = batch.len(),
-            jido_instance = self.instance_name(),
-        );
-        let exec = self.exec.clone();
-        let size = batch.len();
-        self.spawn_batch(myself, size, span, move |mut agent, sink| async move {
-            let mut rest = batch.into_iter();
-            for p in rest.by_ref() {
-                let started = Instant::now();
-                let before = agent.clone();
-                let opts = CmdOptions::new()
-                    .exec(exec.clone())
-                    .signal(Arc::clone(&p.signal));
-                let commands = p.commands;
-                let tick = p.tick;
-                let result = AssertUnwindSafe(async {
-                    let mut directives = Vec::new();
-                    if !commands.is_empty() {
-                        directives = agent.cmd_commands(commands, &opts).await;
-                    }
-                    if tick {
-                        directives.extend(agent.tick(opts).await);
-                    }
-                    directives
-                })
-                .catch_unwind()
-                .await
-                .map_err(|p| {
-                    Error::execution(format!("agent cmd panicked: {}", panic_message(&*p)))
-                });
-                if result.is_err() {
-                    agent = before;
-                }
-                let last = !matches!(&result, Ok(d) if d.is_empty());
-                // Handed over at once: its caller never waits for the rest
-                // of the batch.
-                sink.item(DoneItem {
-                    signal: p.signal,
-                    reply: p.reply,
-                    agent: agent.clone(),
-                    result,
-                    duration_us: started.elapsed().as_micros() as u64,
-                });
-                if last {
-                    break;
-                }
-            }
-            let leftover = rest
-                .map(|p| Work {
-                    signal: Arc::unwrap_or_clone(p.signal),
-                    reply: p.reply,
-                })
-                .collect();
-            sink.end(leftover);
-        });
     }
 
-    /// Starts a signal's `cmd` (Direct strategy) driven by the actor itself
-    /// and polls it once: a `cmd` whose actions run inline finishes here,
-    /// one whose action runs in a task (the default) waits for it without
-    /// holding the mailbox, and is polled again when the task is done.
+    /// Starts a signal's `cmd` (and its tick), whatever the strategy,
+    /// driven by the actor itself, and polls it once: a `cmd` whose actions
+    /// run inline finishes here, one that awaits (an action's task, the
+    /// default) waits without holding the mailbox, and is polled again when
+    /// it is woken.
     fn start_local(&mut self, myself: &ActorRef<AgentMsg>, p: Prepared) {
         tracing::debug!(
             name: "jido.agent_server.signal.start",
@@ -1153,11 +1051,20 @@ impl AgentServerState {
             jido_instance = self.instance_name(),
         );
         let fut = Box::pin(local_cmd(self.agent.clone(), p, self.exec.clone()));
+        self.run_local(myself, fut, span);
+    }
+
+    /// Puts `fut` in flight, driven by the actor, and polls it once.
+    fn run_local(
+        &mut self,
+        myself: &ActorRef<AgentMsg>,
+        fut: std::pin::Pin<Box<dyn Future<Output = DoneItem> + Send>>,
+        span: tracing::Span,
+    ) {
         self.next_id += 1;
         self.status = ServerStatus::Processing;
         self.in_flight = Some(InFlight {
             generation: self.next_id,
-            unsettled: 1,
             running: Running::Local(LocalCmd {
                 fut,
                 waiting: false,
@@ -1237,48 +1144,9 @@ impl AgentServerState {
         }
     }
 
-    /// Runs `work` on a copy of the agent in a supervised task; each
-    /// finished `cmd` comes back through the batch's inbox (see
-    /// [`Sink`]).
-    pub(crate) fn spawn_batch<F, Fut>(
-        &mut self,
-        myself: &ActorRef<AgentMsg>,
-        batch: usize,
-        span: tracing::Span,
-        work: F,
-    ) where
-        F: FnOnce(AgentState, Sink) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.next_id += 1;
-        let generation = self.next_id;
-        let inbox = Arc::new(Inbox::new(self.settings.fail_calls_on_action_error));
-        let sink = Sink::new(Arc::clone(&inbox), myself.clone(), generation);
-        let fut = work(self.agent.clone(), sink);
-        match self.exec.supervisor().spawn(fut.instrument(span)) {
-            Ok(task) => {
-                self.status = ServerStatus::Processing;
-                self.in_flight = Some(InFlight {
-                    generation,
-                    unsettled: batch,
-                    running: Running::Task {
-                        inbox,
-                        _task: AbortOnDrop(task),
-                    },
-                });
-            }
-            Err(err) => {
-                // The instance's task supervisor is gone: the batch's
-                // callers get `Cancelled` (its future, holding their reply
-                // ports, is dropped here).
-                tracing::warn!(target: "jido::agent_server", agent_id = %self.id, error = %err, "work refused: the task supervisor is shut down");
-            }
-        }
-    }
-
-    /// Runs one piece of work (an instruction and its feedback) off the
-    /// handler.
-    pub(crate) fn spawn_work<F, Fut>(
+    /// Runs one piece of work (an instruction and its feedback) on a copy
+    /// of the agent, driven by the actor like a `cmd`.
+    pub(crate) fn run_work<F, Fut>(
         &mut self,
         myself: &ActorRef<AgentMsg>,
         signal: Arc<Signal>,
@@ -1290,21 +1158,26 @@ impl AgentServerState {
             + Send
             + 'static,
     {
-        self.spawn_batch(myself, 0, span, move |agent, sink| {
-            let fut = work(agent);
-            async move {
+        if self.instance_gone() {
+            tracing::warn!(target: "jido::agent_server", agent_id = %self.id, "work refused: the task supervisor is shut down");
+            return;
+        }
+        let fut = work(self.agent.clone());
+        self.run_local(
+            myself,
+            Box::pin(async move {
                 let started = Instant::now();
                 let (agent, result) = fut.await;
-                sink.item(DoneItem {
+                DoneItem {
                     signal,
                     reply: None,
                     agent,
                     result,
                     duration_us: started.elapsed().as_micros() as u64,
-                });
-                sink.end(Vec::new());
-            }
-        });
+                }
+            }),
+            span,
+        );
     }
 
     fn unrouted(&mut self, signal: Arc<Signal>, reply: Option<Reply>, err: Error) {
@@ -1342,55 +1215,11 @@ impl AgentServerState {
             .push_back((signal, Directive::error(error, "routing")));
     }
 
-    /// Settles the `cmd`s the in-flight batch finished so far; once the
-    /// batch ended, moves on to the next work.
-    fn on_progress(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
-        let Some(inbox) = self
-            .in_flight
-            .as_ref()
-            .filter(|f| f.generation == generation)
-            .and_then(|f| match &f.running {
-                Running::Task { inbox, .. } => Some(Arc::clone(inbox)),
-                Running::Local(_) | Running::Persist(_) => None,
-            })
-        else {
-            return;
-        };
-        self.settle_taken(inbox.take());
-        self.check_waiters();
-        self.advance(myself);
-    }
-
-    /// Settles items taken from the in-flight inbox, in order; ends the
-    /// in-flight work when the batch ended.
-    fn settle_taken(&mut self, taken: super::inflight::Taken) {
-        for item in taken.items {
-            if let Some(f) = self.in_flight.as_mut() {
-                f.unsettled = f.unsettled.saturating_sub(1);
-            }
-            self.settle(item);
-        }
-        if let Some(leftover) = taken.ended {
-            self.in_flight = None;
-            for work in leftover.into_iter().rev() {
-                self.pending.push_front(work);
-            }
-            self.batch_done();
-        }
-    }
-
     /// The end of in-flight work when the agent stops on its own decision:
-    /// every `cmd` that finished is settled (state kept, caller answered),
-    /// the unfinished one is cancelled, and a `cmd` that finishes after
-    /// this answers its own caller.
+    /// a finished `cmd` was settled when it finished; the unfinished one is
+    /// cancelled (dropped with its caller's reply port: `Cancelled`).
     fn abandon_in_flight(&mut self) {
-        // A local `cmd` is dropped with its caller's reply port.
         match self.in_flight.take().map(|f| f.running) {
-            Some(Running::Task { inbox, .. }) => {
-                for item in inbox.close() {
-                    self.settle(item);
-                }
-            }
             // A checkpoint write answers its callers itself; the stop
             // waits for it.
             Some(Running::Persist(task)) => self.detach_write(task),
@@ -1399,19 +1228,12 @@ impl AgentServerState {
     }
 
     /// Stopped through ractor from outside (`stop`, `drain`, a supervisor):
-    /// finishes the accepted work (the batch in flight, the directives,
+    /// finishes the accepted work (the `cmd` in flight, the directives,
     /// the signals waiting) without a mailbox, then lets the agent end. A
     /// Stop directive or a stopping error policy ends it early.
     pub(crate) async fn finish_accepted(&mut self, myself: &ActorRef<AgentMsg>) {
         loop {
             match self.in_flight.as_mut().map(|f| &mut f.running) {
-                Some(Running::Task { inbox, .. }) => {
-                    let inbox = Arc::clone(inbox);
-                    inbox.ready().await;
-                    self.settle_taken(inbox.take());
-                    self.check_waiters();
-                    continue;
-                }
                 Some(Running::Local(cmd)) => {
                     let span = cmd
                         .span
@@ -1446,7 +1268,7 @@ impl AgentServerState {
                 continue;
             }
             match self.pending.pop_front() {
-                Some(work) => self.start_signal(myself, Arc::new(work.signal), work.reply),
+                Some(work) => self.start_signal(myself, work.signal, work.reply),
                 None => return,
             }
         }
@@ -1514,10 +1336,12 @@ impl AgentServerState {
                     }
                     match failure {
                         Some(error) => Err(error),
-                        None => Ok(self.agent.clone()),
+                        // The agent, copied only for a caller (below).
+                        None => Ok(()),
                     }
                 };
                 if let Some(reply) = reply {
+                    let answer = answer.map(|()| self.agent.clone());
                     self.answer(reply, answer);
                 }
             }
@@ -1596,7 +1420,7 @@ impl AgentServerState {
                 let _ = reply.send(self.status_report());
             }
             Internal::Await(opts, reply) => self.add_waiter(myself, *opts, reply),
-            Internal::AwaitTimeout(id) => self.waiter_timed_out(id),
+            Internal::AwaitTimeout(generation) => self.waiters_timed_out(myself, generation),
             Internal::RecentEvents(limit, reply) => {
                 let answer = match self.extras().and_then(|e| e.debug.as_ref()) {
                     None => Err(Error::validation("debug mode is not enabled")
@@ -1618,7 +1442,6 @@ impl AgentServerState {
                 }
                 let _ = reply.send(());
             }
-            Internal::Progress(generation) => self.on_progress(myself, generation),
             Internal::Poll => {
                 self.poll_local(myself);
                 self.advance(myself);
@@ -1661,11 +1484,7 @@ impl AgentServerState {
             status: self.status,
             snapshot: guarded_snapshot(&self.agent, &self.id),
             queue_length: self.queue.len(),
-            pending_signals: self.pending.len()
-                + self
-                    .in_flight
-                    .as_ref()
-                    .map_or(0, |f| f.unsettled.saturating_sub(1)),
+            pending_signals: self.pending.len(),
             in_flight: self.in_flight.is_some(),
             children,
             child_details,
@@ -1690,31 +1509,80 @@ impl AgentServerState {
             let _ = reply.send(Ok(done));
             return;
         }
-        self.next_id += 1;
-        let id = self.next_id;
+        let started = Instant::now();
         // A timeout too large to be a deadline waits without a timer.
-        let timer = deadline_representable(opts.timeout).then(|| {
-            AbortOnDrop(myself.send_after(opts.timeout, move || {
-                AgentMsg::internal(Internal::AwaitTimeout(id))
-            }))
-        });
+        let deadline = deadline_representable(opts.timeout).then(|| started + opts.timeout);
         self.extras_mut().waiters.push(Waiter {
-            id,
             opts,
             reply,
-            started: Instant::now(),
+            started,
+            deadline,
+        });
+        if let Some(deadline) = deadline {
+            self.arm_waiter_timer(myself, deadline);
+        }
+    }
+
+    /// Arms the waiters' timer for `deadline` unless it fires by then.
+    fn arm_waiter_timer(&mut self, myself: &ActorRef<AgentMsg>, deadline: Instant) {
+        if self
+            .extras()
+            .and_then(|e| e.waiter_timer.as_ref())
+            .is_some_and(|t| t.deadline <= deadline)
+        {
+            return;
+        }
+        self.next_id += 1;
+        let generation = self.next_id;
+        let delay = deadline.saturating_duration_since(Instant::now());
+        let timer = AbortOnDrop(myself.send_after(delay, move || {
+            AgentMsg::internal(Internal::AwaitTimeout(generation))
+        }));
+        // The timer it replaces, if any, is aborted.
+        self.extras_mut().waiter_timer = Some(WaiterTimer {
+            deadline,
+            generation,
             _timer: timer,
         });
     }
 
-    fn waiter_timed_out(&mut self, id: u64) {
-        let Some(waiters) = self.extras.as_mut().map(|e| &mut e.waiters) else {
+    /// The waiters' timer fired: answers the waiters whose deadline passed
+    /// and arms it again for the earliest one left.
+    fn waiters_timed_out(&mut self, myself: &ActorRef<AgentMsg>, generation: u64) {
+        let Some(extras) = self.extras.as_mut() else {
             return;
         };
-        let Some(pos) = waiters.iter().position(|w| w.id == id) else {
+        if extras
+            .waiter_timer
+            .as_ref()
+            .is_none_or(|t| t.generation != generation)
+        {
             return;
-        };
-        let waiter = waiters.swap_remove(pos);
+        }
+        extras.waiter_timer = None;
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let mut i = 0;
+        while i < extras.waiters.len() {
+            if extras.waiters[i].deadline.is_some_and(|d| d <= now) {
+                due.push(extras.waiters.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        let next = extras.waiters.iter().filter_map(|w| w.deadline).min();
+        if extras.waiters.is_empty() {
+            extras.waiters_checked = None;
+        }
+        for waiter in due {
+            self.waiter_timed_out(waiter);
+        }
+        if let Some(next) = next {
+            self.arm_waiter_timer(myself, next);
+        }
+    }
+
+    fn waiter_timed_out(&self, waiter: Waiter) {
         let waited_ms = waiter.started.elapsed().as_millis() as u64;
         let error = Error::timeout(format!("await completion timed out after {waited_ms}ms"))
             .with_detail("agent_id", self.id.to_string())
@@ -1732,11 +1600,22 @@ impl AgentServerState {
         let _ = waiter.reply.send(Err(error));
     }
 
-    /// Answers the completion waiters whose condition now holds.
+    /// Answers the completion waiters whose condition now holds. Nothing
+    /// to do when the state is the one they were all checked against (a
+    /// waiter is checked when it arrives): the state is shared, so it is
+    /// the same map exactly when nothing was written since.
     pub(crate) fn check_waiters(&mut self) {
         let Some(extras) = self.extras.as_mut() else {
             return;
         };
+        let state = self.agent.state();
+        if extras
+            .waiters_checked
+            .as_ref()
+            .is_some_and(|checked| checked.ptr_eq(state))
+        {
+            return;
+        }
         let waiters = &mut extras.waiters;
         let mut i = 0;
         while i < waiters.len() {
@@ -1747,6 +1626,7 @@ impl AgentServerState {
                 i += 1;
             }
         }
+        extras.waiters_checked = (!waiters.is_empty()).then(|| state.clone());
     }
 
     /// Schedules `signal` back to this agent after `delay`.
@@ -1865,11 +1745,14 @@ fn completion(agent: &AgentState, opts: &AwaitOptions) -> Option<Completion> {
     Some(Completion { status, result })
 }
 
-fn lookup<'a>(state: &'a StateMap, path: &[String]) -> Option<&'a StateValue> {
+fn lookup<'a>(
+    state: &'a StateMap,
+    path: &[std::borrow::Cow<'static, str>],
+) -> Option<&'a StateValue> {
     let (first, rest) = path.split_first()?;
     let mut current = state.get(first)?;
     for key in rest {
-        current = current.get(key)?;
+        current = current.get(&**key)?;
     }
     Some(current)
 }
@@ -1890,7 +1773,7 @@ fn local_cmd(
         signal,
         reply,
         commands,
-        tick: _,
+        tick,
     } = p;
     async move {
         // The options are only read when the `cmd` starts: built here and
@@ -1902,7 +1785,14 @@ fn local_cmd(
         let result = {
             let mut cmd = std::pin::pin!({
                 let opts = CmdOptions::new().exec(exec).signal(Arc::clone(&signal));
-                agent.cmd_commands(commands, &opts)
+                if tick {
+                    // Rare: boxed apart, so the common `cmd` stays small.
+                    futures::future::Either::Right(Box::pin(cmd_then_tick(
+                        &mut agent, commands, opts,
+                    )))
+                } else {
+                    futures::future::Either::Left(agent.cmd_commands(commands, &opts))
+                }
             });
             std::future::poll_fn(|cx| {
                 match std::panic::catch_unwind(AssertUnwindSafe(|| cmd.as_mut().poll(cx))) {
@@ -1926,6 +1816,21 @@ fn local_cmd(
             duration_us: started.map_or(0, |s| s.elapsed().as_micros() as u64),
         }
     }
+}
+
+/// The `cmd` of a signal routed (also) to the strategy's tick: its
+/// commands, if any, then one tick.
+async fn cmd_then_tick(
+    agent: &mut AgentState,
+    commands: Vec<Command>,
+    opts: CmdOptions,
+) -> Vec<Directive> {
+    let mut directives = Vec::new();
+    if !commands.is_empty() {
+        directives = agent.cmd_commands(commands, &opts).await;
+    }
+    directives.extend(agent.tick(opts).await);
+    directives
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `AgentRef`: the handle of a running agent.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -631,29 +632,33 @@ pub struct AgentStatus {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AwaitOptions {
-    pub(crate) status_path: Vec<String>,
-    pub(crate) result_path: Vec<String>,
-    pub(crate) error_path: Vec<String>,
+    pub(crate) status_path: Path,
+    pub(crate) result_path: Path,
+    pub(crate) error_path: Path,
     pub(crate) timeout: Duration,
 }
+
+/// A path of keys into the agent state; the defaults are static (no
+/// allocation for an `AwaitOptions` whose paths are replaced).
+pub(crate) type Path = Cow<'static, [Cow<'static, str>]>;
 
 impl Default for AwaitOptions {
     fn default() -> Self {
         Self {
-            status_path: vec!["status".into()],
-            result_path: vec!["last_answer".into()],
-            error_path: vec!["error".into()],
+            status_path: Cow::Borrowed(&[Cow::Borrowed("status")]),
+            result_path: Cow::Borrowed(&[Cow::Borrowed("last_answer")]),
+            error_path: Cow::Borrowed(&[Cow::Borrowed("error")]),
             timeout: DEFAULT_AWAIT_TIMEOUT,
         }
     }
 }
 
-fn path<I, K>(keys: I) -> Vec<String>
+fn path<I, K>(keys: I) -> Path
 where
     I: IntoIterator<Item = K>,
     K: Into<String>,
 {
-    keys.into_iter().map(Into::into).collect()
+    Cow::Owned(keys.into_iter().map(|k| Cow::Owned(k.into())).collect())
 }
 
 impl AwaitOptions {

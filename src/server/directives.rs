@@ -872,7 +872,7 @@ impl AgentServerState {
             agent_id = %self.id,
             action = instruction.action.name(),
         );
-        self.spawn_work(
+        self.run_work(
             myself,
             Arc::clone(input),
             span,

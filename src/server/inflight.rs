@@ -1,22 +1,17 @@
-//! Work running off the AgentServer's handler, and how its results come
-//! back.
+//! The work in flight of an AgentServer, and how it makes progress.
 //!
-//! A batch of `cmd`s runs in a task of the instance's task supervisor. Each
-//! `cmd` that finishes is put in the batch's [`Inbox`] at once, and the actor
-//! is woken by a `Progress` message (one per burst, not one per item), so a
-//! caller is answered when its own `cmd` has finished, never when the batch
-//! ends. The inbox outlives the actor's mailbox: when the agent stops (or is
-//! killed) the runtime takes what finished from it and settles it, and a
-//! `cmd` that finishes after the inbox was closed answers its own caller.
+//! A signal's `cmd` (whatever the strategy) and a RunInstruction's run are
+//! futures the actor drives itself ([`LocalCmd`]): polled in the handler
+//! that starts them, settled there when they finish at once, and woken by
+//! one `Poll` message ([`ActorWaker`]) when what they await (an action's
+//! task) is done, so the mailbox is never held while they wait.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use futures::task::ArcWake;
 use ractor::{ActorRef, RpcReplyPort};
-use tokio::sync::Notify;
 
 use super::msg::{AgentMsg, Internal};
 use crate::agent::AgentState;
@@ -54,7 +49,7 @@ impl From<RpcReplyPort<Result<AgentState>>> for Reply {
 
 /// One signal waiting for its turn.
 pub(crate) struct Work {
-    pub(crate) signal: Signal,
+    pub(crate) signal: Arc<Signal>,
     pub(crate) reply: Option<Reply>,
 }
 
@@ -66,26 +61,6 @@ pub(crate) struct DoneItem {
     pub(crate) agent: AgentState,
     pub(crate) result: std::result::Result<Vec<Directive>, Error>,
     pub(crate) duration_us: u64,
-}
-
-impl DoneItem {
-    /// Answers the caller with this item's own result when the agent is gone
-    /// and cannot settle it any more (its directives are not executed).
-    fn answer_unsettled(self, fail_calls: bool) {
-        if let Some(reply) = self.reply {
-            let answer = match self.result {
-                Ok(directives) => match fail_calls
-                    .then(|| call_failure(&directives, self.agent.id()))
-                    .flatten()
-                {
-                    Some(error) => Err(error),
-                    None => Ok(self.agent),
-                },
-                Err(error) => Err(error),
-            };
-            let _ = reply.send(answer);
-        }
-    }
 }
 
 /// One signal's `cmd` driven by the actor itself, without a task of its
@@ -158,157 +133,6 @@ impl ArcWake for ActorWaker {
             let _ = arc_self
                 .actor
                 .send_message(AgentMsg::internal(Internal::Poll));
-        }
-    }
-}
-
-/// Where a running batch leaves its results.
-pub(crate) struct Inbox {
-    state: Mutex<InboxState>,
-    /// Woken on every push, for a stopping agent that waits without a
-    /// mailbox.
-    changed: Notify,
-    /// The agent's `fail_calls_on_action_error`, for the callers answered
-    /// after the agent is gone.
-    fail_calls: bool,
-}
-
-#[derive(Default)]
-struct InboxState {
-    items: VecDeque<DoneItem>,
-    /// Set when the batch ended: the signals it did not run.
-    ended: Option<Vec<Work>>,
-    /// A `Progress` message is on its way (cleared when the actor takes).
-    woken: bool,
-    /// The agent is gone: finishers answer their own callers.
-    closed: bool,
-}
-
-/// What the actor takes from an inbox.
-pub(crate) struct Taken {
-    pub(crate) items: VecDeque<DoneItem>,
-    /// `Some` once the batch ended, with the signals it did not run.
-    pub(crate) ended: Option<Vec<Work>>,
-}
-
-impl Inbox {
-    pub(crate) fn new(fail_calls: bool) -> Self {
-        Inbox {
-            state: Mutex::default(),
-            changed: Notify::new(),
-            fail_calls,
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, InboxState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Takes everything that arrived.
-    pub(crate) fn take(&self) -> Taken {
-        let mut st = self.lock();
-        st.woken = false;
-        Taken {
-            items: std::mem::take(&mut st.items),
-            ended: st.ended.take(),
-        }
-    }
-
-    /// Closes the inbox and takes what finished: from now on a finishing
-    /// `cmd` answers its own caller.
-    pub(crate) fn close(&self) -> VecDeque<DoneItem> {
-        let mut st = self.lock();
-        st.closed = true;
-        st.ended = None;
-        std::mem::take(&mut st.items)
-    }
-
-    /// Waits until something can be taken.
-    pub(crate) async fn ready(&self) {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let st = self.lock();
-                if !st.items.is_empty() || st.ended.is_some() {
-                    return;
-                }
-            }
-            changed.await;
-        }
-    }
-
-    /// Pushes a finished item; `true` when the actor must be woken.
-    fn push(&self, item: DoneItem) -> bool {
-        let mut st = self.lock();
-        if st.closed {
-            drop(st);
-            item.answer_unsettled(self.fail_calls);
-            return false;
-        }
-        st.items.push_back(item);
-        self.changed.notify_one();
-        !std::mem::replace(&mut st.woken, true)
-    }
-
-    /// Marks the batch ended; `true` when the actor must be woken.
-    fn end(&self, leftover: Vec<Work>) -> bool {
-        let mut st = self.lock();
-        if st.closed {
-            return false;
-        }
-        st.ended = Some(leftover);
-        self.changed.notify_one();
-        !std::mem::replace(&mut st.woken, true)
-    }
-}
-
-/// The task's side of an inbox: pushes results and wakes the actor.
-pub(crate) struct Sink {
-    inbox: Arc<Inbox>,
-    actor: ActorRef<AgentMsg>,
-    generation: u64,
-    ended: bool,
-}
-
-impl Sink {
-    pub(crate) fn new(inbox: Arc<Inbox>, actor: ActorRef<AgentMsg>, generation: u64) -> Self {
-        Self {
-            inbox,
-            actor,
-            generation,
-            ended: false,
-        }
-    }
-
-    fn wake(&self) {
-        // A stopping agent has no mailbox: it waits on the inbox itself.
-        let _ = self
-            .actor
-            .send_message(AgentMsg::internal(Internal::Progress(self.generation)));
-    }
-
-    /// Hands one finished `cmd` to the agent.
-    pub(crate) fn item(&self, item: DoneItem) {
-        if self.inbox.push(item) {
-            self.wake();
-        }
-    }
-
-    /// Ends the batch, giving back the signals it did not run.
-    pub(crate) fn end(mut self, leftover: Vec<Work>) {
-        self.ended = true;
-        if self.inbox.end(leftover) {
-            self.wake();
-        }
-    }
-}
-
-impl Drop for Sink {
-    /// A batch that ends without [`Sink::end`] (its task panicked or was
-    /// cancelled) still ends, so the agent never waits for it forever.
-    fn drop(&mut self) {
-        if !self.ended && self.inbox.end(Vec::new()) {
-            self.wake();
         }
     }
 }

@@ -10,9 +10,9 @@
 //! * An agent takes **one signal at a time**, in arrival order. Its actions
 //!   run in supervised tasks (unless made inline with a zero timeout), so
 //!   queries, stop and supervision events are served while a long action
-//!   runs: with the Direct strategy the actor drives the `cmd` itself and
-//!   is woken when an action's task ends; other strategies run the whole
-//!   `cmd` in a supervised task.
+//!   runs: whatever the strategy, the actor drives the `cmd` itself (no
+//!   task of its own) and is woken when what it awaits, such as an
+//!   action's task, is ready.
 //! * The [directives](crate::directive) a `cmd` returns are queued and
 //!   executed **one per message** (built-ins, then custom ones through
 //!   [`DirectiveExec`]); errors go to the [`ErrorPolicy`].

@@ -189,11 +189,10 @@ pub(crate) enum Internal {
     /// Boxed: the largest request, and a rare one (every message is as
     /// large as the largest).
     Await(Box<AwaitOptions>, RpcReplyPort<Result<Completion>>),
+    /// The completion waiters' timer (its generation) fired.
     AwaitTimeout(u64),
     RecentEvents(Option<usize>, RpcReplyPort<Result<Vec<DebugEvent>>>),
     SetDebug(bool, RpcReplyPort<()>),
-    /// Finished `cmd`s are waiting in the in-flight batch's inbox.
-    Progress(u64),
     /// The `cmd` the actor drives itself was woken (or more waiting
     /// signals may start).
     Poll,
@@ -228,7 +227,6 @@ impl Internal {
             Internal::AwaitTimeout(_) => "await_timeout",
             Internal::RecentEvents(..) => "recent_events",
             Internal::SetDebug(..) => "set_debug",
-            Internal::Progress(_) => "progress",
             Internal::Poll => "poll",
             Internal::Drain => "drain",
             Internal::ChildStarted(_) => "child_started",

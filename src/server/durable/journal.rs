@@ -114,7 +114,7 @@ impl AgentServerState {
             return self.refuse(
                 myself,
                 Work {
-                    signal,
+                    signal: signal.into(),
                     reply: None,
                 },
                 error,

@@ -285,13 +285,13 @@ impl AgentServerState {
         for (seq, signal) in replay {
             durable.seqs.entry(signal.id().to_owned()).or_insert(seq);
             self.pending.push_back(Work {
-                signal,
+                signal: signal.into(),
                 reply: None,
             });
         }
         for signal in dead {
             self.pending.push_back(Work {
-                signal,
+                signal: signal.into(),
                 reply: None,
             });
         }

@@ -84,7 +84,7 @@ impl AgentServerState {
         // A schedule is no duplicate of an earlier signal with its id (a
         // strategy may schedule one signal value again and again).
         d.recent.remove(scheduled.signal.id());
-        self.accept_signal(myself, scheduled.signal, None);
+        self.accept_signal(myself, scheduled.signal.into(), None);
     }
 
     /// How many schedules a durable agent keeps.
@@ -176,7 +176,7 @@ impl AgentServerState {
                         if woke_for {
                             let signal = cron_signal(&self.id, &job_id, &message);
                             self.pending.push_back(Work {
-                                signal,
+                                signal: signal.into(),
                                 reply: None,
                             });
                         }
