@@ -1137,7 +1137,7 @@ impl AgentServerState {
             std::task::Poll::Ready(item) => {
                 self.in_flight = None;
                 self.settle(item);
-                self.batch_done();
+                self.signal_done();
                 self.check_waiters();
             }
             std::task::Poll::Pending => cmd.waiting = true,
@@ -1243,7 +1243,7 @@ impl AgentServerState {
                     let item = cmd.fut.as_mut().instrument(span).await;
                     self.in_flight = None;
                     self.settle(item);
-                    self.batch_done();
+                    self.signal_done();
                     self.check_waiters();
                     continue;
                 }

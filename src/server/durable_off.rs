@@ -44,7 +44,7 @@ impl AgentServerState {
     pub(crate) fn consumed(&mut self, _: &Signal) {}
 
     #[inline]
-    pub(crate) fn batch_done(&mut self) {}
+    pub(crate) fn signal_done(&mut self) {}
 
     #[inline]
     pub(crate) fn idle(&mut self) {}

@@ -1,4 +1,4 @@
-//! Checkpoints: after a batch, before its replies; on a graceful stop.
+//! Checkpoints: after a signal's `cmd`, before its reply; on a graceful stop.
 
 use std::sync::Arc;
 
@@ -18,9 +18,9 @@ use crate::server::msg::{AgentMsg, Internal};
 use crate::signal::Signal;
 
 impl AgentServerState {
-    /// A batch ended: writes its checkpoint if the mode asks for one (the
-    /// write becomes the work in flight), else answers its callers.
-    pub(crate) fn batch_done(&mut self) {
+    /// A signal's `cmd` settled: writes its checkpoint if the mode asks for
+    /// one (the write becomes the work in flight), else answers its caller.
+    pub(crate) fn signal_done(&mut self) {
         let Some(d) = self.durable.as_deref_mut() else {
             return;
         };
@@ -28,7 +28,7 @@ impl AgentServerState {
             return;
         }
         let changed = !self.agent.state().ptr_eq(d.durable_agent.state());
-        // The batch decided directives with a data form: they are part of
+        // The signal decided directives with a data form: they are part of
         // its durable result.
         let outbox = || self.queue.iter().any(|(_, d)| outbox::is_durable(d));
         let write = d.hibernating
@@ -214,13 +214,13 @@ impl AgentServerState {
             Err(error) => {
                 d.hibernating = false;
                 if d.mode == Durability::Checkpoint {
-                    // The last durable state stays the truth; the batch's
+                    // The last durable state stays the truth; the signal's
                     // directives go with its state change.
                     self.agent = d.durable_agent.clone();
                     self.sync_reserved();
                     self.queue.clear();
                 }
-                // In Journal mode the journal still holds the batch's
+                // In Journal mode the journal still holds the signal's
                 // signals: the state in memory is what replay gives.
                 let signal = Arc::new(Signal::new("jido.persist.checkpoint", Value::Null));
                 self.queue

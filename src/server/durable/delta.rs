@@ -86,7 +86,7 @@ fn state_delta(base: &StateMap, state: &StateMap, mut head: Checkpoint) -> Check
     for (key, value) in state.iter().filter(|(k, _)| stored_key(k)) {
         keys.push(key.to_owned());
         match (base.get(key), value) {
-            // Still shared (the usual case: untouched by the batch), or
+            // Still shared (the usual case: untouched by the signal), or
             // rebuilt equal (an action's output replaces whole values).
             (Some(old), _) if old.same(value) => {}
             (Some(StateValue::Array(old)), StateValue::Array(new)) => {

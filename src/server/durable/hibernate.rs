@@ -21,7 +21,7 @@ impl AgentServerState {
         {
             // The stored outbox ran or the timers moved: one checkpoint
             // now, so a restore does not run the outbox again.
-            return self.batch_done();
+            return self.signal_done();
         }
         let Some(timeout) = d.idle_timeout else {
             return;
@@ -89,7 +89,7 @@ impl AgentServerState {
             }
             d.hibernating = true;
         }
-        self.batch_done();
+        self.signal_done();
     }
 
     /// Leaves for good: the checkpoint is durable.

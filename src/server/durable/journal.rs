@@ -166,7 +166,7 @@ impl AgentServerState {
                 if is_fencing(&error) {
                     return self.fence(myself, &error);
                 }
-                // Nothing of the batch was appended or acknowledged.
+                // Nothing of the signal was appended or acknowledged.
                 if let Some(signal) = signals.first()
                     && let crate::server::DirectiveResult::Stop(reason) =
                         self.apply_error_policy(myself, signal, &error, "persist")

@@ -2,11 +2,11 @@
 //! replies, the write-ahead journal.
 //!
 //! The actor calls into this module from a few points only (start, settle
-//! of a `cmd`, end of a batch, acceptance of a signal, stop); an agent
+//! of a `cmd`, acceptance of a signal, stop); an agent
 //! without a storage has no [`Durable`] and pays one branch at those points.
 //!
-//! * **Checkpoint before reply.** At the end of a batch the replies of its
-//!   calls are held; a task writes the checkpoint (the state, the journal
+//! * **Checkpoint before reply.** At the end of a signal's `cmd` the reply of a
+//!   call is held; a task writes the checkpoint (the state, the journal
 //!   position) and answers them once it is durable. While it runs the
 //!   write is the agent's work in flight: queries, stop and supervision
 //!   events are served, further signals wait.
@@ -20,8 +20,8 @@
 //!   dead letters instead and the agent gets a
 //!   [`DEAD_LETTER`](super::signal_types::DEAD_LETTER) signal.
 //!
-//! * **Outbox.** The directives a batch decided are stored, in their data
-//!   form, with the batch's checkpoint, and queued again on restore (at
+//! * **Outbox.** The directives a signal's `cmd` decided are stored, in their data
+//!   form, with its checkpoint, and queued again on restore (at
 //!   least once). An Emit keeps its signal's id: a journaling receiver
 //!   drops a signal whose id it saw last ([`RECENT_IDS`]).
 //! * **Timers.** Schedules and cron jobs are stored with wall-clock due
@@ -74,7 +74,7 @@ use writes::WriteLock;
 /// | mode | writes | a reply / acknowledgement means | lost on `kill -9` |
 /// |---|---|---|---|
 /// | `Volatile` | a checkpoint when the agent stops gracefully | nothing durable | everything since the last stop |
-/// | `Checkpoint` | a checkpoint after each batch that changed the state, before its replies | `call`: its state change is durable | casts not processed yet, and the effects of processed casts whose checkpoint was not written |
+/// | `Checkpoint` | a checkpoint after each signal's `cmd` that changed the state, before its reply | `call`: its state change is durable | casts not processed yet, and the effects of processed casts whose checkpoint was not written |
 /// | `Journal` | each accepted signal appended ahead; a checkpoint before the reply of a call, else every [`JOURNAL_CHECKPOINT_EVERY`] signals | `call`: as `Checkpoint`; [`cast_durable`](super::AgentRef::cast_durable): the signal is in the journal and will be processed (at least once) | nothing acknowledged; plain casts not yet appended |
 ///
 /// ```
@@ -178,7 +178,7 @@ pub(crate) struct Durable {
     replay_until: u64,
     /// Journal positions of signals queued but not processed yet, by id.
     seqs: HashMap<String, u64>,
-    /// Answers waiting for the checkpoint of their batch.
+    /// Answers waiting for the checkpoint of their signal.
     held: Vec<(Reply, Result<AgentState>)>,
     /// A `cmd` settled whose signal is not in the journal (a call in
     /// `Checkpoint` mode, instruction results, runtime signals).
