@@ -34,7 +34,7 @@ use crate::exec::Exec;
 use crate::instruction::Instruction;
 use crate::signal::dispatch::DispatchConfig;
 use crate::signal::{Route, Router, Signal};
-use crate::state::{StateMap, StateValue};
+use crate::state::{MapMark, StateMap, StateValue};
 use crate::strategy::Command;
 
 /// The actor running one agent. It runs agents of every type: the agent
@@ -269,9 +269,10 @@ pub(crate) struct Extras {
     pub(crate) waiters: Vec<Waiter>,
     pub(crate) waiter_timer: Option<WaiterTimer>,
     /// The state every waiter was last checked against, while there are
-    /// waiters: held, so any write since makes a new map (see
+    /// waiters: marked, not held, so a write moves the map without copying
+    /// its entries and the mark stops matching (see
     /// [`AgentServerState::check_waiters`]).
-    pub(crate) waiters_checked: Option<StateMap>,
+    pub(crate) waiters_checked: Option<MapMark>,
     pub(crate) debug: Option<VecDeque<DebugEvent>>,
     pub(crate) timers: Vec<TimerHandle>,
     /// `timers` is pruned of fired timers when it reaches this length
@@ -1612,7 +1613,7 @@ impl AgentServerState {
         if extras
             .waiters_checked
             .as_ref()
-            .is_some_and(|checked| checked.ptr_eq(state))
+            .is_some_and(|checked| checked.is(state))
         {
             return;
         }
@@ -1626,7 +1627,7 @@ impl AgentServerState {
                 i += 1;
             }
         }
-        extras.waiters_checked = (!waiters.is_empty()).then(|| state.clone());
+        extras.waiters_checked = (!waiters.is_empty()).then(|| state.mark());
     }
 
     /// Schedules `signal` back to this agent after `delay`.

@@ -13,4 +13,5 @@ mod value;
 pub use keys::{ORPHANED_FROM_KEY, PARENT_KEY, RESERVED_KEYS, STRATEGY_KEY, parent_id_of};
 pub use lazy::{LazyValue, StateSource};
 pub use ops::{StateOp, apply_state_op, deep_merge};
+pub(crate) use value::MapMark;
 pub use value::{StateArray, StateIndex, StateMap, StateValue};

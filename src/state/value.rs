@@ -77,6 +77,16 @@ impl Default for StateMap {
     }
 }
 
+/// See [`StateMap::mark`].
+pub(crate) struct MapMark(std::sync::Weak<Entries>);
+
+impl MapMark {
+    /// Whether `map` is the map marked, unwritten since.
+    pub(crate) fn is(&self, map: &StateMap) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&map.0))
+    }
+}
+
 /// A JSON array of the state, shared between clones. Short arrays are a
 /// plain vector; from 33 elements on it is a persistent vector where
 /// [`push`](StateArray::push) and writes cost O(log n) even when shared.
@@ -126,6 +136,16 @@ impl StateMap {
     /// contents).
     pub fn ptr_eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// A marker of this very map that does not keep it shared: a write to
+    /// the map moves it to a new allocation (its entries are not copied,
+    /// unlike a write to a map another clone holds), after which
+    /// [`MapMark::is`] no longer matches. The marker keeps the old
+    /// allocation (not its entries) until it is dropped, so its address is
+    /// never reused by another map meanwhile.
+    pub(crate) fn mark(&self) -> MapMark {
+        MapMark(Arc::downgrade(&self.0))
     }
 
     /// The value under `key`.
@@ -1228,3 +1248,30 @@ const _: fn() = || {
     fn borrows<K: Borrow<str> + Hash + Eq>() {}
     borrows::<Arc<str>>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_matches_its_map_until_the_map_is_written() {
+        let mut map = StateMap::new();
+        map.insert("a", StateValue::from(1));
+        let mark = map.mark();
+        assert!(mark.is(&map));
+        // A clone is the same map: it matches, and it is not held by the mark.
+        let same = map.clone();
+        assert!(mark.is(&same));
+        drop(same);
+        // A write moves the map (its entries are not copied): no match.
+        map.insert("b", StateValue::from(2));
+        assert!(!mark.is(&map));
+        assert_eq!(map.get("a"), Some(&StateValue::from(1)));
+        // A new mark matches again; another map never does.
+        let mark = map.mark();
+        assert!(mark.is(&map));
+        let mut other = StateMap::new();
+        other.insert("a", StateValue::from(1));
+        assert!(!mark.is(&other));
+    }
+}
