@@ -424,6 +424,8 @@ impl PartialEq for SignalMetadata {
     }
 }
 
+impl Eq for SignalMetadata {}
+
 /// The JSON form's `Debug`.
 impl std::fmt::Debug for SignalMetadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
