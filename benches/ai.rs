@@ -69,7 +69,7 @@ use jido::prelude::*;
 use jido::server::{Jido, JidoConfig};
 use jido::strategy::Command;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
 struct Mul {
@@ -165,7 +165,7 @@ async fn react_request(
                 result: Ok(resp),
                 model: String::new(),
                 duration_ms: 0,
-                metadata: Map::new(),
+                metadata: Default::default(),
             };
             (commands::LLM_RESULT, data.into_signal())
         } else if let Some(d) = custom.downcast_ref::<ToolExec>() {
@@ -182,7 +182,7 @@ async fn react_request(
                 call_id: d.id.clone(),
                 tool_name: d.tool_name.clone(),
                 result,
-                metadata: Map::new(),
+                metadata: Default::default(),
             };
             (commands::TOOL_RESULT, data.into_signal())
         } else {

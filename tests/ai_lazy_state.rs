@@ -12,7 +12,7 @@ use jido::ai::{ToolCall, Usage};
 use jido::prelude::*;
 use jido::state::StateValue;
 use jido::strategy::Command;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 struct Bot(ReAct);
 
@@ -45,7 +45,7 @@ fn script() -> Vec<Command> {
             call_id: call.into(),
             tool_name: "multiply".into(),
             result: ResultEnvelope::ok(json!({"product": 42})),
-            metadata: Map::new(),
+            metadata: Default::default(),
         };
         Command::strategy(commands::TOOL_RESULT, serde_json::to_value(data).unwrap())
     };

@@ -11,7 +11,7 @@ use jido::ai::react::machine::{Status, Turn};
 use jido::ai::react::{ReAct, commands};
 use jido::ai::signals::{
     ChunkType, Correlation, LlmDeltaData, LlmResponseData, LlmResultData, RequestErrorData,
-    ToolResultData, ToolStartedData, UsageData,
+    SignalMetadata, ToolResultData, ToolStartedData, UsageData,
 };
 use jido::ai::{ToolCall, ToolSet};
 use jido::prelude::*;
@@ -19,7 +19,7 @@ use jido::server::{Jido, JidoConfig};
 use jido::signal::{Signal, TypedSignal};
 use jido::strategy::Command;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 #[derive(Clone, serde::Deserialize, schemars::JsonSchema)]
 struct Mul {
@@ -50,7 +50,7 @@ fn react() -> ReAct {
         .tools(ToolSet::new().with(Multiply).unwrap())
 }
 
-fn meta() -> Map<String, Value> {
+fn meta() -> SignalMetadata {
     Correlation::new()
         .request_id("r1")
         .iteration(1)
@@ -269,7 +269,7 @@ fn tool_result(call_id: &str) -> ToolResultData {
         call_id: call_id.into(),
         tool_name: "multiply".into(),
         result: ResultEnvelope::ok(json!({"product": 42})),
-        metadata: Map::new(),
+        metadata: Default::default(),
     }
 }
 

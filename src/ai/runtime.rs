@@ -71,8 +71,8 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    self, ChunkType, Correlation, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
-    RequestErrorData, ToolResultData, ToolStartedData, UsageData, sanitize_delta,
+    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
+    RequestErrorData, SignalMetadata, ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
 use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
 use super::tool::{Tool, ToolSet};
@@ -566,22 +566,15 @@ fn ms(d: Duration) -> u64 {
 
 type Terminal = Arc<dyn Fn(Error) -> Signal + Send + Sync>;
 
-/// What a call's work, its terminal and its registration share: the ids,
-/// the operation, the start and the telemetry. The signals' `metadata` is
-/// built from it when a signal needs it (once per signal kind), not copied
-/// into every closure in case it might.
+/// What a call's work, its terminal and its registration share: the call
+/// id, the signals' metadata (the correlation and the operation, shared by
+/// every signal of the call: its JSON is built only if someone reads it),
+/// the start and the telemetry.
 struct CallInfo<T> {
     id: String,
-    correlation: Correlation,
-    operation: &'static str,
+    metadata: SignalMetadata,
     started: Instant,
     telemetry: T,
-}
-
-impl<T> CallInfo<T> {
-    fn metadata(&self) -> serde_json::Map<String, Value> {
-        self.correlation.metadata(self.operation)
-    }
 }
 
 /// The error terminal of a model call (`ai.llm.response`, `ai.embed.result`):
@@ -589,7 +582,7 @@ impl<T> CallInfo<T> {
 /// model as resolved so far, the time since the start and the metadata.
 fn model_call_terminal<T>(
     info: Arc<CallInfo<LlmTelemetry>>,
-    make: fn(String, ResultEnvelope, String, u64, serde_json::Map<String, Value>) -> T,
+    make: fn(String, ResultEnvelope, String, u64, SignalMetadata) -> T,
 ) -> Terminal
 where
     T: signals::Payload + 'static,
@@ -601,7 +594,7 @@ where
             ResultEnvelope::error(&error),
             info.telemetry.model_name(),
             ms(info.started.elapsed()),
-            info.metadata(),
+            info.metadata.clone(),
         ))
     })
 }
@@ -649,7 +642,7 @@ impl AiRuntime {
         let (registration, cancel) = self.registry.register(
             agent.actor_ref().get_id(),
             &info.id,
-            info.correlation.request_id.as_deref(),
+            info.metadata.request_id(),
         );
         let task_agent = agent.clone();
         let task_terminal = Arc::clone(&terminal);
@@ -709,8 +702,7 @@ impl AiRuntime {
                 &correlation,
             ),
             id: call.id.clone(),
-            correlation,
-            operation,
+            metadata: SignalMetadata::new(correlation, operation),
             started: Instant::now(),
         });
         let span = info.telemetry.span().clone();
@@ -756,7 +748,6 @@ impl AiRuntime {
             };
             info.telemetry
                 .stop(resp.usage.as_ref(), Some(&resp.finish_reason));
-            let metadata = info.metadata();
             if let Some(usage) = resp
                 .usage
                 .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
@@ -774,7 +765,7 @@ impl AiRuntime {
                         output_tokens: usage.output_tokens,
                         total_tokens: usage.total_tokens,
                         duration_ms: ms(info.started.elapsed()),
-                        metadata: metadata.clone(),
+                        metadata: info.metadata.clone(),
                     }),
                 );
             }
@@ -784,7 +775,7 @@ impl AiRuntime {
                 result: Ok(resp),
                 model,
                 duration_ms: ms(info.started.elapsed()),
-                metadata,
+                metadata: info.metadata.clone(),
             }
             .into_signal()
         };
@@ -802,8 +793,7 @@ impl AiRuntime {
                 &correlation,
             ),
             id: d.id.clone(),
-            correlation,
-            operation: OP_EMBED,
+            metadata: SignalMetadata::new(correlation, OP_EMBED),
             started: Instant::now(),
         });
         let span = info.telemetry.span().clone();
@@ -859,7 +849,7 @@ impl AiRuntime {
                 })),
                 model,
                 duration_ms: ms(info.started.elapsed()),
-                metadata: info.metadata(),
+                metadata: info.metadata.clone(),
             })
         };
         self.launch(
@@ -882,8 +872,7 @@ impl AiRuntime {
                 &correlation,
             ),
             id: d.id.clone(),
-            correlation,
-            operation: OP_TOOL,
+            metadata: SignalMetadata::new(correlation, OP_TOOL),
             started: Instant::now(),
         });
         let span = info.telemetry.span().clone();
@@ -895,7 +884,7 @@ impl AiRuntime {
                     call_id: info.id.clone(),
                     tool_name: info.telemetry.tool_name().to_owned(),
                     result: ResultEnvelope::error(&error),
-                    metadata: info.metadata(),
+                    metadata: info.metadata.clone(),
                 })
             })
         };
@@ -924,14 +913,13 @@ impl AiRuntime {
         let agent_id = ctx.agent_id().to_owned();
         let work = async move {
             let info = shared;
-            let metadata = info.metadata();
             send(
                 &agent,
                 build(ToolStartedData {
                     call_id: info.id.clone(),
                     tool_name: tool_name.clone(),
                     arguments: sanitize(&arguments),
-                    metadata: metadata.clone(),
+                    metadata: info.metadata.clone(),
                 }),
             );
             let tool = match (tool, action) {
@@ -992,7 +980,7 @@ impl AiRuntime {
                 call_id: info.id.clone(),
                 tool_name,
                 result,
-                metadata,
+                metadata: info.metadata.clone(),
             })
         };
         self.launch(ctx, &info, "tool call", terminal, work.instrument(span))
@@ -1036,8 +1024,6 @@ async fn stream_answer(
         }
     };
     let mut seq = 0;
-    // Built for the first delta, copied for the next ones.
-    let mut metadata = None;
     loop {
         let event = match tokio::time::timeout(timeout, events.next()).await {
             Ok(Some(Ok(event))) => event,
@@ -1073,7 +1059,7 @@ async fn stream_answer(
                 delta,
                 chunk_type,
                 seq,
-                metadata: metadata.get_or_insert_with(|| info.metadata()).clone(),
+                metadata: info.metadata.clone(),
             }),
         );
     }

@@ -11,7 +11,9 @@
 //! | `EmitRequestError` | one `ai.request.error` |
 //!
 //! Each payload is a struct here implementing [`TypedSignal`], so a route
-//! or strategy reads it back with [`TypedSignal::decode`]:
+//! or strategy reads it back with [`TypedSignal::decode`]. Its `metadata`
+//! is a [`SignalMetadata`]: the correlation ids, shared by the signals of
+//! one call, its JSON map built only when read:
 //!
 //! ```
 //! use jido::ai::signals::{Correlation, ToolResultData};
@@ -33,6 +35,8 @@
 //!     "origin": "directive", "operation": "tool_execute"
 //! }));
 //! assert_eq!(ToolResultData::decode(&signal)?, data);
+//! assert_eq!(data.metadata.request_id(), Some("req_1"));
+//! assert_eq!(data.metadata["operation"], "tool_execute");
 //! # Ok::<(), jido::Error>(())
 //! ```
 
@@ -176,29 +180,337 @@ impl Correlation {
 
     /// The `metadata` of a signal: `request_id`, `run_id` (the request id
     /// when unset), `iteration`, `strategy` (each only when known), then
-    /// `origin: "directive"` and `operation`.
-    pub fn metadata(&self, operation: &str) -> Map<String, Value> {
-        // Sized once: six entries at most (a map grown entry by entry
-        // rehashes twice on the way).
-        let mut out = Map::with_capacity(6);
-        if let Some(r) = &self.request_id {
-            out.insert("request_id".into(), Value::from(r.clone()));
+    /// `origin: "directive"` and `operation`; its JSON map is built only
+    /// when read (see [`SignalMetadata`]).
+    pub fn metadata(&self, operation: &'static str) -> SignalMetadata {
+        SignalMetadata::new(self.clone(), operation)
+    }
+}
+
+/// The `metadata` of an AI signal: `request_id`, `run_id` (the request id
+/// when unset), `iteration`, `strategy` (each only when known), then
+/// `origin` and `operation`.
+///
+/// The AI runtime builds one per call from its typed [`Correlation`]
+/// (see [`SignalMetadata::new`]) and shares it, an [`Arc`] inside, with
+/// every signal of the call: no map is built, hashed or copied per signal.
+/// The JSON map is built only when someone asks for it
+/// ([`as_map`](Self::as_map), [`get`](Self::get), `Debug`), once. Metadata
+/// decoded from JSON (a signal from outside) keeps its map as it came,
+/// other keys included. Both forms serialize to the same JSON, and compare
+/// equal when their JSON is equal.
+///
+/// ```
+/// use jido::ai::signals::{Correlation, SignalMetadata};
+/// use serde_json::json;
+///
+/// let meta = Correlation::new().request_id("req_1").iteration(2).metadata("tool_execute");
+/// assert_eq!(meta.request_id(), Some("req_1"));
+/// assert_eq!(meta["run_id"], "req_1");
+/// let expected = json!({
+///     "request_id": "req_1", "run_id": "req_1", "iteration": 2,
+///     "origin": "directive", "operation": "tool_execute"
+/// });
+/// assert_eq!(serde_json::to_value(&meta)?, expected);
+/// // Decoded from JSON: the same metadata.
+/// let decoded: SignalMetadata = serde_json::from_value(expected)?;
+/// assert_eq!(decoded, meta);
+/// assert_eq!(decoded.iteration(), Some(2));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct SignalMetadata(Arc<MetadataRepr>);
+
+enum MetadataRepr {
+    /// Built by the runtime: the JSON map made on demand.
+    Typed {
+        correlation: Correlation,
+        origin: &'static str,
+        operation: &'static str,
+        map: std::sync::OnceLock<Map<String, Value>>,
+    },
+    /// Decoded from JSON (or given as a map): kept as it came.
+    Json(Map<String, Value>),
+}
+
+/// The value of a key a metadata does not hold (see the `Index` impl).
+static NULL: Value = Value::Null;
+
+impl SignalMetadata {
+    /// The metadata of a signal an AI directive sends: `correlation`'s
+    /// ids, `origin: "directive"` and `operation` (`"stream_text"`,
+    /// `"generate_text"`, `"embed"`, `"tool_execute"`).
+    pub fn new(correlation: Correlation, operation: &'static str) -> Self {
+        Self::with_origin(correlation, super::telemetry::ORIGIN_DIRECTIVE, operation)
+    }
+
+    /// As [`new`](Self::new), with another origin (see
+    /// [`telemetry`](super::telemetry)).
+    pub fn with_origin(
+        correlation: Correlation,
+        origin: &'static str,
+        operation: &'static str,
+    ) -> Self {
+        SignalMetadata(Arc::new(MetadataRepr::Typed {
+            correlation,
+            origin,
+            operation,
+            map: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The request id (`request_id`, when a string).
+    pub fn request_id(&self) -> Option<&str> {
+        match &*self.0 {
+            MetadataRepr::Typed { correlation, .. } => correlation.request_id.as_deref(),
+            MetadataRepr::Json(m) => m.get("request_id")?.as_str(),
         }
-        if let Some(r) = self.run_id.as_ref().or(self.request_id.as_ref()) {
-            out.insert("run_id".into(), Value::from(r.clone()));
+    }
+
+    /// The run id (`run_id`, when a string): the request id unless set
+    /// apart.
+    pub fn run_id(&self) -> Option<&str> {
+        match &*self.0 {
+            MetadataRepr::Typed { correlation, .. } => correlation
+                .run_id
+                .as_deref()
+                .or(correlation.request_id.as_deref()),
+            MetadataRepr::Json(m) => m.get("run_id")?.as_str(),
         }
-        if let Some(i) = self.iteration {
-            out.insert("iteration".into(), Value::from(i));
+    }
+
+    /// The iteration (`iteration`: an integer or a numeric string).
+    pub fn iteration(&self) -> Option<u64> {
+        match &*self.0 {
+            MetadataRepr::Typed { correlation, .. } => correlation.iteration,
+            MetadataRepr::Json(m) => m.get("iteration").and_then(read_u64),
         }
-        if let Some(s) = &self.strategy {
-            out.insert("strategy".into(), Value::from(s.clone()));
+    }
+
+    /// The strategy's name (`strategy`, when a string).
+    pub fn strategy(&self) -> Option<&str> {
+        match &*self.0 {
+            MetadataRepr::Typed { correlation, .. } => correlation.strategy.as_deref(),
+            MetadataRepr::Json(m) => m.get("strategy")?.as_str(),
         }
-        out.insert(
-            "origin".into(),
-            Value::from(super::telemetry::ORIGIN_DIRECTIVE),
-        );
-        out.insert("operation".into(), Value::from(operation));
-        out
+    }
+
+    /// Who made the call (`origin`, when a string).
+    pub fn origin(&self) -> Option<&str> {
+        match &*self.0 {
+            MetadataRepr::Typed { origin, .. } => Some(origin),
+            MetadataRepr::Json(m) => m.get("origin")?.as_str(),
+        }
+    }
+
+    /// The operation (`operation`, when a string).
+    pub fn operation(&self) -> Option<&str> {
+        match &*self.0 {
+            MetadataRepr::Typed { operation, .. } => Some(operation),
+            MetadataRepr::Json(m) => m.get("operation")?.as_str(),
+        }
+    }
+
+    /// The correlation ids (as [`Correlation::from_metadata`] reads them
+    /// from the JSON form).
+    pub fn correlation(&self) -> Correlation {
+        match &*self.0 {
+            MetadataRepr::Typed { correlation, .. } => correlation.clone(),
+            MetadataRepr::Json(m) => Correlation::from_metadata(m),
+        }
+    }
+
+    /// The value of `key` in the JSON form.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_map().get(key)
+    }
+
+    /// Whether the JSON form has no key (never, for a runtime-built one).
+    pub fn is_empty(&self) -> bool {
+        match &*self.0 {
+            MetadataRepr::Typed { .. } => false,
+            MetadataRepr::Json(m) => m.is_empty(),
+        }
+    }
+
+    /// The JSON form, built on the first call.
+    pub fn as_map(&self) -> &Map<String, Value> {
+        match &*self.0 {
+            MetadataRepr::Typed {
+                correlation,
+                origin,
+                operation,
+                map,
+            } => map.get_or_init(|| build_metadata(correlation, origin, operation)),
+            MetadataRepr::Json(m) => m,
+        }
+    }
+
+    /// A copy of the JSON form.
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.as_map().clone()
+    }
+
+    /// The JSON form, moved out when this is its only holder.
+    pub fn into_map(self) -> Map<String, Value> {
+        match Arc::try_unwrap(self.0) {
+            Ok(MetadataRepr::Json(m)) => m,
+            Ok(MetadataRepr::Typed {
+                correlation,
+                origin,
+                operation,
+                map,
+            }) => map
+                .into_inner()
+                .unwrap_or_else(|| build_metadata(&correlation, origin, operation)),
+            Err(shared) => SignalMetadata(shared).to_map(),
+        }
+    }
+}
+
+/// The JSON form of a typed metadata (see [`SignalMetadata`]).
+fn build_metadata(correlation: &Correlation, origin: &str, operation: &str) -> Map<String, Value> {
+    // Sized once: six entries at most (a map grown entry by entry
+    // rehashes twice on the way).
+    let mut out = Map::with_capacity(6);
+    if let Some(r) = &correlation.request_id {
+        out.insert("request_id".into(), Value::from(r.as_str()));
+    }
+    if let Some(r) = correlation
+        .run_id
+        .as_ref()
+        .or(correlation.request_id.as_ref())
+    {
+        out.insert("run_id".into(), Value::from(r.as_str()));
+    }
+    if let Some(i) = correlation.iteration {
+        out.insert("iteration".into(), Value::from(i));
+    }
+    if let Some(s) = &correlation.strategy {
+        out.insert("strategy".into(), Value::from(s.as_str()));
+    }
+    out.insert("origin".into(), Value::from(origin));
+    out.insert("operation".into(), Value::from(operation));
+    out
+}
+
+/// No key: `{}`.
+impl Default for SignalMetadata {
+    fn default() -> Self {
+        static EMPTY: std::sync::LazyLock<Arc<MetadataRepr>> =
+            std::sync::LazyLock::new(|| Arc::new(MetadataRepr::Json(Map::new())));
+        SignalMetadata(Arc::clone(&EMPTY))
+    }
+}
+
+/// Equal when the JSON forms are (typed ones compared without building
+/// them).
+impl PartialEq for SignalMetadata {
+    fn eq(&self, other: &Self) -> bool {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return true;
+        }
+        match (&*self.0, &*other.0) {
+            (MetadataRepr::Typed { .. }, MetadataRepr::Typed { .. }) => {
+                self.request_id() == other.request_id()
+                    && self.run_id() == other.run_id()
+                    && self.iteration() == other.iteration()
+                    && self.strategy() == other.strategy()
+                    && self.origin() == other.origin()
+                    && self.operation() == other.operation()
+            }
+            _ => self.as_map() == other.as_map(),
+        }
+    }
+}
+
+impl Eq for SignalMetadata {}
+
+/// The JSON form's `Debug`.
+impl std::fmt::Debug for SignalMetadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_map(), f)
+    }
+}
+
+/// A map kept as given (an empty one shares [`Default`]'s).
+impl From<Map<String, Value>> for SignalMetadata {
+    fn from(map: Map<String, Value>) -> Self {
+        if map.is_empty() {
+            return Self::default();
+        }
+        SignalMetadata(Arc::new(MetadataRepr::Json(map)))
+    }
+}
+
+/// The JSON form.
+impl From<SignalMetadata> for Map<String, Value> {
+    fn from(meta: SignalMetadata) -> Self {
+        meta.into_map()
+    }
+}
+
+/// The JSON form.
+impl From<SignalMetadata> for Value {
+    fn from(meta: SignalMetadata) -> Self {
+        Value::Object(meta.into_map())
+    }
+}
+
+/// The value of `key`, `null` when absent (as indexing a [`Value`]).
+impl std::ops::Index<&str> for SignalMetadata {
+    type Output = Value;
+    fn index(&self, key: &str) -> &Value {
+        self.get(key).unwrap_or(&NULL)
+    }
+}
+
+/// Written as its JSON form (a typed one without building the map).
+impl Serialize for SignalMetadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match &*self.0 {
+            MetadataRepr::Typed {
+                correlation,
+                origin,
+                operation,
+                ..
+            } => {
+                let run_id = correlation
+                    .run_id
+                    .as_ref()
+                    .or(correlation.request_id.as_ref());
+                let len = 2
+                    + usize::from(correlation.request_id.is_some())
+                    + usize::from(run_id.is_some())
+                    + usize::from(correlation.iteration.is_some())
+                    + usize::from(correlation.strategy.is_some());
+                let mut m = s.serialize_map(Some(len))?;
+                if let Some(r) = &correlation.request_id {
+                    m.serialize_entry("request_id", r)?;
+                }
+                if let Some(r) = run_id {
+                    m.serialize_entry("run_id", r)?;
+                }
+                if let Some(i) = correlation.iteration {
+                    m.serialize_entry("iteration", &i)?;
+                }
+                if let Some(st) = &correlation.strategy {
+                    m.serialize_entry("strategy", st)?;
+                }
+                m.serialize_entry("origin", origin)?;
+                m.serialize_entry("operation", operation)?;
+                m.end()
+            }
+            MetadataRepr::Json(map) => map.serialize(s),
+        }
+    }
+}
+
+/// Read from any JSON object, kept as it came.
+impl<'de> Deserialize<'de> for SignalMetadata {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Self::from)
     }
 }
 
@@ -256,8 +568,8 @@ pub struct LlmDeltaData {
     pub chunk_type: ChunkType,
     /// 1, 2, … within the call: order deltas by it.
     pub seq: u64,
-    /// Correlation ([`Correlation::metadata`]).
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(LlmDeltaData, LLM_DELTA, "/ai/llm");
 
@@ -279,8 +591,8 @@ pub struct UsageData {
     pub total_tokens: u64,
     /// Time from the start of the task to the answer, in ms.
     pub duration_ms: u64,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(UsageData, USAGE, "/ai/usage");
 
@@ -305,8 +617,8 @@ pub struct LlmResponseData {
     pub model: String,
     /// Time from the start of the task to this signal, in ms.
     pub duration_ms: u64,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(LlmResponseData, LLM_RESPONSE, "/ai/llm");
 
@@ -354,8 +666,8 @@ pub struct LlmResultData {
     pub model: String,
     /// Time from the start of the task to this signal, in ms.
     pub duration_ms: u64,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 
 impl LlmResultData {
@@ -467,8 +779,8 @@ pub struct EmbedResultData {
     pub model: String,
     /// Time from the start of the task to this signal, in ms.
     pub duration_ms: u64,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(EmbedResultData, EMBED_RESULT, "/ai/embed");
 
@@ -482,8 +794,8 @@ pub struct ToolStartedData {
     pub tool_name: String,
     /// The arguments as given, sanitised (secrets redacted, bounded).
     pub arguments: Value,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(ToolStartedData, TOOL_STARTED, "/ai/tool");
 
@@ -501,8 +813,8 @@ pub struct ToolResultData {
     pub tool_name: String,
     /// The result triple.
     pub result: ResultEnvelope,
-    /// Correlation.
-    pub metadata: Map<String, Value>,
+    /// Correlation ([`SignalMetadata`]).
+    pub metadata: SignalMetadata,
 }
 typed!(ToolResultData, TOOL_RESULT, "/ai/tool");
 
@@ -545,7 +857,7 @@ impl Payload for LlmResponseData {
         m.insert("result".into(), self.result.into_value());
         m.insert("model".into(), self.model.into());
         m.insert("duration_ms".into(), self.duration_ms.into());
-        m.insert("metadata".into(), Value::Object(self.metadata));
+        m.insert("metadata".into(), self.metadata.into());
         Value::Object(m)
     }
 }
@@ -556,7 +868,7 @@ impl Payload for ToolResultData {
         m.insert("call_id".into(), self.call_id.into());
         m.insert("tool_name".into(), self.tool_name.into());
         m.insert("result".into(), self.result.into_value());
-        m.insert("metadata".into(), Value::Object(self.metadata));
+        m.insert("metadata".into(), self.metadata.into());
         Value::Object(m)
     }
 }
@@ -601,7 +913,7 @@ pub(crate) fn correlated_request<'a>(
         (_, Some(t)) => &t.metadata,
         _ => return params.get("metadata")?.get("request_id")?.as_str(),
     };
-    metadata.get("request_id")?.as_str()
+    metadata.request_id()
 }
 
 /// The payload of the AI signal a strategy command reports: the typed
@@ -668,8 +980,8 @@ impl LlmResponseData {
             model: take_string(&mut m, "model"),
             duration_ms: m.get("duration_ms").and_then(Value::as_u64).unwrap_or(0),
             metadata: match m.remove("metadata") {
-                Some(Value::Object(meta)) => meta,
-                _ => Map::new(),
+                Some(Value::Object(meta)) => meta.into(),
+                _ => SignalMetadata::default(),
             },
         })
     }
@@ -699,8 +1011,8 @@ impl ToolResultData {
             tool_name: take_string(&mut m, "tool_name"),
             result: ResultEnvelope::from_value(m.remove("result").unwrap_or(Value::Null))?,
             metadata: match m.remove("metadata") {
-                Some(Value::Object(meta)) => meta,
-                _ => Map::new(),
+                Some(Value::Object(meta)) => meta.into(),
+                _ => SignalMetadata::default(),
             },
         })
     }
@@ -788,5 +1100,172 @@ mod tests {
         check::<ToolStartedData>();
         check::<ToolResultData>();
         check::<RequestErrorData>();
+    }
+
+    /// The map `Correlation::metadata` built before `SignalMetadata`
+    /// (kept here as the reference).
+    fn old_metadata(c: &Correlation, operation: &str) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(r) = &c.request_id {
+            out.insert("request_id".into(), Value::from(r.clone()));
+        }
+        if let Some(r) = c.run_id.as_ref().or(c.request_id.as_ref()) {
+            out.insert("run_id".into(), Value::from(r.clone()));
+        }
+        if let Some(i) = c.iteration {
+            out.insert("iteration".into(), Value::from(i));
+        }
+        if let Some(s) = &c.strategy {
+            out.insert("strategy".into(), Value::from(s.clone()));
+        }
+        out.insert("origin".into(), Value::from("directive"));
+        out.insert("operation".into(), Value::from(operation));
+        out
+    }
+
+    fn correlations() -> Vec<Correlation> {
+        vec![
+            Correlation::new(),
+            Correlation::new().request_id("r1"),
+            Correlation::new().run_id("run_only"),
+            Correlation::new().request_id("r1").run_id("run_1"),
+            Correlation::new().request_id("r1").iteration(3),
+            Correlation::new()
+                .request_id("r1")
+                .run_id("run_1")
+                .iteration(0)
+                .strategy("react"),
+            Correlation::new().iteration(7).strategy(""),
+        ]
+    }
+
+    #[test]
+    fn signal_metadata_builds_the_old_map_lazily_and_serializes_it_byte_for_byte() {
+        for c in correlations() {
+            let expected = old_metadata(&c, "stream_text");
+            let meta = c.metadata("stream_text");
+            // Serialized without the map, then the map built on demand.
+            assert_eq!(
+                serde_json::to_string(&meta).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+            assert_eq!(meta.as_map(), &expected);
+            // Same keys in the same order.
+            assert!(meta.as_map().keys().eq(expected.keys()), "{c:?}");
+            assert_eq!(
+                serde_json::to_value(&meta).unwrap(),
+                Value::Object(expected.clone())
+            );
+            assert_eq!(meta.clone().into_map(), expected);
+            assert_eq!(Map::from(c.metadata("stream_text")), expected);
+            assert_eq!(format!("{meta:?}"), format!("{expected:?}"));
+            // Readers.
+            assert_eq!(meta.request_id(), c.request_id.as_deref());
+            assert_eq!(
+                meta.run_id(),
+                c.run_id.as_deref().or(c.request_id.as_deref())
+            );
+            assert_eq!(meta.iteration(), c.iteration);
+            assert_eq!(meta.strategy(), c.strategy.as_deref());
+            assert_eq!(meta.origin(), Some("directive"));
+            assert_eq!(meta.operation(), Some("stream_text"));
+            assert_eq!(meta["operation"], "stream_text");
+            assert_eq!(meta["absent"], Value::Null);
+            assert_eq!(meta.get("absent"), None);
+            assert!(!meta.is_empty());
+        }
+    }
+
+    #[test]
+    fn signal_metadata_round_trips_through_json_and_equals_the_decoded_form() {
+        for c in correlations() {
+            let meta = c.metadata("tool_execute");
+            let text = serde_json::to_string(&meta).unwrap();
+            let decoded: SignalMetadata = serde_json::from_str(&text).unwrap();
+            assert_eq!(decoded, meta);
+            assert_eq!(meta, decoded);
+            assert_eq!(serde_json::to_string(&decoded).unwrap(), text);
+            assert_eq!(decoded.request_id(), meta.request_id());
+            assert_eq!(decoded.run_id(), meta.run_id());
+            assert_eq!(decoded.iteration(), meta.iteration());
+            assert_eq!(decoded.strategy(), meta.strategy());
+            assert_eq!(decoded.origin(), meta.origin());
+            assert_eq!(decoded.operation(), meta.operation());
+            assert_eq!(decoded.correlation().request_id, c.request_id);
+            assert_eq!(decoded.correlation().iteration, c.iteration);
+        }
+        // An explicit run id equal to the request id is the same JSON.
+        assert_eq!(
+            Correlation::new().request_id("r").metadata("embed"),
+            Correlation::new()
+                .request_id("r")
+                .run_id("r")
+                .metadata("embed")
+        );
+        assert_ne!(
+            Correlation::new().request_id("r").metadata("embed"),
+            Correlation::new().request_id("r").metadata("embed_x")
+        );
+        assert_ne!(
+            Correlation::new().request_id("r").metadata("embed"),
+            Correlation::new().request_id("s").metadata("embed")
+        );
+        assert_ne!(
+            Correlation::new().request_id("r").metadata("embed"),
+            SignalMetadata::default()
+        );
+    }
+
+    #[test]
+    fn signal_metadata_decoded_from_json_keeps_other_keys_and_their_order() {
+        let text = r#"{"trace":"t1","request_id":"r1","iteration":"4","origin":"action","extra":{"a":[1,2]}}"#;
+        let meta: SignalMetadata = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_string(&meta).unwrap(), text);
+        assert_eq!(meta.request_id(), Some("r1"));
+        assert_eq!(meta.run_id(), None);
+        assert_eq!(meta.iteration(), Some(4));
+        assert_eq!(meta.origin(), Some("action"));
+        assert_eq!(meta.operation(), None);
+        assert_eq!(meta["extra"]["a"][1], 2);
+        assert_eq!(meta["trace"], "t1");
+        assert_eq!(meta.as_map().len(), 5);
+        // Not the typed form: it has other keys.
+        assert_ne!(meta, Correlation::new().request_id("r1").metadata("embed"));
+        // Not an object: refused.
+        assert!(serde_json::from_str::<SignalMetadata>("[1]").is_err());
+
+        let empty = SignalMetadata::default();
+        assert!(empty.is_empty());
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
+        assert_eq!(empty, SignalMetadata::from(Map::new()));
+        assert_eq!(empty, serde_json::from_str::<SignalMetadata>("{}").unwrap());
+        assert_eq!(empty.request_id(), None);
+        assert_eq!(format!("{empty:?}"), "{}");
+    }
+
+    #[test]
+    fn a_payload_with_typed_metadata_equals_its_decoded_json() {
+        let data = ToolResultData {
+            call_id: "tc_1".into(),
+            tool_name: "multiply".into(),
+            result: ResultEnvelope::ok(serde_json::json!({"product": 6})),
+            metadata: Correlation::new()
+                .request_id("req_1")
+                .iteration(2)
+                .strategy("react")
+                .metadata("tool_execute"),
+        };
+        let value = serde_json::to_value(&data).unwrap();
+        assert_eq!(ToolResultData::from_value(value.clone()).unwrap(), data);
+        assert_eq!(
+            serde_json::from_value::<ToolResultData>(value.clone()).unwrap(),
+            data
+        );
+        assert_eq!(data.clone().into_value(), value);
+        let signal = data.clone().into_signal();
+        assert_eq!(signal.data(), Some(&value));
+        // Copies share the metadata.
+        let copy = data.clone();
+        assert!(Arc::ptr_eq(&copy.metadata.0, &data.metadata.0));
     }
 }

@@ -278,7 +278,7 @@ impl ReAct {
             result,
             model: String::new(),
             duration_ms: 0,
-            metadata: Map::new(),
+            metadata: Default::default(),
         }
     }
 
