@@ -332,7 +332,8 @@ struct Typed {
     rev: u64,
     current: Option<StateValue>,
     base: Base,
-    requests: Option<StateMap>,
+    /// The request records (`__strategy__.requests`), when known.
+    requests: Option<Requests>,
     /// The state the strategy changes (through `state`).
     state: Shared,
     /// The state `current` shows, and how to write it: `None` until the
@@ -384,7 +385,7 @@ impl Typed {
             module,
             rev: self.rev,
             base: self.base.clone(),
-            requests: self.requests.clone().map(StateValue::Object),
+            requests: self.requests.as_mut().map(Requests::node),
             state,
             write,
         }))
@@ -514,11 +515,7 @@ impl RequestCore {
         let known = read.is_some();
         let state: Shared = Arc::new(read.unwrap_or_default());
         let snapshot = known.then(|| (Arc::clone(&state), write_typed::<S> as Writer));
-        let requests = json
-            .as_ref()
-            .and_then(|j| j.get("requests"))
-            .and_then(StateValue::as_object)
-            .cloned();
+        let requests = Requests::read(json.as_ref().and_then(|j| j.get("requests")));
         agent.set_strategy_ext(Typed {
             module: self.module,
             rev: ours.unwrap_or(0),
@@ -585,10 +582,7 @@ impl RequestCore {
                 .and_then(StateValue::as_object)
                 .cloned()
                 .unwrap_or_default();
-            typed.requests = json
-                .get("requests")
-                .and_then(StateValue::as_object)
-                .cloned();
+            typed.requests = Requests::read(json.get("requests"));
             typed.base = Base { json, state: None };
             typed.current = None;
         }
@@ -752,7 +746,7 @@ impl RequestCore {
                 return false;
             }
             mirror.rev = typed.rev;
-            mirror.requests = typed.requests.clone().map(StateValue::Object);
+            mirror.requests = typed.requests.as_mut().map(Requests::node);
             mirror.state = Arc::clone(snapshot);
             mirror.write = *write;
             true
@@ -760,20 +754,25 @@ impl RequestCore {
     }
 
     /// Runs `f` on the request records: in the ext (then published) when
-    /// it matches `__strategy__` and knows the state, else on the JSON.
-    fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut StateMap)) {
+    /// it matches `__strategy__` and knows the state, else on the JSON
+    /// (read into a history, changed, and written back as an object).
+    fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut History)) {
         let typed_path = Self::fresh(agent).is_some_and(|t| t.snapshot.is_some());
         if typed_path {
             let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
             if let Some(typed) = ext {
                 // The published node lets go of the records when it alone
-                // holds them: the write below copies none of them (the
-                // publish right after gives them back).
+                // holds them: the write below then changes them in place
+                // (else it copies the O(log n) nodes it touches; the
+                // publish right after shows the new records).
                 Self::with_sole_mirror(state, typed, |mirror, _| {
                     mirror.requests = None;
                     true
                 });
-                f(typed.requests.get_or_insert_with(StateMap::new));
+                f(typed
+                    .requests
+                    .get_or_insert_with(Requests::default)
+                    .history_mut());
                 Self::publish(state, typed, self.module);
             }
             return;
@@ -787,10 +786,16 @@ impl RequestCore {
             t.base = Base::default();
         }
         let st = state.object_mut(STRATEGY_KEY);
-        f(st.object_mut("requests"));
+        // Not an object (or missing): a new history, as a write into an
+        // object made where there was none.
+        let mut requests = Requests::read(st.get("requests")).unwrap_or_default();
+        f(requests.history_mut());
+        let shown = StateValue::Object(requests.history.to_map());
+        st.insert("requests", shown.clone());
+        requests.shown = Some(shown);
         if let Some(t) = typed {
             t.current = Some(StateValue::Object(st.clone()));
-            t.requests = st.get("requests").and_then(StateValue::as_object).cloned();
+            t.requests = Some(requests);
             t.base = Base {
                 json: st.clone(),
                 state: t.snapshot.as_ref().map(|(s, _)| Arc::clone(s)),
@@ -798,15 +803,12 @@ impl RequestCore {
         }
     }
 
-    /// The request records of `agent` (the ext's when current, else the
+    /// The record of `request_id` (the ext's when current, else the
     /// JSON's).
-    fn requests(agent: &AgentData) -> Option<&StateMap> {
+    fn record<'a>(agent: &'a AgentData, request_id: &str) -> Option<&'a StateValue> {
         match Self::fresh(agent) {
-            Some(t) if t.snapshot.is_some() => t.requests.as_ref(),
-            _ => agent
-                .strategy_state()?
-                .get("requests")
-                .and_then(StateValue::as_object),
+            Some(t) if t.snapshot.is_some() => t.requests.as_ref()?.history.get(request_id),
+            _ => agent.strategy_state()?.get("requests")?.get(request_id),
         }
     }
 
@@ -882,10 +884,9 @@ impl RequestCore {
         state.insert_shared(&keys.last_answer, EMPTY.clone());
         state.insert_shared(&keys.error, StateValue::Null);
         let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
-        self.update_requests(agent, |requests| {
-            requests.remove(request_id);
-            requests.insert_shared(&id, entry);
-            self.trim(requests);
+        self.update_requests(agent, |history| {
+            history.push(id, entry);
+            history.trim(self.history);
         });
         if self.events.is_some() {
             let mut data = Map::with_capacity(2);
@@ -913,10 +914,10 @@ impl RequestCore {
             Ok(v) | Err(v) => StateValue::from(v),
         };
         let ok = outcome.is_ok();
-        self.update_requests(agent, |requests| {
+        self.update_requests(agent, |history| {
             // The record `start` wrote: finished as a new record; any
             // other entry (none, read from JSON, finished) in place.
-            let started = match requests.get(request_id) {
+            let started = match history.get(request_id) {
                 Some(StateValue::Lazy(node)) => node
                     .source::<Record>()
                     .filter(|r| r.end.is_none())
@@ -931,10 +932,10 @@ impl RequestCore {
                     value: value.clone(),
                 };
                 let record = Record::new(query, Some(end));
-                requests.insert(request_id, StateValue::Lazy(LazyValue::new(record)));
+                history.set(request_id, StateValue::Lazy(LazyValue::new(record)));
                 return;
             }
-            let entry = requests.object_mut(request_id);
+            let entry = history.object_mut(request_id);
             entry.insert("termination_reason", termination);
             entry.insert("usage", usage_state(usage));
             if ok {
@@ -980,7 +981,7 @@ impl RequestCore {
         let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
             return;
         };
-        let known = Self::requests(agent).is_some_and(|r| r.contains_key(request_id));
+        let known = Self::record(agent, request_id).is_some();
         if known {
             return;
         }
@@ -993,24 +994,15 @@ impl RequestCore {
         let mut entry = StateMap::with_capacity(2);
         entry.insert("status", RequestStatus::Failed.as_str());
         entry.insert("error", StateValue::from(&error));
-        self.update_requests(agent, |requests| {
-            requests.insert(request_id, entry);
-            self.trim(requests);
+        self.update_requests(agent, |history| {
+            history.set(request_id, StateValue::Object(entry));
+            history.trim(self.history);
         });
-    }
-
-    fn trim(&self, requests: &mut StateMap) {
-        while requests.len() > self.history {
-            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
-                break;
-            };
-            requests.remove(&oldest);
-        }
     }
 
     /// The status of tracked request `request_id`, if tracked.
     pub fn request_status(agent: &AgentData, request_id: &str) -> Option<RequestStatus> {
-        let st = Self::requests(agent)?.get(request_id)?;
+        let st = Self::record(agent, request_id)?;
         if let StateValue::Lazy(node) = st
             && let Some(record) = node.source::<Record>()
         {
@@ -1111,6 +1103,179 @@ static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
     last_answer: Arc::from("last_answer"),
     error: Arc::from("error"),
 });
+
+/// The request records (`__strategy__.requests`): by id, in the order
+/// they were added. Persistent: a clone shares everything, and a write
+/// to a shared history (the published node holds one) copies only the
+/// O(log n) nodes it touches, so `start`, `finish` and the trim cost
+/// O(log n) whatever the history length. The JSON object is built from
+/// it only when read ([`HistoryNode`]).
+#[derive(Clone, Default)]
+struct History {
+    /// Record and position of each id.
+    by_id: imbl::GenericHashMap<
+        Arc<str>,
+        Slot,
+        foldhash::fast::RandomState,
+        imbl::shared_ptr::DefaultSharedPtr,
+    >,
+    /// The ids by position (increasing: the oldest first).
+    order: imbl::OrdMap<u64, Arc<str>>,
+    /// The position of the next id added.
+    next: u64,
+}
+
+#[derive(Clone)]
+struct Slot {
+    at: u64,
+    record: StateValue,
+}
+
+impl History {
+    /// The records of a JSON object, in its order (any value kept as it
+    /// is: a record that is not an object is shown as it was).
+    fn from_map(map: &StateMap) -> Self {
+        let mut history = History::default();
+        for (id, record) in map.iter() {
+            history.append(Arc::from(id), record.clone());
+        }
+        history
+    }
+
+    fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// The record of `id`.
+    fn get(&self, id: &str) -> Option<&StateValue> {
+        self.by_id.get(id).map(|slot| &slot.record)
+    }
+
+    /// Adds `id` last (it must not be there).
+    fn append(&mut self, id: Arc<str>, record: StateValue) {
+        let at = self.next;
+        self.next += 1;
+        self.order.insert(at, Arc::clone(&id));
+        self.by_id.insert(id, Slot { at, record });
+    }
+
+    /// Sets the record of `id`, last (moved there if it was tracked).
+    fn push(&mut self, id: Arc<str>, record: StateValue) {
+        if let Some(old) = self.by_id.remove(&*id) {
+            self.order.remove(&old.at);
+        }
+        self.append(id, record);
+    }
+
+    /// Sets the record of `id`, in its place when tracked, else last.
+    fn set(&mut self, id: &str, record: StateValue) {
+        match self.by_id.get_mut(id) {
+            Some(slot) => slot.record = record,
+            None => self.append(Arc::from(id), record),
+        }
+    }
+
+    /// The record of `id` as an object to change: created last when
+    /// missing, replaced by an empty object when not an object, built
+    /// when lazy (as [`StateMap::object_mut`]).
+    fn object_mut(&mut self, id: &str) -> &mut StateMap {
+        if !self.by_id.contains_key(id) {
+            self.append(Arc::from(id), StateValue::Object(StateMap::new()));
+        }
+        let slot = match self.by_id.get_mut(id) {
+            Some(slot) => &mut slot.record,
+            None => unreachable!("the record was just added"),
+        };
+        if !slot.is_object() {
+            *slot = StateValue::Object(StateMap::new());
+        }
+        match slot.as_object_mut() {
+            Some(map) => map,
+            None => unreachable!("the record was just made an object"),
+        }
+    }
+
+    /// Drops the oldest records until at most `n` are left.
+    fn trim(&mut self, n: usize) {
+        while self.len() > n {
+            let Some(at) = self.order.get_min().map(|(at, _)| *at) else {
+                break;
+            };
+            if let Some(id) = self.order.remove(&at) {
+                self.by_id.remove(&*id);
+            }
+        }
+    }
+
+    /// The JSON object: the records by id, oldest first.
+    fn to_map(&self) -> StateMap {
+        let mut map = StateMap::with_capacity(self.len());
+        for id in self.order.values() {
+            if let Some(slot) = self.by_id.get(&**id) {
+                map.insert_shared(id, slot.record.clone());
+            }
+        }
+        map
+    }
+}
+
+/// The lazy node showing a [`History`] as `__strategy__.requests`: one
+/// record read by path (`await_completion`) builds nothing; the object
+/// is built on the first read of the whole (a checkpoint,
+/// serialisation), then kept with the node.
+struct HistoryNode(History);
+
+impl StateSource for HistoryNode {
+    fn to_state(&self) -> StateValue {
+        StateValue::Object(self.0.to_map())
+    }
+
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        self.0.get(key)
+    }
+}
+
+/// The request records of the ext, and the value showing them while they
+/// are unchanged (a [`HistoryNode`], or the object they were read from).
+#[derive(Clone, Default)]
+struct Requests {
+    history: History,
+    shown: Option<StateValue>,
+}
+
+impl Requests {
+    /// The records of `__strategy__.requests` as it is: `None` when it is
+    /// missing or not an object (a new history replaces it on the first
+    /// write).
+    fn read(value: Option<&StateValue>) -> Option<Self> {
+        let value = value?;
+        let history = match value {
+            StateValue::Lazy(node) => match node.source::<HistoryNode>() {
+                Some(HistoryNode(history)) => history.clone(),
+                None => History::from_map(value.as_object()?),
+            },
+            value => History::from_map(value.as_object()?),
+        };
+        Some(Requests {
+            history,
+            shown: Some(value.clone()),
+        })
+    }
+
+    /// The value showing the records (a new node after a change).
+    fn node(&mut self) -> StateValue {
+        let history = &self.history;
+        self.shown
+            .get_or_insert_with(|| StateValue::Lazy(LazyValue::new(HistoryNode(history.clone()))))
+            .clone()
+    }
+
+    /// The records, to change (the value showing them is dropped).
+    fn history_mut(&mut self) -> &mut History {
+        self.shown = None;
+        &mut self.history
+    }
+}
 
 /// A request record (`__strategy__.requests.ID`) as `start` and `finish`
 /// write it: its JSON is built when read.
