@@ -1016,15 +1016,17 @@ impl RequestCore {
     ///
     /// [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
     pub fn await_options(request_id: &str) -> AwaitOptions {
-        let at = |leaf: &str| {
-            [STRATEGY_KEY, "requests", request_id, leaf]
-                .map(str::to_owned)
-                .to_vec()
+        // The fixed keys borrowed: one copy of the id per path.
+        let id: Cow<'static, str> = Cow::Owned(request_id.to_owned());
+        let at = |leaf: &'static str| {
+            Cow::Owned(vec![
+                Cow::Borrowed(STRATEGY_KEY),
+                Cow::Borrowed("requests"),
+                id.clone(),
+                Cow::Borrowed(leaf),
+            ])
         };
-        AwaitOptions::new()
-            .status_path(at("status"))
-            .result_path(at("result"))
-            .error_path(at("error"))
+        AwaitOptions::new().paths(at("status"), at("result"), at("error"))
     }
 
     // ----------------------------------------------------- cancellation
@@ -1105,30 +1107,40 @@ static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
 });
 
 /// The request records (`__strategy__.requests`): by id, in the order
-/// they were added. Persistent: a clone shares everything, and a write
-/// to a shared history (the published node holds one) copies only the
-/// O(log n) nodes it touches, so `start`, `finish` and the trim cost
-/// O(log n) whatever the history length. The JSON object is built from
-/// it only when read ([`HistoryNode`]).
+/// they were added, oldest first. Persistent: records sit in chunks of
+/// [`CHUNK`] entries held by a persistent vector, so a clone shares
+/// everything and a write to a shared history (the published node and a
+/// copy of the agent hold one) copies one chunk and the vector's O(log n)
+/// path, never the records. Adding a request, trimming the oldest and
+/// finishing one never rebuild a map; the JSON object is built from it
+/// only when read ([`HistoryNode`]). An id is found by scanning the ids'
+/// hashes newest first (no index to copy on every write).
 #[derive(Clone, Default)]
 struct History {
-    /// Record and position of each id.
-    by_id: imbl::GenericHashMap<
-        Arc<str>,
-        Slot,
-        foldhash::fast::RandomState,
-        imbl::shared_ptr::DefaultSharedPtr,
-    >,
-    /// The ids by position (increasing: the oldest first).
-    order: imbl::OrdMap<u64, Arc<str>>,
-    /// The position of the next id added.
-    next: u64,
+    /// Oldest first; only the last chunk has room.
+    chunks: imbl::Vector<Arc<Vec<Entry>>>,
+    /// The entries of the first chunk already trimmed.
+    skip: usize,
+    /// Live records.
+    len: usize,
+    /// Removed entries (an id started again) not trimmed yet.
+    dead: usize,
 }
 
+/// The entries of a [`History`] chunk.
+const CHUNK: usize = 16;
+
 #[derive(Clone)]
-struct Slot {
-    at: u64,
-    record: StateValue,
+struct Entry {
+    hash: u64,
+    id: Arc<str>,
+    /// `None`: removed (the id was started again, later).
+    record: Option<StateValue>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(id)
 }
 
 impl History {
@@ -1142,35 +1154,96 @@ impl History {
         history
     }
 
-    fn len(&self) -> usize {
-        self.by_id.len()
+    /// The first entry of chunk `c` still in the history.
+    fn first(&self, c: usize) -> usize {
+        if c == 0 { self.skip } else { 0 }
+    }
+
+    /// Where the record of `id` is (chunk, entry), looked up newest
+    /// first.
+    fn find(&self, id: &str) -> Option<(usize, usize)> {
+        let hash = id_hash(id);
+        for c in (0..self.chunks.len()).rev() {
+            let chunk = self.chunks.get(c)?;
+            let first = self.first(c);
+            for i in (first..chunk.len()).rev() {
+                let e = &chunk[i];
+                if e.hash == hash && e.record.is_some() && *e.id == *id {
+                    return Some((c, i));
+                }
+            }
+        }
+        None
     }
 
     /// The record of `id`.
     fn get(&self, id: &str) -> Option<&StateValue> {
-        self.by_id.get(id).map(|slot| &slot.record)
+        let (c, i) = self.find(id)?;
+        self.chunks.get(c)?.get(i)?.record.as_ref()
+    }
+
+    /// Entry `i` of chunk `c`, to change: the chunk is copied first when
+    /// shared.
+    fn entry_mut(&mut self, c: usize, i: usize) -> Option<&mut Entry> {
+        let chunk = self.chunks.get_mut(c)?;
+        if Arc::get_mut(chunk).is_none() {
+            let mut copy = Vec::with_capacity(CHUNK);
+            copy.extend(chunk.iter().cloned());
+            *chunk = Arc::new(copy);
+        }
+        Arc::get_mut(chunk)?.get_mut(i)
     }
 
     /// Adds `id` last (it must not be there).
     fn append(&mut self, id: Arc<str>, record: StateValue) {
-        let at = self.next;
-        self.next += 1;
-        self.order.insert(at, Arc::clone(&id));
-        self.by_id.insert(id, Slot { at, record });
+        let entry = Entry {
+            hash: id_hash(&id),
+            id,
+            record: Some(record),
+        };
+        self.len += 1;
+        if let Some(last) = self.chunks.back_mut()
+            && last.len() < CHUNK
+        {
+            match Arc::get_mut(last) {
+                Some(chunk) => chunk.push(entry),
+                None => {
+                    let mut copy = Vec::with_capacity(CHUNK);
+                    copy.extend(last.iter().cloned());
+                    copy.push(entry);
+                    *last = Arc::new(copy);
+                }
+            }
+            return;
+        }
+        let mut chunk = Vec::with_capacity(CHUNK);
+        chunk.push(entry);
+        self.chunks.push_back(Arc::new(chunk));
     }
 
     /// Sets the record of `id`, last (moved there if it was tracked).
     fn push(&mut self, id: Arc<str>, record: StateValue) {
-        if let Some(old) = self.by_id.remove(&*id) {
-            self.order.remove(&old.at);
+        if let Some((c, i)) = self.find(&id)
+            && let Some(old) = self.entry_mut(c, i)
+        {
+            old.record = None;
+            self.len -= 1;
+            self.dead += 1;
         }
         self.append(id, record);
+        if self.dead > self.len.max(CHUNK) {
+            self.compact();
+        }
     }
 
     /// Sets the record of `id`, in its place when tracked, else last.
     fn set(&mut self, id: &str, record: StateValue) {
-        match self.by_id.get_mut(id) {
-            Some(slot) => slot.record = record,
+        match self.find(id) {
+            Some((c, i)) => {
+                if let Some(e) = self.entry_mut(c, i) {
+                    e.record = Some(record);
+                }
+            }
             None => self.append(Arc::from(id), record),
         }
     }
@@ -1179,12 +1252,16 @@ impl History {
     /// missing, replaced by an empty object when not an object, built
     /// when lazy (as [`StateMap::object_mut`]).
     fn object_mut(&mut self, id: &str) -> &mut StateMap {
-        if !self.by_id.contains_key(id) {
-            self.append(Arc::from(id), StateValue::Object(StateMap::new()));
-        }
-        let slot = match self.by_id.get_mut(id) {
-            Some(slot) => &mut slot.record,
-            None => unreachable!("the record was just added"),
+        let (c, i) = match self.find(id) {
+            Some(at) => at,
+            None => {
+                self.append(Arc::from(id), StateValue::Object(StateMap::new()));
+                let c = self.chunks.len() - 1;
+                (c, self.chunks.back().map_or(0, |last| last.len() - 1))
+            }
+        };
+        let Some(slot) = self.entry_mut(c, i).and_then(|e| e.record.as_mut()) else {
+            unreachable!("the record was just found or added")
         };
         if !slot.is_object() {
             *slot = StateValue::Object(StateMap::new());
@@ -1197,23 +1274,54 @@ impl History {
 
     /// Drops the oldest records until at most `n` are left.
     fn trim(&mut self, n: usize) {
-        while self.len() > n {
-            let Some(at) = self.order.get_min().map(|(at, _)| *at) else {
+        while self.len > n {
+            let Some(front) = self.chunks.front() else {
                 break;
             };
-            if let Some(id) = self.order.remove(&at) {
-                self.by_id.remove(&*id);
+            match front.get(self.skip) {
+                Some(e) => {
+                    if e.record.is_some() {
+                        self.len -= 1;
+                    } else {
+                        self.dead -= 1;
+                    }
+                    self.skip += 1;
+                }
+                None => {
+                    self.chunks.pop_front();
+                    self.skip = 0;
+                }
             }
         }
+        if self.chunks.front().is_some_and(|f| self.skip >= f.len()) {
+            self.chunks.pop_front();
+            self.skip = 0;
+        }
+    }
+
+    /// The live entries, oldest first.
+    fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &StateValue)> {
+        self.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
+            chunk[self.first(c).min(chunk.len())..]
+                .iter()
+                .filter_map(|e| Some((&e.id, e.record.as_ref()?)))
+        })
+    }
+
+    /// The same records without the removed entries.
+    fn compact(&mut self) {
+        let mut fresh = History::default();
+        for (id, record) in self.entries() {
+            fresh.append(Arc::clone(id), record.clone());
+        }
+        *self = fresh;
     }
 
     /// The JSON object: the records by id, oldest first.
     fn to_map(&self) -> StateMap {
-        let mut map = StateMap::with_capacity(self.len());
-        for id in self.order.values() {
-            if let Some(slot) = self.by_id.get(&**id) {
-                map.insert_shared(id, slot.record.clone());
-            }
+        let mut map = StateMap::with_capacity(self.len);
+        for (id, record) in self.entries() {
+            map.insert_shared(id, record.clone());
         }
         map
     }
