@@ -31,7 +31,12 @@
 //!   termination_reason, usage}` for the latest
 //!   [`DEFAULT_REQUEST_HISTORY`] requests (oldest dropped), awaited with
 //!   [`RequestCore::await_options`]; a rejected request is recorded as
-//!   failed with a `rejected` error unless its id is known.
+//!   failed with a `rejected` error unless its id is known. The history is
+//!   typed as well: a persistent structure in the ext (recording a start,
+//!   an end or trimming the oldest copies one small chunk, never the
+//!   map, even while a copy of the agent shares it), shown as a lazy
+//!   `requests` object built when read whole and kept until it changes;
+//!   one record read by path builds nothing.
 //! * **Completion as state.** [`RequestCore::start`] sets top-level
 //!   `status: "running"`, `last_request_id`, `last_query`, `last_answer:
 //!   ""`, `error: null`; [`RequestCore::finish`] sets `status:
@@ -267,7 +272,8 @@ struct Mirror {
     module: &'static str,
     rev: u64,
     base: Base,
-    /// An object.
+    /// `requests`: a [`HistoryNode`] (or the object the history was read
+    /// from, while unchanged).
     requests: Option<StateValue>,
     state: Shared,
     write: Writer,
@@ -385,7 +391,7 @@ impl Typed {
             module,
             rev: self.rev,
             base: self.base.clone(),
-            requests: self.requests.as_mut().map(Requests::node),
+            requests: self.requests.as_ref().map(Requests::node),
             state,
             write,
         }))
@@ -746,7 +752,7 @@ impl RequestCore {
                 return false;
             }
             mirror.rev = typed.rev;
-            mirror.requests = typed.requests.as_mut().map(Requests::node);
+            mirror.requests = typed.requests.as_ref().map(Requests::node);
             mirror.state = Arc::clone(snapshot);
             mirror.write = *write;
             true
@@ -755,7 +761,7 @@ impl RequestCore {
 
     /// Runs `f` on the request records: in the ext (then published) when
     /// it matches `__strategy__` and knows the state, else on the JSON
-    /// (read into a history, changed, and written back as an object).
+    /// (read into a history, changed, and written back as its node).
     fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut History)) {
         let typed_path = Self::fresh(agent).is_some_and(|t| t.snapshot.is_some());
         if typed_path {
@@ -790,9 +796,7 @@ impl RequestCore {
         // object made where there was none.
         let mut requests = Requests::read(st.get("requests")).unwrap_or_default();
         f(requests.history_mut());
-        let shown = StateValue::Object(requests.history.to_map());
-        st.insert("requests", shown.clone());
-        requests.shown = Some(shown);
+        st.insert("requests", requests.node());
         if let Some(t) = typed {
             t.current = Some(StateValue::Object(st.clone()));
             t.requests = Some(requests);
@@ -807,7 +811,7 @@ impl RequestCore {
     /// JSON's).
     fn record<'a>(agent: &'a AgentData, request_id: &str) -> Option<&'a StateValue> {
         match Self::fresh(agent) {
-            Some(t) if t.snapshot.is_some() => t.requests.as_ref()?.history.get(request_id),
+            Some(t) if t.snapshot.is_some() => t.requests.as_ref()?.history().get(request_id),
             _ => agent.strategy_state()?.get("requests")?.get(request_id),
         }
     }
@@ -1343,12 +1347,17 @@ impl StateSource for HistoryNode {
     }
 }
 
-/// The request records of the ext, and the value showing them while they
-/// are unchanged (a [`HistoryNode`], or the object they were read from).
-#[derive(Clone, Default)]
-struct Requests {
-    history: History,
-    shown: Option<StateValue>,
+/// The request records of the ext: the [`HistoryNode`] the published
+/// `__strategy__` shows, its history the only copy. A write changes it in
+/// place when nothing else holds the node and no one read it whole, else
+/// makes a new node from a clone of the history (cheap: persistent).
+#[derive(Clone)]
+struct Requests(LazyValue);
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests(LazyValue::new(HistoryNode(History::default())))
+    }
 }
 
 impl Requests {
@@ -1357,31 +1366,36 @@ impl Requests {
     /// write).
     fn read(value: Option<&StateValue>) -> Option<Self> {
         let value = value?;
-        let history = match value {
-            StateValue::Lazy(node) => match node.source::<HistoryNode>() {
-                Some(HistoryNode(history)) => history.clone(),
-                None => History::from_map(value.as_object()?),
-            },
-            value => History::from_map(value.as_object()?),
-        };
-        Some(Requests {
-            history,
-            shown: Some(value.clone()),
-        })
+        if let StateValue::Lazy(node) = value
+            && node.source::<HistoryNode>().is_some()
+        {
+            return Some(Requests(node.clone()));
+        }
+        let history = History::from_map(value.as_object()?);
+        Some(Requests(LazyValue::new(HistoryNode(history))))
     }
 
-    /// The value showing the records (a new node after a change).
-    fn node(&mut self) -> StateValue {
-        let history = &self.history;
-        self.shown
-            .get_or_insert_with(|| StateValue::Lazy(LazyValue::new(HistoryNode(history.clone()))))
-            .clone()
+    fn history(&self) -> &History {
+        static EMPTY: LazyLock<History> = LazyLock::new(History::default);
+        self.0.source::<HistoryNode>().map_or(&EMPTY, |h| &h.0)
     }
 
-    /// The records, to change (the value showing them is dropped).
+    /// The value showing the records.
+    fn node(&self) -> StateValue {
+        StateValue::Lazy(self.0.clone())
+    }
+
+    /// The records, to change: in place when the node is this handle's
+    /// alone and unread, else in a new node.
     fn history_mut(&mut self) -> &mut History {
-        self.shown = None;
-        &mut self.history
+        if self.0.source_mut::<HistoryNode>().is_none() {
+            let history = self.history().clone();
+            self.0 = LazyValue::new(HistoryNode(history));
+        }
+        match self.0.source_mut::<HistoryNode>() {
+            Some(HistoryNode(history)) => history,
+            None => unreachable!("the node was just made"),
+        }
     }
 }
 
