@@ -921,14 +921,15 @@ impl RequestCore {
         self.update_requests(agent, |history| {
             // The record `start` wrote: finished as a new record; any
             // other entry (none, read from JSON, finished) in place.
-            let started = match history.get(request_id) {
+            let at = history.find(request_id);
+            let started = match at.and_then(|(c, i)| history.at(c, i)) {
                 Some(StateValue::Lazy(node)) => node
                     .source::<Record>()
                     .filter(|r| r.end.is_none())
                     .map(|r| r.query.clone()),
                 _ => None,
             };
-            if let Some(query) = started {
+            if let (Some(query), Some((c, i))) = (started, at) {
                 let end = RecordEnd {
                     termination: StateValue::from(termination),
                     usage: *usage,
@@ -936,7 +937,7 @@ impl RequestCore {
                     value: value.clone(),
                 };
                 let record = Record::new(query, Some(end));
-                history.set(request_id, StateValue::Lazy(LazyValue::new(record)));
+                history.set_at(c, i, StateValue::Lazy(LazyValue::new(record)));
                 return;
             }
             let entry = history.object_mut(request_id);
@@ -1166,24 +1167,32 @@ impl History {
     /// Where the record of `id` is (chunk, entry), looked up newest
     /// first.
     fn find(&self, id: &str) -> Option<(usize, usize)> {
-        let hash = id_hash(id);
-        for c in (0..self.chunks.len()).rev() {
-            let chunk = self.chunks.get(c)?;
-            let first = self.first(c);
-            for i in (first..chunk.len()).rev() {
-                let e = &chunk[i];
-                if e.hash == hash && e.record.is_some() && *e.id == *id {
-                    return Some((c, i));
-                }
+        self.find_hashed(id_hash(id), id)
+    }
+
+    /// [`find`](Self::find) knowing the id's hash.
+    fn find_hashed(&self, hash: u64, id: &str) -> Option<(usize, usize)> {
+        for (c, chunk) in self.chunks.iter().enumerate().rev() {
+            let first = self.first(c).min(chunk.len());
+            let found = chunk[first..]
+                .iter()
+                .rposition(|e| e.hash == hash && e.record.is_some() && *e.id == *id);
+            if let Some(i) = found {
+                return Some((c, first + i));
             }
         }
         None
     }
 
+    /// The record of entry `i` of chunk `c`.
+    fn at(&self, c: usize, i: usize) -> Option<&StateValue> {
+        self.chunks.get(c)?.get(i)?.record.as_ref()
+    }
+
     /// The record of `id`.
     fn get(&self, id: &str) -> Option<&StateValue> {
         let (c, i) = self.find(id)?;
-        self.chunks.get(c)?.get(i)?.record.as_ref()
+        self.at(c, i)
     }
 
     /// Entry `i` of chunk `c`, to change: the chunk is copied first when
@@ -1200,8 +1209,13 @@ impl History {
 
     /// Adds `id` last (it must not be there).
     fn append(&mut self, id: Arc<str>, record: StateValue) {
+        self.append_hashed(id_hash(&id), id, record);
+    }
+
+    /// [`append`](Self::append) knowing the id's hash.
+    fn append_hashed(&mut self, hash: u64, id: Arc<str>, record: StateValue) {
         let entry = Entry {
-            hash: id_hash(&id),
+            hash,
             id,
             record: Some(record),
         };
@@ -1227,14 +1241,15 @@ impl History {
 
     /// Sets the record of `id`, last (moved there if it was tracked).
     fn push(&mut self, id: Arc<str>, record: StateValue) {
-        if let Some((c, i)) = self.find(&id)
+        let hash = id_hash(&id);
+        if let Some((c, i)) = self.find_hashed(hash, &id)
             && let Some(old) = self.entry_mut(c, i)
         {
             old.record = None;
             self.len -= 1;
             self.dead += 1;
         }
-        self.append(id, record);
+        self.append_hashed(hash, id, record);
         if self.dead > self.len.max(CHUNK) {
             self.compact();
         }
@@ -1243,12 +1258,16 @@ impl History {
     /// Sets the record of `id`, in its place when tracked, else last.
     fn set(&mut self, id: &str, record: StateValue) {
         match self.find(id) {
-            Some((c, i)) => {
-                if let Some(e) = self.entry_mut(c, i) {
-                    e.record = Some(record);
-                }
-            }
+            Some((c, i)) => self.set_at(c, i, record),
             None => self.append(Arc::from(id), record),
+        }
+    }
+
+    /// Sets the record of entry `i` of chunk `c` (found by
+    /// [`find`](Self::find)).
+    fn set_at(&mut self, c: usize, i: usize, record: StateValue) {
+        if let Some(e) = self.entry_mut(c, i) {
+            e.record = Some(record);
         }
     }
 
