@@ -272,8 +272,7 @@ struct Mirror {
     module: &'static str,
     rev: u64,
     base: Base,
-    /// `requests`: a [`HistoryNode`] (or the object the history was read
-    /// from, while unchanged).
+    /// `requests`: the [`HistoryNode`] of the ext's records.
     requests: Option<StateValue>,
     state: Shared,
     write: Writer,
@@ -769,8 +768,9 @@ impl RequestCore {
             if let Some(typed) = ext {
                 // The published node lets go of the records when it alone
                 // holds them: the write below then changes them in place
-                // (else it copies the O(log n) nodes it touches; the
-                // publish right after shows the new records).
+                // (else it copies the chunk it touches and the vector's
+                // path to it; the publish right after shows the new
+                // records).
                 Self::with_sole_mirror(state, typed, |mirror, _| {
                     mirror.requests = None;
                     true
