@@ -1123,7 +1123,7 @@ static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
 #[derive(Clone, Default)]
 struct History {
     /// Oldest first; only the last chunk has room.
-    chunks: imbl::Vector<Arc<Vec<Entry>>>,
+    chunks: imbl::Vector<Arc<Chunk>>,
     /// The entries of the first chunk already trimmed.
     skip: usize,
     /// Live records.
@@ -1132,8 +1132,45 @@ struct History {
     dead: usize,
 }
 
-/// The entries of a [`History`] chunk.
-const CHUNK: usize = 16;
+/// The entries of a [`History`] chunk (8: fewer records to copy when a
+/// shared chunk is written, few chunks to index; measured against 4 and 16).
+const CHUNK: usize = 8;
+
+/// Up to [`CHUNK`] entries, and which ids they may hold.
+struct Chunk {
+    /// Bit `hash % 64` of every id added: an id whose bit is clear is not
+    /// here (a miss skips the chunk).
+    mask: u64,
+    entries: Vec<Entry>,
+}
+
+impl Chunk {
+    fn push(&mut self, entry: Entry) {
+        self.mask |= 1 << (entry.hash & 63);
+        self.entries.push(entry);
+    }
+
+    /// A copy with room for the whole chunk.
+    fn copy(&self) -> Chunk {
+        let mut entries = Vec::with_capacity(CHUNK);
+        entries.extend(self.entries.iter().cloned());
+        Chunk {
+            mask: self.mask,
+            entries,
+        }
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        self.mask & (1 << (hash & 63)) != 0
+    }
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [Entry];
+    fn deref(&self) -> &[Entry] {
+        &self.entries
+    }
+}
 
 #[derive(Clone)]
 struct Entry {
@@ -1173,6 +1210,9 @@ impl History {
     /// [`find`](Self::find) knowing the id's hash.
     fn find_hashed(&self, hash: u64, id: &str) -> Option<(usize, usize)> {
         for (c, chunk) in self.chunks.iter().enumerate().rev() {
+            if !chunk.may_hold(hash) {
+                continue;
+            }
             let first = self.first(c).min(chunk.len());
             let found = chunk[first..]
                 .iter()
@@ -1200,11 +1240,9 @@ impl History {
     fn entry_mut(&mut self, c: usize, i: usize) -> Option<&mut Entry> {
         let chunk = self.chunks.get_mut(c)?;
         if Arc::get_mut(chunk).is_none() {
-            let mut copy = Vec::with_capacity(CHUNK);
-            copy.extend(chunk.iter().cloned());
-            *chunk = Arc::new(copy);
+            *chunk = Arc::new(chunk.copy());
         }
-        Arc::get_mut(chunk)?.get_mut(i)
+        Arc::get_mut(chunk)?.entries.get_mut(i)
     }
 
     /// Adds `id` last (it must not be there).
@@ -1226,15 +1264,17 @@ impl History {
             match Arc::get_mut(last) {
                 Some(chunk) => chunk.push(entry),
                 None => {
-                    let mut copy = Vec::with_capacity(CHUNK);
-                    copy.extend(last.iter().cloned());
+                    let mut copy = last.copy();
                     copy.push(entry);
                     *last = Arc::new(copy);
                 }
             }
             return;
         }
-        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut chunk = Chunk {
+            mask: 0,
+            entries: Vec::with_capacity(CHUNK),
+        };
         chunk.push(entry);
         self.chunks.push_back(Arc::new(chunk));
     }
