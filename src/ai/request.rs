@@ -1116,10 +1116,11 @@ static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
 /// [`CHUNK`] entries held by a persistent vector, so a clone shares
 /// everything and a write to a shared history (the published node and a
 /// copy of the agent hold one) copies one chunk and the vector's O(log n)
-/// path, never the records. Adding a request, trimming the oldest and
-/// finishing one never rebuild a map; the JSON object is built from it
-/// only when read ([`HistoryNode`]). An id is found by scanning the ids'
-/// hashes newest first (no index to copy on every write).
+/// path, never the whole history. Adding a request, trimming the oldest
+/// and finishing one never rebuild a map; the JSON object is built from
+/// it only when read ([`HistoryNode`]). An id is found by comparing
+/// hashes newest first, skipping the chunks whose mask rules it out (no
+/// index to copy on every write).
 #[derive(Clone, Default)]
 struct History {
     /// Oldest first; only the last chunk has room.
