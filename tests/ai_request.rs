@@ -513,3 +513,286 @@ fn finish_records_usage_and_the_completion_fields() {
     let busy = core.busy("r2", "awaiting_llm");
     assert_eq!(busy.kind(), "ai.emit_request_error");
 }
+
+// ------------------------------------------------- the request history
+
+/// The ids of `__strategy__.requests`, in order.
+fn request_ids(state: &StateMap) -> Vec<String> {
+    state["__strategy__"]["requests"]
+        .as_object()
+        .map(|m| m.keys().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+fn ok_usage() -> jido::ai::Usage {
+    jido::ai::Usage {
+        input_tokens: 1,
+        output_tokens: 2,
+        total_tokens: 3,
+    }
+}
+
+/// Starts and completes `id` (answer: the id).
+fn run(core: &RequestCore, agent: &mut AgentData, id: &str) {
+    let mut out = Vec::new();
+    core.start(agent, id, &format!("{id}?"), &mut out);
+    core.finish(
+        agent,
+        id,
+        Ok(json!(id)),
+        "final_answer",
+        &ok_usage(),
+        &mut out,
+    );
+}
+
+#[test]
+fn the_history_drops_the_oldest_first_and_keeps_the_order() {
+    let core = RequestCore::new("counter").history(3);
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    for id in ["r1", "r2", "r3"] {
+        run(&core, &mut agent, id);
+    }
+    assert_eq!(request_ids(agent.state()), ["r1", "r2", "r3"]);
+    run(&core, &mut agent, "r4");
+    assert_eq!(request_ids(agent.state()), ["r2", "r3", "r4"]);
+    // A tracked id started again moves last; nothing is dropped.
+    let mut out = Vec::new();
+    core.start(&mut agent, "r3", "again?", &mut out);
+    assert_eq!(request_ids(agent.state()), ["r2", "r4", "r3"]);
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["r3"],
+        json!({"query": "again?", "status": "pending"})
+    );
+    run(&core, &mut agent, "r5");
+    assert_eq!(request_ids(agent.state()), ["r4", "r3", "r5"]);
+    assert_eq!(RequestCore::request_status(&agent, "r2"), None);
+    assert_eq!(
+        RequestCore::request_status(&agent, "r3"),
+        Some(RequestStatus::Pending)
+    );
+    // A rejection is recorded last and trims too.
+    core.record_rejection(
+        &mut agent,
+        &json!({"request_id": "r6", "reason": "invalid_request", "message": "no"}),
+    );
+    assert_eq!(request_ids(agent.state()), ["r3", "r5", "r6"]);
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["r5"],
+        json!({"query": "r5?", "status": "completed", "termination_reason": "final_answer",
+               "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+               "result": "r5"})
+    );
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["r6"]["error"]["type"],
+        "rejected"
+    );
+}
+
+#[test]
+fn a_state_read_between_writes_sees_the_current_records() {
+    let core = RequestCore::new("counter").history(2);
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    let mut out = Vec::new();
+    core.start(&mut agent, "r1", "q1", &mut out);
+    // A full read (the records built), kept while the agent goes on.
+    let seen = agent.state().clone();
+    assert_eq!(
+        Value::from(seen.clone())["__strategy__"]["requests"],
+        json!({"r1": {"query": "q1", "status": "pending"}})
+    );
+    core.finish(
+        &mut agent,
+        "r1",
+        Ok(json!("a1")),
+        "final_answer",
+        &ok_usage(),
+        &mut out,
+    );
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["r1"]["status"],
+        "completed"
+    );
+    // A path read (no build), then a full read.
+    assert_eq!(
+        agent.strategy_state().unwrap()["requests"]["r1"]["result"],
+        "a1"
+    );
+    run(&core, &mut agent, "r2");
+    let shown = Value::from(agent.state().clone());
+    assert_eq!(
+        shown["__strategy__"]["requests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["r1", "r2"]
+    );
+    run(&core, &mut agent, "r3");
+    assert_eq!(request_ids(agent.state()), ["r2", "r3"]);
+    // What was read earlier did not change.
+    assert_eq!(
+        Value::from(seen)["__strategy__"]["requests"],
+        json!({"r1": {"query": "q1", "status": "pending"}})
+    );
+    // The JSON the state shows is a value like any other.
+    assert_eq!(
+        serde_json::to_value(agent.state()).unwrap()["__strategy__"]["requests"]["r3"]["result"],
+        "r3"
+    );
+}
+
+#[tokio::test]
+async fn a_request_record_is_read_back_after_a_checkpoint() {
+    let mut agent = AgentState::new(
+        Bot(react().request_history(2)),
+        AgentOptions::new().id("a1"),
+    );
+    for (i, id) in ["q1", "q2"].into_iter().enumerate() {
+        agent
+            .cmd(ReAct::query_command("hi", Some(id)), ExecOptions::new())
+            .await;
+        let call_id = format!("call_{id}_{}", i + 1);
+        agent
+            .cmd(llm(&call_id, Turn::answer(id)), ExecOptions::new())
+            .await;
+    }
+    agent
+        .cmd(ReAct::query_command("6*7?", Some("q3")), ExecOptions::new())
+        .await;
+    // Through text, as a store keeps it.
+    let text = serde_json::to_string(&agent.checkpoint()).unwrap();
+    let saved: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        request_ids(agent.state()),
+        ["q2", "q3"],
+        "q1 trimmed before the checkpoint"
+    );
+    let mut restored = AgentState::restore(Bot(react().request_history(2)), &saved).unwrap();
+    assert_eq!(restored.state(), agent.state());
+    assert_eq!(
+        RequestCore::request_status(&restored, "q2"),
+        Some(RequestStatus::Completed)
+    );
+    assert_eq!(
+        RequestCore::request_status(&restored, "q3"),
+        Some(RequestStatus::Pending)
+    );
+    assert_eq!(
+        restored.state()["__strategy__"]["requests"]["q2"]["result"],
+        "q2"
+    );
+    // The restored history goes on: q3 finishes in place, q4 drops q2.
+    restored
+        .cmd(llm("call_q3_3", Turn::answer("42")), ExecOptions::new())
+        .await;
+    assert_eq!(request_ids(restored.state()), ["q2", "q3"]);
+    assert_eq!(
+        RequestCore::request_status(&restored, "q3"),
+        Some(RequestStatus::Completed)
+    );
+    restored
+        .cmd(ReAct::query_command("hi", Some("q4")), ExecOptions::new())
+        .await;
+    assert_eq!(request_ids(restored.state()), ["q3", "q4"]);
+    assert_eq!(
+        restored.state()["__strategy__"]["requests"]["q3"],
+        json!({"query": "6*7?", "status": "completed", "termination_reason": "final_answer",
+               "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+               "result": "42"})
+    );
+}
+
+#[test]
+fn a_malformed_restored_history_is_replaced_or_kept_as_it_is() {
+    let core = RequestCore::new("counter").history(2);
+    // `requests` not an object: a new history on the first request.
+    let state = json!({"__strategy__": {"module": "counter", "rev": 1, "running": null,
+                                         "n": 0, "done": false, "requests": "oops"}});
+    let mut agent = AgentData::new("c1", StateMap::from(state.as_object().unwrap()));
+    assert_eq!(RequestCore::request_status(&agent, "r1"), None);
+    run(&core, &mut agent, "r1");
+    assert_eq!(request_ids(agent.state()), ["r1"]);
+    // Records that are not objects are shown as they were, and trimmed.
+    let state = json!({"__strategy__": {"module": "counter", "rev": 1, "running": null,
+                                         "n": 0, "done": false,
+                                         "requests": {"a": 5, "b": {"status": "bogus"}}}});
+    let mut agent = AgentData::new("c1", StateMap::from(state.as_object().unwrap()));
+    assert_eq!(RequestCore::request_status(&agent, "a"), None);
+    assert_eq!(RequestCore::request_status(&agent, "b"), None);
+    let mut out = Vec::new();
+    core.finish(
+        &mut agent,
+        "a",
+        Ok(json!("x")),
+        "final_answer",
+        &ok_usage(),
+        &mut out,
+    );
+    assert_eq!(
+        RequestCore::request_status(&agent, "a"),
+        Some(RequestStatus::Completed)
+    );
+    run(&core, &mut agent, "r1");
+    assert_eq!(request_ids(agent.state()), ["b", "r1"]);
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["b"],
+        json!({"status": "bogus"})
+    );
+}
+
+#[test]
+fn ten_thousand_requests_keep_the_last_hundred() {
+    let core = RequestCore::new("counter").history(100);
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    for i in 0..10_000 {
+        run(&core, &mut agent, &format!("q{i}"));
+        if i == 5_000 {
+            // A full read midway (the records built once).
+            assert_eq!(request_ids(agent.state()).len(), 100);
+        }
+    }
+    let ids = request_ids(agent.state());
+    let expected: Vec<String> = (9_900..10_000).map(|i| format!("q{i}")).collect();
+    assert_eq!(ids, expected);
+    assert_eq!(RequestCore::request_status(&agent, "q9899"), None);
+    assert_eq!(
+        RequestCore::request_status(&agent, "q9900"),
+        Some(RequestStatus::Completed)
+    );
+    assert_eq!(
+        agent.state()["__strategy__"]["requests"]["q9999"]["result"],
+        "q9999"
+    );
+}
+
+#[test]
+fn ids_started_again_and_again_move_last_and_keep_the_history_small() {
+    let core = RequestCore::new("counter").history(3);
+    let mut agent = AgentData::new("c1", StateMap::new());
+    core.init::<Counter>(&mut agent);
+    run(&core, &mut agent, "a");
+    run(&core, &mut agent, "b");
+    for i in 0..1_000 {
+        let id = if i % 2 == 0 { "x" } else { "y" };
+        run(&core, &mut agent, id);
+        // A clone of the state taken now keeps what it saw.
+        if i == 500 {
+            let seen = agent.state().clone();
+            run(&core, &mut agent, "z");
+            assert_eq!(request_ids(&seen), ["b", "y", "x"]);
+            assert_eq!(request_ids(agent.state()), ["y", "x", "z"]);
+        }
+    }
+    assert_eq!(request_ids(agent.state()), ["z", "x", "y"]);
+    for id in ["x", "y", "z"] {
+        assert_eq!(
+            RequestCore::request_status(&agent, id),
+            Some(RequestStatus::Completed)
+        );
+    }
+    assert_eq!(RequestCore::request_status(&agent, "a"), None);
+}

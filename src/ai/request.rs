@@ -31,7 +31,12 @@
 //!   termination_reason, usage}` for the latest
 //!   [`DEFAULT_REQUEST_HISTORY`] requests (oldest dropped), awaited with
 //!   [`RequestCore::await_options`]; a rejected request is recorded as
-//!   failed with a `rejected` error unless its id is known.
+//!   failed with a `rejected` error unless its id is known. The history is
+//!   typed as well: a persistent structure in the ext (recording a start,
+//!   an end or trimming the oldest copies one small chunk, never the
+//!   map, even while a copy of the agent shares it), shown as a lazy
+//!   `requests` object built when read whole and kept until it changes;
+//!   one record read by path builds nothing.
 //! * **Completion as state.** [`RequestCore::start`] sets top-level
 //!   `status: "running"`, `last_request_id`, `last_query`, `last_answer:
 //!   ""`, `error: null`; [`RequestCore::finish`] sets `status:
@@ -267,7 +272,7 @@ struct Mirror {
     module: &'static str,
     rev: u64,
     base: Base,
-    /// An object.
+    /// `requests`: the [`HistoryNode`] of the ext's records.
     requests: Option<StateValue>,
     state: Shared,
     write: Writer,
@@ -332,7 +337,8 @@ struct Typed {
     rev: u64,
     current: Option<StateValue>,
     base: Base,
-    requests: Option<StateMap>,
+    /// The request records (`__strategy__.requests`), when known.
+    requests: Option<Requests>,
     /// The state the strategy changes (through `state`).
     state: Shared,
     /// The state `current` shows, and how to write it: `None` until the
@@ -384,7 +390,7 @@ impl Typed {
             module,
             rev: self.rev,
             base: self.base.clone(),
-            requests: self.requests.clone().map(StateValue::Object),
+            requests: self.requests.as_ref().map(Requests::node),
             state,
             write,
         }))
@@ -514,11 +520,7 @@ impl RequestCore {
         let known = read.is_some();
         let state: Shared = Arc::new(read.unwrap_or_default());
         let snapshot = known.then(|| (Arc::clone(&state), write_typed::<S> as Writer));
-        let requests = json
-            .as_ref()
-            .and_then(|j| j.get("requests"))
-            .and_then(StateValue::as_object)
-            .cloned();
+        let requests = Requests::read(json.as_ref().and_then(|j| j.get("requests")));
         agent.set_strategy_ext(Typed {
             module: self.module,
             rev: ours.unwrap_or(0),
@@ -585,10 +587,7 @@ impl RequestCore {
                 .and_then(StateValue::as_object)
                 .cloned()
                 .unwrap_or_default();
-            typed.requests = json
-                .get("requests")
-                .and_then(StateValue::as_object)
-                .cloned();
+            typed.requests = Requests::read(json.get("requests"));
             typed.base = Base { json, state: None };
             typed.current = None;
         }
@@ -752,7 +751,7 @@ impl RequestCore {
                 return false;
             }
             mirror.rev = typed.rev;
-            mirror.requests = typed.requests.clone().map(StateValue::Object);
+            mirror.requests = typed.requests.as_ref().map(Requests::node);
             mirror.state = Arc::clone(snapshot);
             mirror.write = *write;
             true
@@ -760,20 +759,26 @@ impl RequestCore {
     }
 
     /// Runs `f` on the request records: in the ext (then published) when
-    /// it matches `__strategy__` and knows the state, else on the JSON.
-    fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut StateMap)) {
+    /// it matches `__strategy__` and knows the state, else on the JSON
+    /// (read into a history, changed, and written back as its node).
+    fn update_requests(&self, agent: &mut AgentData, f: impl FnOnce(&mut History)) {
         let typed_path = Self::fresh(agent).is_some_and(|t| t.snapshot.is_some());
         if typed_path {
             let (state, ext) = agent.state_and_strategy_ext_mut::<Typed>();
             if let Some(typed) = ext {
                 // The published node lets go of the records when it alone
-                // holds them: the write below copies none of them (the
-                // publish right after gives them back).
+                // holds them: the write below then changes them in place
+                // (else it copies the chunk it touches and the vector's
+                // path to it; the publish right after shows the new
+                // records).
                 Self::with_sole_mirror(state, typed, |mirror, _| {
                     mirror.requests = None;
                     true
                 });
-                f(typed.requests.get_or_insert_with(StateMap::new));
+                f(typed
+                    .requests
+                    .get_or_insert_with(Requests::default)
+                    .history_mut());
                 Self::publish(state, typed, self.module);
             }
             return;
@@ -787,10 +792,14 @@ impl RequestCore {
             t.base = Base::default();
         }
         let st = state.object_mut(STRATEGY_KEY);
-        f(st.object_mut("requests"));
+        // Not an object (or missing): a new history, as a write into an
+        // object made where there was none.
+        let mut requests = Requests::read(st.get("requests")).unwrap_or_default();
+        f(requests.history_mut());
+        st.insert("requests", requests.node());
         if let Some(t) = typed {
             t.current = Some(StateValue::Object(st.clone()));
-            t.requests = st.get("requests").and_then(StateValue::as_object).cloned();
+            t.requests = Some(requests);
             t.base = Base {
                 json: st.clone(),
                 state: t.snapshot.as_ref().map(|(s, _)| Arc::clone(s)),
@@ -798,15 +807,12 @@ impl RequestCore {
         }
     }
 
-    /// The request records of `agent` (the ext's when current, else the
+    /// The record of `request_id` (the ext's when current, else the
     /// JSON's).
-    fn requests(agent: &AgentData) -> Option<&StateMap> {
+    fn record<'a>(agent: &'a AgentData, request_id: &str) -> Option<&'a StateValue> {
         match Self::fresh(agent) {
-            Some(t) if t.snapshot.is_some() => t.requests.as_ref(),
-            _ => agent
-                .strategy_state()?
-                .get("requests")
-                .and_then(StateValue::as_object),
+            Some(t) if t.snapshot.is_some() => t.requests.as_ref()?.history().get(request_id),
+            _ => agent.strategy_state()?.get("requests")?.get(request_id),
         }
     }
 
@@ -882,10 +888,9 @@ impl RequestCore {
         state.insert_shared(&keys.last_answer, EMPTY.clone());
         state.insert_shared(&keys.error, StateValue::Null);
         let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
-        self.update_requests(agent, |requests| {
-            requests.remove(request_id);
-            requests.insert_shared(&id, entry);
-            self.trim(requests);
+        self.update_requests(agent, |history| {
+            history.push(id, entry);
+            history.trim(self.history);
         });
         if self.events.is_some() {
             let mut data = Map::with_capacity(2);
@@ -913,17 +918,18 @@ impl RequestCore {
             Ok(v) | Err(v) => StateValue::from(v),
         };
         let ok = outcome.is_ok();
-        self.update_requests(agent, |requests| {
+        self.update_requests(agent, |history| {
             // The record `start` wrote: finished as a new record; any
             // other entry (none, read from JSON, finished) in place.
-            let started = match requests.get(request_id) {
+            let at = history.find(request_id);
+            let started = match at.and_then(|(c, i)| history.at(c, i)) {
                 Some(StateValue::Lazy(node)) => node
                     .source::<Record>()
                     .filter(|r| r.end.is_none())
                     .map(|r| r.query.clone()),
                 _ => None,
             };
-            if let Some(query) = started {
+            if let (Some(query), Some((c, i))) = (started, at) {
                 let end = RecordEnd {
                     termination: StateValue::from(termination),
                     usage: *usage,
@@ -931,10 +937,10 @@ impl RequestCore {
                     value: value.clone(),
                 };
                 let record = Record::new(query, Some(end));
-                requests.insert(request_id, StateValue::Lazy(LazyValue::new(record)));
+                history.set_at(c, i, StateValue::Lazy(LazyValue::new(record)));
                 return;
             }
-            let entry = requests.object_mut(request_id);
+            let entry = history.object_mut(request_id);
             entry.insert("termination_reason", termination);
             entry.insert("usage", usage_state(usage));
             if ok {
@@ -980,7 +986,7 @@ impl RequestCore {
         let Some(request_id) = params.get("request_id").and_then(Value::as_str) else {
             return;
         };
-        let known = Self::requests(agent).is_some_and(|r| r.contains_key(request_id));
+        let known = Self::record(agent, request_id).is_some();
         if known {
             return;
         }
@@ -993,24 +999,15 @@ impl RequestCore {
         let mut entry = StateMap::with_capacity(2);
         entry.insert("status", RequestStatus::Failed.as_str());
         entry.insert("error", StateValue::from(&error));
-        self.update_requests(agent, |requests| {
-            requests.insert(request_id, entry);
-            self.trim(requests);
+        self.update_requests(agent, |history| {
+            history.set(request_id, StateValue::Object(entry));
+            history.trim(self.history);
         });
-    }
-
-    fn trim(&self, requests: &mut StateMap) {
-        while requests.len() > self.history {
-            let Some(oldest) = requests.keys().next().map(str::to_owned) else {
-                break;
-            };
-            requests.remove(&oldest);
-        }
     }
 
     /// The status of tracked request `request_id`, if tracked.
     pub fn request_status(agent: &AgentData, request_id: &str) -> Option<RequestStatus> {
-        let st = Self::requests(agent)?.get(request_id)?;
+        let st = Self::record(agent, request_id)?;
         if let StateValue::Lazy(node) = st
             && let Some(record) = node.source::<Record>()
         {
@@ -1024,15 +1021,17 @@ impl RequestCore {
     ///
     /// [`AgentRef::await_completion`]: crate::server::AgentRef::await_completion
     pub fn await_options(request_id: &str) -> AwaitOptions {
-        let at = |leaf: &str| {
-            [STRATEGY_KEY, "requests", request_id, leaf]
-                .map(str::to_owned)
-                .to_vec()
+        // The fixed keys borrowed: one copy of the id per path.
+        let id: Cow<'static, str> = Cow::Owned(request_id.to_owned());
+        let at = |leaf: &'static str| {
+            Cow::Owned(vec![
+                Cow::Borrowed(STRATEGY_KEY),
+                Cow::Borrowed("requests"),
+                id.clone(),
+                Cow::Borrowed(leaf),
+            ])
         };
-        AwaitOptions::new()
-            .status_path(at("status"))
-            .result_path(at("result"))
-            .error_path(at("error"))
+        AwaitOptions::new().paths(at("status"), at("result"), at("error"))
     }
 
     // ----------------------------------------------------- cancellation
@@ -1111,6 +1110,354 @@ static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
     last_answer: Arc::from("last_answer"),
     error: Arc::from("error"),
 });
+
+/// The request records (`__strategy__.requests`): by id, in the order
+/// they were added, oldest first. Persistent: records sit in chunks of
+/// [`CHUNK`] entries held by a persistent vector, so a clone shares
+/// everything and a write to a shared history (the published node and a
+/// copy of the agent hold one) copies one chunk and the vector's O(log n)
+/// path, never the whole history. Adding a request, trimming the oldest
+/// and finishing one never rebuild a map; the JSON object is built from
+/// it only when read ([`HistoryNode`]). An id is found by comparing
+/// hashes newest first, skipping the chunks whose mask rules it out (no
+/// index to copy on every write).
+#[derive(Clone, Default)]
+struct History {
+    /// Oldest first; only the last chunk has room.
+    chunks: imbl::Vector<Arc<Chunk>>,
+    /// The entries of the first chunk already trimmed.
+    skip: usize,
+    /// Live records.
+    len: usize,
+    /// Removed entries (an id started again) not trimmed yet.
+    dead: usize,
+}
+
+/// The entries of a [`History`] chunk (8: fewer records to copy when a
+/// shared chunk is written, few chunks to index; measured against 4 and 16).
+const CHUNK: usize = 8;
+
+/// Up to [`CHUNK`] entries, and which ids they may hold.
+struct Chunk {
+    /// Bit `hash % 64` of every id added: an id whose bit is clear is not
+    /// here (a miss skips the chunk).
+    mask: u64,
+    entries: Vec<Entry>,
+}
+
+impl Chunk {
+    fn push(&mut self, entry: Entry) {
+        self.mask |= 1 << (entry.hash & 63);
+        self.entries.push(entry);
+    }
+
+    /// A copy with room for the whole chunk.
+    fn copy(&self) -> Chunk {
+        let mut entries = Vec::with_capacity(CHUNK);
+        entries.extend(self.entries.iter().cloned());
+        Chunk {
+            mask: self.mask,
+            entries,
+        }
+    }
+
+    fn may_hold(&self, hash: u64) -> bool {
+        self.mask & (1 << (hash & 63)) != 0
+    }
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [Entry];
+    fn deref(&self) -> &[Entry] {
+        &self.entries
+    }
+}
+
+#[derive(Clone)]
+struct Entry {
+    hash: u64,
+    id: Arc<str>,
+    /// `None`: removed (the id was started again, later).
+    record: Option<StateValue>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(id)
+}
+
+impl History {
+    /// The records of a JSON object, in its order (any value kept as it
+    /// is: a record that is not an object is shown as it was).
+    fn from_map(map: &StateMap) -> Self {
+        let mut history = History::default();
+        for (id, record) in map.iter() {
+            history.append(Arc::from(id), record.clone());
+        }
+        history
+    }
+
+    /// The first entry of chunk `c` still in the history.
+    fn first(&self, c: usize) -> usize {
+        if c == 0 { self.skip } else { 0 }
+    }
+
+    /// Where the record of `id` is (chunk, entry), looked up newest
+    /// first.
+    fn find(&self, id: &str) -> Option<(usize, usize)> {
+        self.find_hashed(id_hash(id), id)
+    }
+
+    /// [`find`](Self::find) knowing the id's hash.
+    fn find_hashed(&self, hash: u64, id: &str) -> Option<(usize, usize)> {
+        for (c, chunk) in self.chunks.iter().enumerate().rev() {
+            if !chunk.may_hold(hash) {
+                continue;
+            }
+            let first = self.first(c).min(chunk.len());
+            let found = chunk[first..]
+                .iter()
+                .rposition(|e| e.hash == hash && e.record.is_some() && *e.id == *id);
+            if let Some(i) = found {
+                return Some((c, first + i));
+            }
+        }
+        None
+    }
+
+    /// The record of entry `i` of chunk `c`.
+    fn at(&self, c: usize, i: usize) -> Option<&StateValue> {
+        self.chunks.get(c)?.get(i)?.record.as_ref()
+    }
+
+    /// The record of `id`.
+    fn get(&self, id: &str) -> Option<&StateValue> {
+        let (c, i) = self.find(id)?;
+        self.at(c, i)
+    }
+
+    /// Entry `i` of chunk `c`, to change: the chunk is copied first when
+    /// shared.
+    fn entry_mut(&mut self, c: usize, i: usize) -> Option<&mut Entry> {
+        let chunk = self.chunks.get_mut(c)?;
+        if Arc::get_mut(chunk).is_none() {
+            *chunk = Arc::new(chunk.copy());
+        }
+        Arc::get_mut(chunk)?.entries.get_mut(i)
+    }
+
+    /// Adds `id` last (it must not be there).
+    fn append(&mut self, id: Arc<str>, record: StateValue) {
+        self.append_hashed(id_hash(&id), id, record);
+    }
+
+    /// [`append`](Self::append) knowing the id's hash.
+    fn append_hashed(&mut self, hash: u64, id: Arc<str>, record: StateValue) {
+        let entry = Entry {
+            hash,
+            id,
+            record: Some(record),
+        };
+        self.len += 1;
+        if let Some(last) = self.chunks.back_mut()
+            && last.len() < CHUNK
+        {
+            match Arc::get_mut(last) {
+                Some(chunk) => chunk.push(entry),
+                None => {
+                    let mut copy = last.copy();
+                    copy.push(entry);
+                    *last = Arc::new(copy);
+                }
+            }
+            return;
+        }
+        let mut chunk = Chunk {
+            mask: 0,
+            entries: Vec::with_capacity(CHUNK),
+        };
+        chunk.push(entry);
+        self.chunks.push_back(Arc::new(chunk));
+    }
+
+    /// Sets the record of `id`, last (moved there if it was tracked).
+    fn push(&mut self, id: Arc<str>, record: StateValue) {
+        let hash = id_hash(&id);
+        if let Some((c, i)) = self.find_hashed(hash, &id)
+            && let Some(old) = self.entry_mut(c, i)
+        {
+            old.record = None;
+            self.len -= 1;
+            self.dead += 1;
+        }
+        self.append_hashed(hash, id, record);
+        if self.dead > self.len.max(CHUNK) {
+            self.compact();
+        }
+    }
+
+    /// Sets the record of `id`, in its place when tracked, else last.
+    fn set(&mut self, id: &str, record: StateValue) {
+        match self.find(id) {
+            Some((c, i)) => self.set_at(c, i, record),
+            None => self.append(Arc::from(id), record),
+        }
+    }
+
+    /// Sets the record of entry `i` of chunk `c` (found by
+    /// [`find`](Self::find)).
+    fn set_at(&mut self, c: usize, i: usize, record: StateValue) {
+        if let Some(e) = self.entry_mut(c, i) {
+            e.record = Some(record);
+        }
+    }
+
+    /// The record of `id` as an object to change: created last when
+    /// missing, replaced by an empty object when not an object, built
+    /// when lazy (as [`StateMap::object_mut`]).
+    fn object_mut(&mut self, id: &str) -> &mut StateMap {
+        let (c, i) = match self.find(id) {
+            Some(at) => at,
+            None => {
+                self.append(Arc::from(id), StateValue::Object(StateMap::new()));
+                let c = self.chunks.len() - 1;
+                (c, self.chunks.back().map_or(0, |last| last.len() - 1))
+            }
+        };
+        let Some(slot) = self.entry_mut(c, i).and_then(|e| e.record.as_mut()) else {
+            unreachable!("the record was just found or added")
+        };
+        if !slot.is_object() {
+            *slot = StateValue::Object(StateMap::new());
+        }
+        match slot.as_object_mut() {
+            Some(map) => map,
+            None => unreachable!("the record was just made an object"),
+        }
+    }
+
+    /// Drops the oldest records until at most `n` are left.
+    fn trim(&mut self, n: usize) {
+        while self.len > n {
+            let Some(front) = self.chunks.front() else {
+                break;
+            };
+            match front.get(self.skip) {
+                Some(e) => {
+                    if e.record.is_some() {
+                        self.len -= 1;
+                    } else {
+                        self.dead -= 1;
+                    }
+                    self.skip += 1;
+                }
+                None => {
+                    self.chunks.pop_front();
+                    self.skip = 0;
+                }
+            }
+        }
+        if self.chunks.front().is_some_and(|f| self.skip >= f.len()) {
+            self.chunks.pop_front();
+            self.skip = 0;
+        }
+    }
+
+    /// The live entries, oldest first.
+    fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &StateValue)> {
+        self.chunks.iter().enumerate().flat_map(move |(c, chunk)| {
+            chunk[self.first(c).min(chunk.len())..]
+                .iter()
+                .filter_map(|e| Some((&e.id, e.record.as_ref()?)))
+        })
+    }
+
+    /// The same records without the removed entries.
+    fn compact(&mut self) {
+        let mut fresh = History::default();
+        for (id, record) in self.entries() {
+            fresh.append(Arc::clone(id), record.clone());
+        }
+        *self = fresh;
+    }
+
+    /// The JSON object: the records by id, oldest first.
+    fn to_map(&self) -> StateMap {
+        let mut map = StateMap::with_capacity(self.len);
+        for (id, record) in self.entries() {
+            map.insert_shared(id, record.clone());
+        }
+        map
+    }
+}
+
+/// The lazy node showing a [`History`] as `__strategy__.requests`: one
+/// record read by path (`await_completion`) builds nothing; the object
+/// is built on the first read of the whole (a checkpoint,
+/// serialisation), then kept with the node.
+struct HistoryNode(History);
+
+impl StateSource for HistoryNode {
+    fn to_state(&self) -> StateValue {
+        StateValue::Object(self.0.to_map())
+    }
+
+    fn get(&self, key: &str) -> Option<&StateValue> {
+        self.0.get(key)
+    }
+}
+
+/// The request records of the ext: the [`HistoryNode`] the published
+/// `__strategy__` shows, its history the only copy. A write changes it in
+/// place when nothing else holds the node and no one read it whole, else
+/// makes a new node from a clone of the history (cheap: persistent).
+#[derive(Clone)]
+struct Requests(LazyValue);
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests(LazyValue::new(HistoryNode(History::default())))
+    }
+}
+
+impl Requests {
+    /// The records of `__strategy__.requests` as it is: `None` when it is
+    /// missing or not an object (a new history replaces it on the first
+    /// write).
+    fn read(value: Option<&StateValue>) -> Option<Self> {
+        let value = value?;
+        if let StateValue::Lazy(node) = value
+            && node.source::<HistoryNode>().is_some()
+        {
+            return Some(Requests(node.clone()));
+        }
+        let history = History::from_map(value.as_object()?);
+        Some(Requests(LazyValue::new(HistoryNode(history))))
+    }
+
+    fn history(&self) -> &History {
+        static EMPTY: LazyLock<History> = LazyLock::new(History::default);
+        self.0.source::<HistoryNode>().map_or(&EMPTY, |h| &h.0)
+    }
+
+    /// The value showing the records.
+    fn node(&self) -> StateValue {
+        StateValue::Lazy(self.0.clone())
+    }
+
+    /// The records, to change: in place when the node is this handle's
+    /// alone and unread, else in a new node.
+    fn history_mut(&mut self) -> &mut History {
+        if self.0.source_mut::<HistoryNode>().is_none() {
+            let history = self.history().clone();
+            self.0 = LazyValue::new(HistoryNode(history));
+        }
+        match self.0.source_mut::<HistoryNode>() {
+            Some(HistoryNode(history)) => history,
+            None => unreachable!("the node was just made"),
+        }
+    }
+}
 
 /// A request record (`__strategy__.requests.ID`) as `start` and `finish`
 /// write it: its JSON is built when read.

@@ -689,6 +689,17 @@ impl AwaitOptions {
         self
     }
 
+    /// The three paths at once, as they are (no copy of a borrowed key):
+    /// for callers that build the same paths for every request.
+    #[cfg(feature = "ai")]
+    #[must_use]
+    pub(crate) fn paths(mut self, status: Path, result: Path, error: Path) -> Self {
+        self.status_path = status;
+        self.result_path = result;
+        self.error_path = error;
+        self
+    }
+
     /// How long to wait.
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
