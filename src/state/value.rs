@@ -173,6 +173,57 @@ impl StateMap {
         }
     }
 
+    /// Sets `key` to `value`, looked up at `hint` first (see
+    /// [`get_hinted`](StateMap::get_hinted)), and returns the key's index.
+    /// A key already holding the same `null`, boolean or string is left
+    /// alone: nothing is written, so a map shared with a copy is not
+    /// copied (any other value is written).
+    #[cfg(feature = "ai")]
+    pub(crate) fn set_shared_hinted(
+        &mut self,
+        key: &Arc<str>,
+        hint: usize,
+        value: StateValue,
+    ) -> usize {
+        fn same(current: &StateValue, value: &StateValue) -> bool {
+            match (current, value) {
+                (StateValue::Null, StateValue::Null) => true,
+                (StateValue::Bool(a), StateValue::Bool(b)) => a == b,
+                (StateValue::String(a), StateValue::String(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            }
+        }
+        let found = match self.0.get_index(hint) {
+            Some((k, v)) if Arc::ptr_eq(k, key) || **k == **key => Some((hint, v)),
+            // A map no one shares: one hash finds the key or its slot.
+            _ if Arc::strong_count(&self.0) == 1 => {
+                return match Self::raw_entry(self.inner_mut(), key) {
+                    (RawEntryMut::Occupied(mut slot), _) => {
+                        if !same(slot.get(), &value) {
+                            slot.insert(value);
+                        }
+                        slot.index()
+                    }
+                    (RawEntryMut::Vacant(vacant), hash) => {
+                        let index = vacant.index();
+                        vacant.insert_hashed_nocheck(hash, Arc::clone(key), value);
+                        index
+                    }
+                };
+            }
+            _ => self.0.get_full(&**key).map(|(i, _, v)| (i, v)),
+        };
+        let Some((index, current)) = found else {
+            return self.inner_mut().insert_full(Arc::clone(key), value).0;
+        };
+        if !same(current, &value)
+            && let Some((_, slot)) = self.inner_mut().get_index_mut(index)
+        {
+            *slot = value;
+        }
+        index
+    }
+
     /// [`get_mut`](StateMap::get_mut) looked up at `hint` first (see
     /// [`get_hinted`](StateMap::get_hinted)), with the index found.
     #[cfg(feature = "ai")]
