@@ -661,6 +661,12 @@ impl RequestCore {
         typed: &mut Typed,
         f: impl FnOnce(&mut Mirror, &mut Typed) -> bool,
     ) -> bool {
+        // A map shared with a copy of the state shares the node too (the
+        // copy holds it as well once the map is made this state's own):
+        // `f` could not run, and the map is not copied for nothing.
+        if state.is_shared() {
+            return false;
+        }
         let ours = match typed.current.take() {
             Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
             other => {

@@ -173,6 +173,13 @@ impl StateMap {
         }
     }
 
+    /// Whether another map shares this one's entries (a write copies
+    /// them first).
+    #[cfg(feature = "ai")]
+    pub(crate) fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
     /// Sets `key` to `value`, looked up at `hint` first (see
     /// [`get_hinted`](StateMap::get_hinted)), and returns the key's index.
     /// A key already holding the same `null`, boolean or string is left
@@ -196,7 +203,7 @@ impl StateMap {
         let found = match self.0.get_index(hint) {
             Some((k, v)) if Arc::ptr_eq(k, key) || **k == **key => Some((hint, v)),
             // A map no one shares: one hash finds the key or its slot.
-            _ if Arc::strong_count(&self.0) == 1 => {
+            _ if !self.is_shared() => {
                 return match Self::raw_entry(self.inner_mut(), key) {
                     (RawEntryMut::Occupied(mut slot), _) => {
                         if !same(slot.get(), &value) {
