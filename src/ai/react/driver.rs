@@ -123,14 +123,16 @@ impl Settings {
         (correlation, metadata): (Correlation, Map<String, Value>),
         format: Option<JsonSchemaFormat>,
     ) -> Directive {
+        // Fields set in place: a chain of builder calls would move the
+        // (large) directive at each step.
         macro_rules! build {
             ($ty:ident) => {{
-                let mut d = $ty::new(call_id, self.model.clone(), context)
-                    .tools(tools)
-                    .max_tokens(self.max_tokens)
-                    .temperature(self.temperature)
-                    .metadata(metadata)
-                    .with_correlation(correlation);
+                let mut d = $ty::new(call_id, self.model.clone(), context);
+                d.tools = tools;
+                d.max_tokens = self.max_tokens;
+                d.temperature = self.temperature;
+                d.metadata = metadata;
+                d.correlation = correlation;
                 d.system_prompt = system_prompt;
                 d.timeout = self.llm_timeout;
                 d.response_format = format;
@@ -155,15 +157,19 @@ impl Settings {
     ) -> Directive {
         let strategy = self.core.module();
         match self.tools.get(&call.name) {
-            Some(tool) => ToolExec::new(call.id, call.name, call.arguments)
-                .tool(tool)
-                .request_id(request_id)
-                .iteration(iteration)
-                .timeout_ms(self.tool_timeout_ms)
-                .max_retries(self.tool_max_retries)
-                .retry_backoff_ms(self.tool_backoff_ms)
-                .strategy(strategy)
-                .into(),
+            Some(tool) => {
+                // Fields set in place (see `llm_call`).
+                let mut d = ToolExec::new(call.id, call.name, call.arguments);
+                d.action = Some(tool.action().clone());
+                d.tool = Some(tool.clone());
+                d.request_id = Some(request_id);
+                d.iteration = Some(iteration);
+                d.timeout_ms = Some(self.tool_timeout_ms);
+                d.max_retries = self.tool_max_retries;
+                d.retry_backoff_ms = self.tool_backoff_ms;
+                d.strategy = Some(strategy.to_owned());
+                d.into()
+            }
             None => EmitToolError::unknown_tool(call.id, call.name)
                 .meta("request_id", request_id)
                 .meta("iteration", iteration)
