@@ -1311,6 +1311,36 @@ const _: fn() = || {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "ai")]
+    #[test]
+    fn set_shared_hinted_writes_only_changes() {
+        let status: Arc<str> = Arc::from("status");
+        let mut map = StateMap::new();
+        map.insert("other", 1);
+        // New key: appended, its index returned (whatever the hint).
+        assert_eq!(map.set_shared_hinted(&status, 7, "running".into()), 1);
+        let copy = map.clone();
+        // The same string (hint right or wrong): the shared map stays shared.
+        assert_eq!(map.set_shared_hinted(&status, 1, "running".into()), 1);
+        assert_eq!(map.set_shared_hinted(&status, 0, "running".into()), 1);
+        assert!(map.ptr_eq(&copy));
+        // A change is written (the copy keeps the old value).
+        assert_eq!(map.set_shared_hinted(&status, 0, "completed".into()), 1);
+        assert!(!map.ptr_eq(&copy));
+        assert_eq!(
+            map.get("status").and_then(StateValue::as_str),
+            Some("completed")
+        );
+        assert_eq!(
+            copy.get("status").and_then(StateValue::as_str),
+            Some("running")
+        );
+        // Not shared: written in place, found by hash when the hint misses.
+        assert_eq!(map.set_shared_hinted(&status, 5, StateValue::Null), 1);
+        assert_eq!(map.get("status"), Some(&StateValue::Null));
+        assert_eq!(map.len(), 2);
+    }
+
     #[test]
     fn a_mark_matches_its_map_until_the_map_is_written() {
         let mut map = StateMap::new();

@@ -158,10 +158,9 @@ impl Settings {
         let strategy = self.core.module();
         match self.tools.get(&call.name) {
             Some(tool) => {
-                // Fields set in place (see `llm_call`).
-                let mut d = ToolExec::new(call.id, call.name, call.arguments);
-                d.action = Some(tool.action().clone());
-                d.tool = Some(tool.clone());
+                // Fields set in place (see `llm_call`); the tool through
+                // its builder (it sets what running the tool needs).
+                let mut d = ToolExec::new(call.id, call.name, call.arguments).tool(tool);
                 d.request_id = Some(request_id);
                 d.iteration = Some(iteration);
                 d.timeout_ms = Some(self.tool_timeout_ms);
