@@ -496,6 +496,97 @@ fn sanitize_at(value: &Value, depth: usize, limits: &SanitizeLimits) -> Value {
     }
 }
 
+/// [`sanitize_with`]'s value, serialised straight from `value` (no
+/// sanitised copy is built): `serde_json::to_string(&Sanitized::new(v,
+/// limits))` is the text of `sanitize_with(v, limits)`.
+#[cfg(feature = "ai")]
+pub(crate) struct Sanitized<'a> {
+    value: &'a Value,
+    depth: usize,
+    limits: &'a SanitizeLimits,
+}
+
+#[cfg(feature = "ai")]
+impl<'a> Sanitized<'a> {
+    /// `value` sanitised with `limits`, when serialised.
+    pub(crate) fn new(value: &'a Value, limits: &'a SanitizeLimits) -> Self {
+        Sanitized {
+            value,
+            depth: 1,
+            limits,
+        }
+    }
+
+    fn child(&self, value: &'a Value) -> Self {
+        Sanitized {
+            value,
+            depth: self.depth + 1,
+            limits: self.limits,
+        }
+    }
+}
+
+#[cfg(feature = "ai")]
+impl serde::Serialize for Sanitized<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        const TRUNCATED: &str = "__truncated__";
+        let limits = self.limits;
+        match self.value {
+            Value::String(s) => {
+                // At most as many characters as bytes: a short string is
+                // kept without counting.
+                if s.len() <= limits.max_string {
+                    ser.serialize_str(s)
+                } else {
+                    ser.serialize_str(&truncate_to(s, limits.max_string))
+                }
+            }
+            Value::Object(_) | Value::Array(_) if self.depth > limits.max_depth => {
+                ser.serialize_str("[MAX_DEPTH]")
+            }
+            Value::Object(map) => {
+                let extra = map.len().saturating_sub(limits.max_items);
+                // `sanitize_at` inserts the count after the kept entries:
+                // a kept `__truncated__` key takes it in its place.
+                let in_place =
+                    extra > 0 && map.keys().take(limits.max_items).any(|k| k == TRUNCATED);
+                let kept = map.len().min(limits.max_items);
+                let len = kept + usize::from(extra > 0 && !in_place);
+                let mut m = ser.serialize_map(Some(len))?;
+                for (key, v) in map.iter().take(limits.max_items) {
+                    if in_place && key == TRUNCATED {
+                        m.serialize_entry(key, &extra)?;
+                    } else if is_secret_key(key) {
+                        m.serialize_entry(key, REDACTED)?;
+                    } else if is_stacktrace_key(key) {
+                        m.serialize_entry(key, "[OMITTED]")?;
+                    } else {
+                        m.serialize_entry(key, &self.child(v))?;
+                    }
+                }
+                if extra > 0 && !in_place {
+                    m.serialize_entry(TRUNCATED, &extra)?;
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let extra = items.len().saturating_sub(limits.max_items);
+                let kept = items.len().min(limits.max_items);
+                let mut seq = ser.serialize_seq(Some(kept + usize::from(extra > 0)))?;
+                for v in items.iter().take(limits.max_items) {
+                    seq.serialize_element(&self.child(v))?;
+                }
+                if extra > 0 {
+                    seq.serialize_element(&format!("...({extra} more)"))?;
+                }
+                seq.end()
+            }
+            other => serde::Serialize::serialize(other, ser),
+        }
+    }
+}
+
 /// `s` cut to [`SANITIZE_MAX_STRING`] characters the way [`sanitize`] cuts
 /// strings (ending in `"...(truncated)"`); short strings are borrowed.
 pub(crate) fn sanitize_str(s: &str) -> Cow<'_, str> {
@@ -572,6 +663,37 @@ pub(crate) fn json_type_name(v: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[cfg(feature = "ai")]
+    #[test]
+    fn sanitized_serialises_as_sanitize_with() {
+        let limits = SanitizeLimits {
+            max_depth: 3,
+            max_items: 2,
+            max_string: 4,
+        };
+        let cases = [
+            json!(null),
+            json!(1.5),
+            json!("abc"),
+            json!("abcd"),
+            json!("abcdé"),
+            json!("ééééé"),
+            json!([1, 2]),
+            json!([1, 2, 3, 4]),
+            json!({"a": 1, "b": 2}),
+            json!({"a": 1, "b": 2, "c": 3}),
+            json!({"__truncated__": "x", "b": 2, "c": 3}),
+            json!({"a": 1, "__truncated__": "x", "c": 3}),
+            json!({"a": 1, "b": 2, "__truncated__": "x"}),
+            json!({"api_key": "k", "StackTrace": [1], "n": {"m": {"o": {"p": 1}}}}),
+            json!([[[[1]]], {"x": {"y": {}}}, "long string"]),
+        ];
+        for v in cases {
+            let fast = serde_json::to_string(&Sanitized::new(&v, &limits)).expect("text");
+            assert_eq!(fast, sanitize_with(&v, &limits).to_string(), "{v}");
+        }
+    }
 
     #[test]
     fn token_counts_are_not_secrets() {

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::effect::Effect;
-use crate::error::{Error, Result, SanitizeLimits, sanitize, sanitize_with};
+use crate::error::{Error, Result, SanitizeLimits, Sanitized, sanitize, sanitize_with};
 
 /// Error types that are retryable when nothing says otherwise (Jido's
 /// transient types).
@@ -385,6 +385,14 @@ impl ResultEnvelope {
     /// [`MAX_TOOL_CONTENT_BYTES`] carries the cut JSON text of its result
     /// instead.
     pub fn tool_content(&self) -> String {
+        // The usual result: written straight from the value, without the
+        // sanitised copy and the body object (the same text).
+        if let ResultEnvelope::Ok { result, .. } = self
+            && let Ok(text) = serde_json::to_string(&OkContent(result))
+            && text.len() <= MAX_TOOL_CONTENT_BYTES
+        {
+            return text;
+        }
         let body = match self {
             ResultEnvelope::Ok { result, .. } => {
                 json!({"ok": true, "result": sanitize_with(result, &TOOL_CONTENT_LIMITS)})
@@ -412,6 +420,20 @@ impl ResultEnvelope {
             ResultEnvelope::Ok { .. } => json!({"ok": true, "result": cut}).to_string(),
             ResultEnvelope::Error { .. } => json!({"ok": false, "error": cut}).to_string(),
         }
+    }
+}
+
+/// `{"ok": true, "result": <result sanitised>}` as
+/// [`ResultEnvelope::tool_content`] writes it.
+struct OkContent<'a>(&'a Value);
+
+impl Serialize for OkContent<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = ser.serialize_map(Some(2))?;
+        m.serialize_entry("ok", &true)?;
+        m.serialize_entry("result", &Sanitized::new(self.0, &TOOL_CONTENT_LIMITS))?;
+        m.end()
     }
 }
 

@@ -661,6 +661,12 @@ impl RequestCore {
         typed: &mut Typed,
         f: impl FnOnce(&mut Mirror, &mut Typed) -> bool,
     ) -> bool {
+        // A map shared with a copy of the state shares the node too (the
+        // copy holds it as well once the map is made this state's own):
+        // `f` could not run, and the map is not copied for nothing.
+        if state.is_shared() {
+            return false;
+        }
         let ours = match typed.current.take() {
             Some(StateValue::Lazy(ours)) if ours.built().is_none() => ours,
             other => {
@@ -871,32 +877,47 @@ impl RequestCore {
         query: &str,
         out: &mut Vec<Directive>,
     ) {
+        // One handle for the id: the top-level value and the record's key.
+        self.start_shared(agent, Arc::from(request_id), StateValue::from(query), out);
+    }
+
+    /// [`start`](Self::start) with the id and the query (a string) as the
+    /// state holds them.
+    pub(crate) fn start_shared(
+        &self,
+        agent: &mut AgentData,
+        id: Arc<str>,
+        query_value: StateValue,
+        out: &mut Vec<Directive>,
+    ) {
         static RUNNING: LazyLock<StateValue> = LazyLock::new(|| StateValue::from("running"));
         static EMPTY: LazyLock<StateValue> = LazyLock::new(|| StateValue::from(""));
         let keys = &*TOP_KEYS;
-        let query_value = StateValue::from(query);
-        // One handle for the id: the top-level value and the record's key.
-        let id: Arc<str> = Arc::from(request_id);
         let state = agent.state_mut();
-        if !state.contains_key(&keys.last_request_id) {
+        if !keys.last_request_id.in_state(state) {
             // A first request: the five keys are new, the map grows once.
             state.reserve(5);
         }
-        state.insert_shared(&keys.status, RUNNING.clone());
-        state.insert_shared(&keys.last_request_id, Arc::clone(&id));
-        state.insert_shared(&keys.last_query, query_value.clone());
-        state.insert_shared(&keys.last_answer, EMPTY.clone());
-        state.insert_shared(&keys.error, StateValue::Null);
+        // Each written only when it changes (`error` stays null after a
+        // success, a request id or query may repeat).
+        keys.status.set(state, RUNNING.clone());
+        keys.last_request_id.set(state, Arc::clone(&id));
+        keys.last_query.set(state, query_value.clone());
+        keys.last_answer.set(state, EMPTY.clone());
+        keys.error.set(state, StateValue::Null);
+        let event = self.events.is_some().then(|| {
+            let mut data = Map::with_capacity(2);
+            data.insert("request_id".into(), id.as_ref().into());
+            data.insert("query".into(), query_value.as_str().unwrap_or("").into());
+            Value::Object(data)
+        });
         let entry = StateValue::Lazy(LazyValue::new(Record::new(query_value, None)));
         self.update_requests(agent, |history| {
             history.push(id, entry);
             history.trim(self.history);
         });
-        if self.events.is_some() {
-            let mut data = Map::with_capacity(2);
-            data.insert("request_id".into(), request_id.into());
-            data.insert("query".into(), query.into());
-            self.emit(REQUEST_STARTED, Value::Object(data), out);
+        if let Some(data) = event {
+            self.emit(REQUEST_STARTED, data, out);
         }
     }
 
@@ -914,10 +935,13 @@ impl RequestCore {
         usage: &Usage,
         out: &mut Vec<Directive>,
     ) {
-        let value = match &outcome {
-            Ok(v) | Err(v) => StateValue::from(v),
-        };
         let ok = outcome.is_ok();
+        // The JSON is kept for the event when there is one, else the
+        // value is moved into the state (not copied, then dropped).
+        let (value, event_value) = match (outcome, &self.events) {
+            (Ok(v) | Err(v), Some(_)) => (StateValue::from(&v), Some(v)),
+            (Ok(v) | Err(v), None) => (StateValue::from(v), None),
+        };
         self.update_requests(agent, |history| {
             // The record `start` wrote: finished as a new record; any
             // other entry (none, read from JSON, finished) in place.
@@ -955,20 +979,18 @@ impl RequestCore {
             LazyLock::new(|| ["completed", "failed"].map(StateValue::from));
         let keys = &*TOP_KEYS;
         let state = agent.state_mut();
-        let (key, ty, status) = match &outcome {
-            Ok(_) => ("result", REQUEST_COMPLETED, &ENDED[0]),
-            Err(_) => ("error", REQUEST_FAILED, &ENDED[1]),
-        };
-        state.insert_shared(&keys.status, status.clone());
-        if ok {
-            state.insert_shared(&keys.last_answer, value);
+        let (key, ty, status) = if ok {
+            ("result", REQUEST_COMPLETED, &ENDED[0])
         } else {
-            state.insert_shared(&keys.error, value);
+            ("error", REQUEST_FAILED, &ENDED[1])
+        };
+        keys.status.set(state, status.clone());
+        if ok {
+            keys.last_answer.set(state, value);
+        } else {
+            keys.error.set(state, value);
         }
-        if self.events.is_some() {
-            let value = match outcome {
-                Ok(v) | Err(v) => v,
-            };
+        if let Some(value) = event_value {
             let mut data = Map::with_capacity(4);
             data.insert("request_id".into(), request_id.into());
             data.insert(key.into(), value);
@@ -1094,21 +1116,54 @@ impl RequestCore {
 }
 
 /// The top-level keys `start` and `finish` write, held once (a new key
-/// shares its handle instead of copying the text).
+/// shares its handle instead of copying the text), each with the index it
+/// had when last written (a hint: agents of one kind lay their state out
+/// alike, so the key is found there without hashing).
 struct TopKeys {
-    status: Arc<str>,
-    last_request_id: Arc<str>,
-    last_query: Arc<str>,
-    last_answer: Arc<str>,
-    error: Arc<str>,
+    status: TopKey,
+    last_request_id: TopKey,
+    last_query: TopKey,
+    last_answer: TopKey,
+    error: TopKey,
+}
+
+struct TopKey {
+    name: Arc<str>,
+    hint: std::sync::atomic::AtomicUsize,
+}
+
+impl TopKey {
+    fn new(name: &str) -> Self {
+        TopKey {
+            name: Arc::from(name),
+            hint: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Sets the key in `state` to `value` (left alone when it holds the
+    /// same scalar already: see [`StateMap::set_shared_hinted`]).
+    fn set(&self, state: &mut StateMap, value: impl Into<StateValue>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let hint = self.hint.load(Relaxed);
+        let index = state.set_shared_hinted(&self.name, hint, value.into());
+        if index != hint {
+            self.hint.store(index, Relaxed);
+        }
+    }
+
+    /// Whether `state` has the key.
+    fn in_state(&self, state: &StateMap) -> bool {
+        let hint = self.hint.load(std::sync::atomic::Ordering::Relaxed);
+        state.get_hinted(&self.name, hint).is_some()
+    }
 }
 
 static TOP_KEYS: LazyLock<TopKeys> = LazyLock::new(|| TopKeys {
-    status: Arc::from("status"),
-    last_request_id: Arc::from("last_request_id"),
-    last_query: Arc::from("last_query"),
-    last_answer: Arc::from("last_answer"),
-    error: Arc::from("error"),
+    status: TopKey::new("status"),
+    last_request_id: TopKey::new("last_request_id"),
+    last_query: TopKey::new("last_query"),
+    last_answer: TopKey::new("last_answer"),
+    error: TopKey::new("error"),
 });
 
 /// The request records (`__strategy__.requests`): by id, in the order

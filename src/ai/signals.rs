@@ -731,7 +731,7 @@ pub(crate) fn read_llm_response(
 ) -> Result<(String, Result<Turn, ErrorEnvelope>), serde_json::Error> {
     if params.is_null()
         && let Some(signal) = ctx.signal()
-        && signal.ty() == LLM_RESPONSE
+        && signal.is_type(LLM_RESPONSE)
         && let Some(data) = signal.payload::<LlmResultData>()
     {
         let result = match &data.result {
@@ -893,7 +893,7 @@ pub(crate) fn typed_payload<'a, T: Payload + 'static>(
         return None;
     }
     let signal = ctx.signal()?;
-    if signal.ty() != T::TYPE {
+    if !signal.is_type(T::TYPE) {
         return None;
     }
     signal.payload::<T>()

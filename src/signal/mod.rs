@@ -449,6 +449,12 @@ impl Signal {
         self.ty.as_str()
     }
 
+    /// Whether the event type is `ty` (as `self.ty() == ty`, without
+    /// reading the type as text).
+    pub(crate) fn is_type(&self, ty: &str) -> bool {
+        self.ty.is(ty)
+    }
+
     /// The event id.
     pub fn id(&self) -> &str {
         self.id.as_str()

@@ -109,6 +109,16 @@ impl Short {
         }
     }
 
+    /// Whether the text is `text` (bytes compared: no UTF-8 check).
+    pub(crate) fn is(&self, text: &str) -> bool {
+        match self {
+            Short::Inline(len, bytes) => {
+                usize::from(*len) == text.len() && bytes.get(..text.len()) == Some(text.as_bytes())
+            }
+            Short::Heap(own) => **own == *text,
+        }
+    }
+
     /// The text's bytes, without the UTF-8 check of [`as_str`](Self::as_str)
     /// (for writers of bytes).
     #[cfg(feature = "cluster")]
@@ -142,6 +152,27 @@ impl fmt::Debug for Short {
 #[cfg(test)]
 mod tests {
     use super::{Short, Text};
+
+    #[test]
+    fn is_compares_as_the_text() {
+        for own in [
+            "",
+            "ai.llm.response",
+            "a.type.of.exactly.22.b",
+            "a much longer signal type",
+        ] {
+            let short = Short::new(own);
+            for other in [
+                "",
+                "ai.llm.response",
+                "ai.llm.respons",
+                "ai.llm.responsex",
+                own,
+            ] {
+                assert_eq!(short.is(other), own == other, "{own} / {other}");
+            }
+        }
+    }
 
     #[test]
     fn short_text_is_inline_up_to_22_bytes() {

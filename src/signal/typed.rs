@@ -122,7 +122,7 @@ pub trait TypedSignal {
     /// decoding error with the failing `path`, or the error of
     /// `validate`.
     fn decode(signal: &Signal) -> Result<Self::Data> {
-        if signal.ty() != Self::TYPE {
+        if !signal.is_type(Self::TYPE) {
             return Err(Error::validation(format!(
                 "signal type mismatch: expected {}, got {}",
                 Self::TYPE,

@@ -173,6 +173,64 @@ impl StateMap {
         }
     }
 
+    /// Whether another map shares this one's entries (a write copies
+    /// them first).
+    #[cfg(feature = "ai")]
+    pub(crate) fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
+    /// Sets `key` to `value`, looked up at `hint` first (see
+    /// [`get_hinted`](StateMap::get_hinted)), and returns the key's index.
+    /// A key already holding the same `null`, boolean or string is left
+    /// alone: nothing is written, so a map shared with a copy is not
+    /// copied (any other value is written).
+    #[cfg(feature = "ai")]
+    pub(crate) fn set_shared_hinted(
+        &mut self,
+        key: &Arc<str>,
+        hint: usize,
+        value: StateValue,
+    ) -> usize {
+        fn same(current: &StateValue, value: &StateValue) -> bool {
+            match (current, value) {
+                (StateValue::Null, StateValue::Null) => true,
+                (StateValue::Bool(a), StateValue::Bool(b)) => a == b,
+                (StateValue::String(a), StateValue::String(b)) => Arc::ptr_eq(a, b) || a == b,
+                _ => false,
+            }
+        }
+        let found = match self.0.get_index(hint) {
+            Some((k, v)) if Arc::ptr_eq(k, key) || **k == **key => Some((hint, v)),
+            // A map no one shares: one hash finds the key or its slot.
+            _ if !self.is_shared() => {
+                return match Self::raw_entry(self.inner_mut(), key) {
+                    (RawEntryMut::Occupied(mut slot), _) => {
+                        if !same(slot.get(), &value) {
+                            slot.insert(value);
+                        }
+                        slot.index()
+                    }
+                    (RawEntryMut::Vacant(vacant), hash) => {
+                        let index = vacant.index();
+                        vacant.insert_hashed_nocheck(hash, Arc::clone(key), value);
+                        index
+                    }
+                };
+            }
+            _ => self.0.get_full(&**key).map(|(i, _, v)| (i, v)),
+        };
+        let Some((index, current)) = found else {
+            return self.inner_mut().insert_full(Arc::clone(key), value).0;
+        };
+        if !same(current, &value)
+            && let Some((_, slot)) = self.inner_mut().get_index_mut(index)
+        {
+            *slot = value;
+        }
+        index
+    }
+
     /// [`get_mut`](StateMap::get_mut) looked up at `hint` first (see
     /// [`get_hinted`](StateMap::get_hinted)), with the index found.
     #[cfg(feature = "ai")]
@@ -1252,6 +1310,36 @@ const _: fn() = || {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "ai")]
+    #[test]
+    fn set_shared_hinted_writes_only_changes() {
+        let status: Arc<str> = Arc::from("status");
+        let mut map = StateMap::new();
+        map.insert("other", 1);
+        // New key: appended, its index returned (whatever the hint).
+        assert_eq!(map.set_shared_hinted(&status, 7, "running".into()), 1);
+        let copy = map.clone();
+        // The same string (hint right or wrong): the shared map stays shared.
+        assert_eq!(map.set_shared_hinted(&status, 1, "running".into()), 1);
+        assert_eq!(map.set_shared_hinted(&status, 0, "running".into()), 1);
+        assert!(map.ptr_eq(&copy));
+        // A change is written (the copy keeps the old value).
+        assert_eq!(map.set_shared_hinted(&status, 0, "completed".into()), 1);
+        assert!(!map.ptr_eq(&copy));
+        assert_eq!(
+            map.get("status").and_then(StateValue::as_str),
+            Some("completed")
+        );
+        assert_eq!(
+            copy.get("status").and_then(StateValue::as_str),
+            Some("running")
+        );
+        // Not shared: written in place, found by hash when the hint misses.
+        assert_eq!(map.set_shared_hinted(&status, 5, StateValue::Null), 1);
+        assert_eq!(map.get("status"), Some(&StateValue::Null));
+        assert_eq!(map.len(), 2);
+    }
 
     #[test]
     fn a_mark_matches_its_map_until_the_map_is_written() {

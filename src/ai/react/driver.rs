@@ -20,6 +20,7 @@
 
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -39,6 +40,7 @@ use crate::ai::tool::ToolSet;
 use crate::directive::{Directive, error_context};
 use crate::error::Error;
 use crate::exec::panic_message;
+use crate::state::StateValue;
 use crate::strategy::{Command, Snapshot, SnapshotStatus, StrategyContext, apply_outcome};
 
 /// The command suffixes of a request strategy's routes: strategy `NAME`
@@ -121,14 +123,16 @@ impl Settings {
         (correlation, metadata): (Correlation, Map<String, Value>),
         format: Option<JsonSchemaFormat>,
     ) -> Directive {
+        // Fields set in place: a chain of builder calls would move the
+        // (large) directive at each step.
         macro_rules! build {
             ($ty:ident) => {{
-                let mut d = $ty::new(call_id, self.model.clone(), context)
-                    .tools(tools)
-                    .max_tokens(self.max_tokens)
-                    .temperature(self.temperature)
-                    .metadata(metadata)
-                    .with_correlation(correlation);
+                let mut d = $ty::new(call_id, self.model.clone(), context);
+                d.tools = tools;
+                d.max_tokens = self.max_tokens;
+                d.temperature = self.temperature;
+                d.metadata = metadata;
+                d.correlation = correlation;
                 d.system_prompt = system_prompt;
                 d.timeout = self.llm_timeout;
                 d.response_format = format;
@@ -153,15 +157,18 @@ impl Settings {
     ) -> Directive {
         let strategy = self.core.module();
         match self.tools.get(&call.name) {
-            Some(tool) => ToolExec::new(call.id, call.name, call.arguments)
-                .tool(tool)
-                .request_id(request_id)
-                .iteration(iteration)
-                .timeout_ms(self.tool_timeout_ms)
-                .max_retries(self.tool_max_retries)
-                .retry_backoff_ms(self.tool_backoff_ms)
-                .strategy(strategy)
-                .into(),
+            Some(tool) => {
+                // Fields set in place (see `llm_call`); the tool through
+                // its builder (it sets what running the tool needs).
+                let mut d = ToolExec::new(call.id, call.name, call.arguments).tool(tool);
+                d.request_id = Some(request_id);
+                d.iteration = Some(iteration);
+                d.timeout_ms = Some(self.tool_timeout_ms);
+                d.max_retries = self.tool_max_retries;
+                d.retry_backoff_ms = self.tool_backoff_ms;
+                d.strategy = Some(strategy.to_owned());
+                d.into()
+            }
             None => EmitToolError::unknown_tool(call.id, call.name)
                 .meta("request_id", request_id)
                 .meta("iteration", iteration)
@@ -267,10 +274,12 @@ macro_rules! settings_builders {
 pub(crate) use settings_builders;
 
 /// A query read: the request's id (generated when missing or empty), its
-/// question, and the machine's event starting it.
+/// question, and the machine's event starting it. The id and the question
+/// are held as the state holds them (one copy each, shared by the
+/// top-level keys and the request record).
 pub(crate) struct Start<E> {
-    pub(crate) request_id: String,
-    pub(crate) query: String,
+    pub(crate) request_id: Arc<str>,
+    pub(crate) query: StateValue,
     pub(crate) event: E,
 }
 
@@ -286,9 +295,9 @@ impl<E> Start<E> {
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         Start {
-            event: event(request_id.clone(), query.clone()),
-            request_id,
-            query,
+            request_id: Arc::from(request_id.as_str()),
+            query: StateValue::from(query.as_str()),
+            event: event(request_id, query),
         }
     }
 }
@@ -621,6 +630,13 @@ fn on_command<S: Driven>(
             let (request_id, reason) = RequestCore::cancel_params(&params);
             S::cancel(request_id, reason)
         }
+        // Without an events dispatch nothing is forwarded: a delta, a
+        // usage report or a tool start changes nothing, and is not read.
+        suffix::LLM_DELTA | suffix::USAGE | suffix::TOOL_STARTED
+            if core.events_dispatch().is_none() =>
+        {
+            return out;
+        }
         suffix::LLM_DELTA => {
             let call_id = match signals::typed_payload::<LlmDeltaData>(ctx, &params) {
                 Some(d) => d.call_id.as_str(),
@@ -681,7 +697,7 @@ fn on_command<S: Driven>(
             let request_id = state
                 .active_request()
                 .map(str::to_owned)
-                .or(started.map(|(request_id, _)| request_id));
+                .or(started.map(|(request_id, _)| request_id.to_string()));
             *state = S::State::default();
             core.commit_after_state::<S::State>(agent);
             let error = Error::execution(format!(
@@ -744,7 +760,7 @@ fn on_command<S: Driven>(
         }
     }
     if let Some((request_id, query)) = started {
-        core.start(agent, &request_id, &query, &mut out);
+        core.start_shared(agent, request_id, query, &mut out);
     }
     lift(strategy, agent, steps, &usage, &mut out);
     out
