@@ -779,6 +779,20 @@ impl AgentState {
         self.cmd_checked(check_commands(commands), opts)
     }
 
+    /// Whether [`cmd_commands`](Self::cmd_commands) of `commands` finishes
+    /// without waiting, as the strategy promises
+    /// ([`Strategy::strategy_commands_inline`](crate::strategy::Strategy::strategy_commands_inline)):
+    /// strategy commands only, to a strategy that says so.
+    pub(crate) fn runs_inline(&self, commands: &[Command]) -> bool {
+        let strategy = self.strategy();
+        !commands.is_empty()
+            && !strategy.is_direct()
+            && commands
+                .iter()
+                .all(|c| matches!(c, Command::Strategy { .. }))
+            && strategy.strategy_commands_inline()
+    }
+
     fn cmd_checked<'a>(
         &'a mut self,
         commands: Result<Vec<Command>>,

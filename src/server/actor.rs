@@ -455,7 +455,7 @@ impl Actor for AgentServer {
         state.announce_to_parent();
         state.check_parent_alive(&myself);
         state.advance(&myself);
-        Ok(())
+        state.take_crash()
     }
 
     async fn handle(
@@ -1051,8 +1051,59 @@ impl AgentServerState {
             batch = 1,
             jido_instance = self.instance_name(),
         );
+        if !p.tick && self.agent.runs_inline(&p.commands) {
+            return self.run_inline(p, &span);
+        }
         let fut = Box::pin(local_cmd(self.agent.clone(), p, self.exec.clone()));
         self.run_local(myself, fut, span);
+    }
+
+    /// Runs a `cmd` that finishes at once ([`AgentState::runs_inline`]) on
+    /// the agent itself, polled once here: no copy of the agent, no future
+    /// kept. One that panics, or waits against its strategy's promise, may
+    /// have half-changed the agent: the agent fails (as on a panicking
+    /// directive executor), and its caller gets the error.
+    fn run_inline(&mut self, p: Prepared, span: &tracing::Span) {
+        let started = tracing::enabled!(target: "jido::agent_server", tracing::Level::WARN)
+            .then(Instant::now);
+        let Prepared {
+            signal,
+            reply,
+            commands,
+            tick: _,
+        } = p;
+        let opts = CmdOptions::new()
+            .exec(self.exec.clone())
+            .signal(Arc::clone(&signal));
+        let polled = {
+            let _entered = span.enter();
+            let mut cmd = std::pin::pin!(self.agent.cmd_commands(commands, &opts));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            std::panic::catch_unwind(AssertUnwindSafe(|| cmd.as_mut().poll(&mut cx)))
+        };
+        let failure = match polled {
+            Ok(std::task::Poll::Ready(directives)) => {
+                let duration_us = started.map_or(0, |s| s.elapsed().as_micros() as u64);
+                self.settle_outcome(signal, reply, Ok(directives), duration_us, true);
+                self.signal_done();
+                self.check_waiters();
+                return;
+            }
+            Ok(std::task::Poll::Pending) => format!(
+                "agent cmd waited: strategy {} runs its commands inline",
+                self.agent.strategy().name()
+            ),
+            Err(panic) => format!("agent cmd panicked: {}", panic_message(&*panic)),
+        };
+        if let Some(reply) = reply {
+            let _ =
+                reply
+                    .send(Err(Error::execution(failure.clone())
+                        .with_detail("agent_id", self.id.to_string())));
+        }
+        // Nothing more runs on the half-changed agent: the handler fails.
+        self.stopping = true;
+        self.extras_mut().crash = Some(failure);
     }
 
     /// Puts `fut` in flight, driven by the actor, and polls it once.
@@ -1234,6 +1285,10 @@ impl AgentServerState {
     /// Stop directive or a stopping error policy ends it early.
     pub(crate) async fn finish_accepted(&mut self, myself: &ActorRef<AgentMsg>) {
         loop {
+            if self.stopping {
+                // An inline `cmd` failed the agent (see `run_inline`).
+                return;
+            }
             match self.in_flight.as_mut().map(|f| &mut f.running) {
                 Some(Running::Local(cmd)) => {
                     let span = cmd
@@ -1284,13 +1339,29 @@ impl AgentServerState {
             result,
             duration_us,
         } = item;
+        // The reserved keys can only have moved if the `cmd` wrote the state
+        // (a write to the copy makes a new top-level map).
+        let wrote = result.is_ok() && !agent.state().ptr_eq(self.agent.state());
+        if result.is_ok() {
+            self.agent = agent;
+        }
+        self.settle_outcome(signal, reply, result, duration_us, wrote);
+    }
+
+    /// Applies a finished `cmd`'s outcome, the agent already in place:
+    /// directives (or overflow), reply; `wrote` when the state may have
+    /// changed.
+    fn settle_outcome(
+        &mut self,
+        signal: Arc<Signal>,
+        reply: Option<Reply>,
+        result: std::result::Result<Vec<Directive>, Error>,
+        duration_us: u64,
+        wrote: bool,
+    ) {
         self.consumed(&signal);
         match result {
             Ok(directives) => {
-                // The reserved keys can only have moved if the `cmd` wrote
-                // the state (a write makes a new top-level map).
-                let wrote = !agent.state().ptr_eq(self.agent.state());
-                self.agent = agent;
                 if wrote {
                     self.sync_reserved();
                 }

@@ -654,6 +654,26 @@ pub trait Strategy: Send + Sync + 'static {
         async { Vec::new() }
     }
 
+    /// Whether [`cmd`](Strategy::cmd) finishes without waiting when every
+    /// command is a [`Command::Strategy`] (it awaits nothing for them).
+    /// `false` by default.
+    ///
+    /// The runtime then runs such a `cmd` in place, on the agent itself,
+    /// polled once in the handler: no copy of the agent is made for it, so
+    /// its writes change the state in place instead of copying what they
+    /// touch. The price is the rollback: a `cmd` that panics there (or,
+    /// against this promise, waits) may leave the agent half-changed, so it
+    /// **fails the agent** (`ActorFailed` "agent cmd panicked: …"; its
+    /// supervisor restarts it by its policy), where a panic in a copied
+    /// `cmd` is an execution error that leaves the agent as it was.
+    /// Commands that run actions ([`Command::Run`]) always go through the
+    /// copied path. The request strategies of the AI layer (ReAct and the
+    /// reasoning strategies) say `true`: their transitions never await and
+    /// catch their own panics.
+    fn strategy_commands_inline(&self) -> bool {
+        false
+    }
+
     /// The strategy's state seen from outside. The default reads the
     /// strategy state (see [`Snapshot::from_strategy_state`]).
     fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot {
@@ -699,6 +719,7 @@ trait ErasedStrategy: Send + Sync + 'static {
         agent: &'a mut AgentData,
         ctx: &'a StrategyContext,
     ) -> BoxFuture<'a, Vec<Directive>>;
+    fn strategy_commands_inline(&self) -> bool;
     fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot;
     fn signal_routes(&self, ctx: &StrategyContext) -> Vec<SignalRoute>;
 }
@@ -725,6 +746,9 @@ impl<S: Strategy> ErasedStrategy for S {
     ) -> BoxFuture<'a, Vec<Directive>> {
         Box::pin(Strategy::tick(self, agent, ctx))
     }
+    fn strategy_commands_inline(&self) -> bool {
+        Strategy::strategy_commands_inline(self)
+    }
     fn snapshot(&self, agent: &AgentData, ctx: &StrategyContext) -> Snapshot {
         Strategy::snapshot(self, agent, ctx)
     }
@@ -747,6 +771,11 @@ impl DynStrategy {
     /// boxing its future).
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
+    }
+
+    /// See [`Strategy::strategy_commands_inline`].
+    pub fn strategy_commands_inline(&self) -> bool {
+        self.inner.strategy_commands_inline()
     }
 
     /// Sets the JSON options strategies read through

@@ -410,8 +410,8 @@ pub(crate) use shared_vocabulary;
 
 /// The `Strategy` methods every request strategy shares (all but
 /// `snapshot`), inside `impl Strategy for X` where `X` is [`Driven`]: its
-/// name is its request core's, `init` and `cmd` go through the glue, and
-/// the routes are [`routes`] of its name.
+/// name is its request core's, `init` and `cmd` go through the glue, its
+/// strategy commands run inline, and the routes are [`routes`] of its name.
 macro_rules! strategy_methods {
     () => {
         fn name(&self) -> &'static str {
@@ -435,6 +435,12 @@ macro_rules! strategy_methods {
             ctx: &$crate::strategy::StrategyContext,
         ) -> Vec<$crate::directive::Directive> {
             $crate::ai::react::driver::cmd(self, agent, commands, ctx).await
+        }
+
+        /// `true`: a strategy command is a transition of the machine, which
+        /// never awaits (a panicking transition fails its request).
+        fn strategy_commands_inline(&self) -> bool {
+            true
         }
 
         fn signal_routes(
