@@ -152,6 +152,11 @@ impl LlmTelemetry {
         model.clone_into(&mut self.model());
     }
 
+    /// The call's id.
+    pub(crate) fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
     /// The model as resolved so far.
     pub(crate) fn model_name(&self) -> String {
         self.model().clone()
@@ -265,6 +270,11 @@ impl ToolTelemetry {
     /// The run's span.
     pub fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// The run's id.
+    pub(crate) fn call_id(&self) -> &str {
+        &self.call_id
     }
 
     /// The tool's name.
