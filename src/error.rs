@@ -446,7 +446,39 @@ impl SanitizeLimits {
 /// );
 /// ```
 pub fn sanitize_with(value: &Value, limits: &SanitizeLimits) -> Value {
-    sanitize_at(value, 1, limits)
+    // A value sanitising would give back as it is (the common case: small
+    // arguments and results) is cloned: its maps are copied whole, no key
+    // is hashed again.
+    if is_clean(value, 1, limits) {
+        value.clone()
+    } else {
+        sanitize_at(value, 1, limits)
+    }
+}
+
+/// Whether [`sanitize_at`] gives `value` back unchanged at `depth`: no
+/// string to cut, no object or array too deep or too long, no secret or
+/// stack-trace key.
+fn is_clean(value: &Value, depth: usize, limits: &SanitizeLimits) -> bool {
+    match value {
+        // At most as many characters as bytes.
+        Value::String(s) => {
+            s.len() <= limits.max_string || s.chars().nth(limits.max_string).is_none()
+        }
+        Value::Object(map) => {
+            depth <= limits.max_depth
+                && map.len() <= limits.max_items
+                && map.iter().all(|(k, v)| {
+                    !is_secret_key(k) && !is_stacktrace_key(k) && is_clean(v, depth + 1, limits)
+                })
+        }
+        Value::Array(items) => {
+            depth <= limits.max_depth
+                && items.len() <= limits.max_items
+                && items.iter().all(|v| is_clean(v, depth + 1, limits))
+        }
+        _ => true,
+    }
 }
 
 fn sanitize_at(value: &Value, depth: usize, limits: &SanitizeLimits) -> Value {

@@ -350,10 +350,14 @@ impl AiRuntime {
 // ---------------------------------------------------------------------------
 // Running calls, by agent, for cancellation.
 
+/// The running calls by agent, hashed with foldhash (seeded per process):
+/// every call that waits is registered and removed.
+type CallMap = HashMap<ActorId, Vec<Running>, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct Registry {
     next: AtomicU64,
-    calls: Mutex<HashMap<ActorId, Vec<Running>>>,
+    calls: Mutex<CallMap>,
 }
 
 struct Running {
@@ -373,7 +377,7 @@ trait Registered: Send + Sync {
 }
 
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ActorId, Vec<Running>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallMap> {
         self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -341,6 +341,16 @@ pub fn normalize_arguments(schema: &Value, arguments: Value) -> Result<Value> {
         v @ Value::Object(_) => v,
         other => return Err(not_object(other)),
     };
+    // Numbers, booleans and null are never changed, so an object of them
+    // only is given back as it is, whatever the schema (its branches and
+    // properties all keep it): no key is looked up.
+    if let Value::Object(map) = &arguments
+        && map
+            .values()
+            .all(|v| matches!(v, Value::Number(_) | Value::Bool(_) | Value::Null))
+    {
+        return Ok(arguments);
+    }
     Ok(normalize_value(schema, schema, arguments, 0))
 }
 
