@@ -653,4 +653,37 @@ mod tests {
         let err = Error::internal("x").with_detail("retry", "maybe");
         assert!(err.retryable());
     }
+
+    #[test]
+    fn clean_values_are_cloned_as_the_full_walk_would_give_them() {
+        let limits = SanitizeLimits {
+            max_depth: 2,
+            max_items: 2,
+            max_string: 3,
+        };
+        for value in [
+            json!({"a": 6, "b": 7}),
+            json!({"a": "abc", "b": [1, "é€x"]}),
+            json!({"a": "abcd"}),
+            json!({"a": "é€xy"}),
+            json!({"a": 1, "b": 2, "c": 3}),
+            json!([1, 2, 3]),
+            json!({"a": {"b": {"c": 1}}}),
+            json!({"a": [[1]]}),
+            json!({"api_key": "k"}),
+            json!({"stacktrace": 1}),
+            json!({"max_tokens": 1}),
+            json!("abcd"),
+            json!(null),
+        ] {
+            assert_eq!(
+                sanitize_with(&value, &limits),
+                sanitize_at(&value, 1, &limits),
+                "{value}"
+            );
+        }
+        assert!(is_clean(&json!({"a": "é€x", "b": [1]}), 1, &limits));
+        assert!(!is_clean(&json!({"a": "é€xy"}), 1, &limits));
+        assert!(!is_clean(&json!({"a": {"b": {"c": 1}}}), 1, &limits));
+    }
 }

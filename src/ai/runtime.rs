@@ -59,8 +59,8 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use ractor::ActorId;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::client::{EmbedRequest, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message};
@@ -362,18 +362,18 @@ struct Registry {
 
 struct Running {
     serial: u64,
-    /// The call's ids and cancellation reason (shared with its task: no
-    /// id is copied into the registry).
+    /// The call's ids and cancellation (shared with its task: no id is
+    /// copied into the registry).
     call: Arc<dyn Registered>,
-    token: CancellationToken,
 }
 
 /// What the registry reads of a running call.
 trait Registered: Send + Sync {
     fn call_id(&self) -> &str;
     fn request_id(&self) -> Option<&str>;
-    /// Where [`Registry::cancel`] puts its reason, before cancelling.
-    fn reason(&self) -> &OnceLock<String>;
+    /// Cancels the call with `reason`; `false` when it was already
+    /// cancelled.
+    fn cancel(&self, reason: &str) -> bool;
 }
 
 impl Registry {
@@ -383,26 +383,17 @@ impl Registry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn register(
-        self: &Arc<Self>,
-        agent: ActorId,
-        call: Arc<dyn Registered>,
-    ) -> (Registration, CancellationToken) {
+    fn register(self: &Arc<Self>, agent: ActorId, call: Arc<dyn Registered>) -> Registration {
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
-        let token = CancellationToken::new();
-        self.lock().entry(agent).or_default().push(Running {
+        self.lock()
+            .entry(agent)
+            .or_default()
+            .push(Running { serial, call });
+        Registration {
+            registry: Arc::clone(self),
+            agent,
             serial,
-            call,
-            token: token.clone(),
-        });
-        (
-            Registration {
-                registry: Arc::clone(self),
-                agent,
-                serial,
-            },
-            token,
-        )
+        }
     }
 
     fn cancel(&self, agent: &ActorId, id: &str, reason: &str) -> usize {
@@ -415,9 +406,7 @@ impl Registry {
             .iter()
             .filter(|c| c.call.call_id() == id || c.call.request_id() == Some(id))
         {
-            if !call.token.is_cancelled() {
-                let _ = call.call.reason().set(reason.to_owned());
-                call.token.cancel();
+            if call.call.cancel(reason) {
                 n += 1;
             }
         }
@@ -580,7 +569,10 @@ struct CallInfo<T> {
     started: Instant,
     telemetry: T,
     terminal: fn(&CallInfo<T>, Error) -> Signal,
+    /// Why the call was cancelled, set once by [`Registry::cancel`],
+    /// which then notifies `cancelled`.
     reason: OnceLock<String>,
+    cancelled: Notify,
 }
 
 /// The telemetry of a call, which knows the call's id.
@@ -601,18 +593,22 @@ impl CallTelemetry for ToolTelemetry {
 }
 
 impl<T: CallTelemetry> CallInfo<T> {
+    /// A call's info, its telemetry started by `telemetry` from the
+    /// call's metadata.
     fn new(
-        telemetry: T,
         correlation: Correlation,
         operation: &'static str,
+        telemetry: impl FnOnce(&SignalMetadata) -> T,
         terminal: fn(&CallInfo<T>, Error) -> Signal,
     ) -> Arc<Self> {
+        let metadata = SignalMetadata::new(correlation, operation);
         Arc::new(CallInfo {
-            metadata: SignalMetadata::new(correlation, operation),
+            telemetry: telemetry(&metadata),
+            metadata,
             started: Instant::now(),
-            telemetry,
             terminal,
             reason: OnceLock::new(),
+            cancelled: Notify::new(),
         })
     }
 
@@ -635,8 +631,14 @@ impl<T: CallTelemetry> Registered for CallInfo<T> {
         self.metadata.request_id()
     }
 
-    fn reason(&self) -> &OnceLock<String> {
-        &self.reason
+    fn cancel(&self, reason: &str) -> bool {
+        if self.reason.set(reason.to_owned()).is_err() {
+            return false;
+        }
+        // A permit when the task is not waiting yet: it sees it when it
+        // does.
+        self.cancelled.notify_one();
+        true
     }
 }
 
@@ -718,7 +720,7 @@ impl AiRuntime {
                 return DirectiveResult::Ok;
             }
         }
-        let (registration, token) = self
+        let registration = self
             .registry
             .register(agent.actor_ref().get_id(), Arc::clone(&info) as _);
         let task_agent = agent.clone();
@@ -741,7 +743,7 @@ impl AiRuntime {
                     return;
                 }
                 done = &mut work => done.map_err(|panic| panicked(what, &*panic)),
-                () = token.cancelled() => {
+                () = task_info.cancelled.notified() => {
                     let reason = task_info.reason.get().cloned().unwrap_or_default();
                     Err(Error::cancelled("request cancelled").with_detail("reason", reason))
                 }
@@ -770,14 +772,16 @@ impl AiRuntime {
     ) -> DirectiveResult {
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
         let correlation = std::mem::take(&mut call.correlation);
-        let telemetry = LlmTelemetry::start(
-            &call.id,
-            call.model.as_str(),
-            ORIGIN_DIRECTIVE,
-            operation,
-            &correlation,
-        );
-        let info = CallInfo::new(telemetry, correlation, operation, llm_terminal);
+        let telemetry = |metadata: &SignalMetadata| {
+            LlmTelemetry::start_shared(
+                &call.id,
+                call.model.as_str(),
+                ORIGIN_DIRECTIVE,
+                operation,
+                metadata,
+            )
+        };
+        let info = CallInfo::new(correlation, operation, telemetry, llm_terminal);
         let span = info.telemetry.span().clone();
         let agent = ctx.myself();
         let rt = self.clone();
@@ -846,14 +850,16 @@ impl AiRuntime {
 
     fn start_embed(&self, d: &LlmEmbed, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
-        let telemetry = LlmTelemetry::start(
-            &d.id,
-            d.model.as_str(),
-            ORIGIN_DIRECTIVE,
-            OP_EMBED,
-            &correlation,
-        );
-        let info = CallInfo::new(telemetry, correlation, OP_EMBED, embed_terminal);
+        let telemetry = |metadata: &SignalMetadata| {
+            LlmTelemetry::start_shared(
+                &d.id,
+                d.model.as_str(),
+                ORIGIN_DIRECTIVE,
+                OP_EMBED,
+                metadata,
+            )
+        };
+        let info = CallInfo::new(correlation, OP_EMBED, telemetry, embed_terminal);
         let span = info.telemetry.span().clone();
         let rt = self.clone();
         let shared = Arc::clone(&info);
@@ -904,9 +910,10 @@ impl AiRuntime {
 
     fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
-        let telemetry =
-            ToolTelemetry::start(&d.id, &d.tool_name, ORIGIN_DIRECTIVE, OP_TOOL, &correlation);
-        let info = CallInfo::new(telemetry, correlation, OP_TOOL, tool_terminal);
+        let telemetry = |metadata: &SignalMetadata| {
+            ToolTelemetry::start_shared(&d.id, &d.tool_name, ORIGIN_DIRECTIVE, OP_TOOL, metadata)
+        };
+        let info = CallInfo::new(correlation, OP_TOOL, telemetry, tool_terminal);
         let span = info.telemetry.span().clone();
         let agent = ctx.myself();
         let rt = self.clone();
