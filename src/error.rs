@@ -456,6 +456,12 @@ pub fn sanitize_with(value: &Value, limits: &SanitizeLimits) -> Value {
     }
 }
 
+/// Whether [`sanitize_with`] gives `value` back unchanged (then the value
+/// itself can be written out, as it is).
+pub(crate) fn is_sanitized(value: &Value, limits: &SanitizeLimits) -> bool {
+    is_clean(value, 1, limits)
+}
+
 /// Whether [`sanitize_at`] gives `value` back unchanged at `depth`: no
 /// string to cut, no object or array too deep or too long, no secret or
 /// stack-trace key.

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::effect::Effect;
-use crate::error::{Error, Result, SanitizeLimits, sanitize, sanitize_with};
+use crate::error::{Error, Result, SanitizeLimits, is_sanitized, sanitize, sanitize_with};
 
 /// Error types that are retryable when nothing says otherwise (Jido's
 /// transient types).
@@ -385,6 +385,22 @@ impl ResultEnvelope {
     /// [`MAX_TOOL_CONTENT_BYTES`] carries the cut JSON text of its result
     /// instead.
     pub fn tool_content(&self) -> String {
+        // The common case, a result the sanitiser keeps as it is: its text
+        // is written straight after the prefix (the same text as the
+        // object's below: `ok` then `result`, compact), with no copy of
+        // the result, no object built and dropped.
+        if let ResultEnvelope::Ok { result, .. } = self
+            && is_sanitized(result, &TOOL_CONTENT_LIMITS)
+        {
+            use std::fmt::Write as _;
+            let mut text = String::with_capacity(64);
+            text.push_str(r#"{"ok":true,"result":"#);
+            let _ = write!(text, "{result}");
+            text.push('}');
+            if text.len() <= MAX_TOOL_CONTENT_BYTES {
+                return text;
+            }
+        }
         let body = match self {
             ResultEnvelope::Ok { result, .. } => {
                 json!({"ok": true, "result": sanitize_with(result, &TOOL_CONTENT_LIMITS)})
@@ -460,4 +476,35 @@ pub fn llm_error(error: &super::client::LlmError) -> Error {
         out = out.with_detail("provider_details", error.details.clone());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text the whole object gives.
+    fn by_value(result: &Value) -> String {
+        json!({"ok": true, "result": sanitize_with(result, &TOOL_CONTENT_LIMITS)}).to_string()
+    }
+
+    #[test]
+    fn a_clean_result_is_written_as_its_object_would_be() {
+        for result in [
+            json!({"product": 42}),
+            json!({"z": 1, "a": [1, 2.5, null, true], "s": "é\"\n\\", "o": {"k": {}}}),
+            json!("text"),
+            json!(null),
+            json!([]),
+        ] {
+            let content = ResultEnvelope::ok(result.clone()).tool_content();
+            assert_eq!(content, by_value(&result));
+        }
+        // Not clean: the sanitiser's copy.
+        let secret = json!({"api_key": "k", "n": 1});
+        assert_eq!(
+            ResultEnvelope::ok(secret.clone()).tool_content(),
+            by_value(&secret)
+        );
+        assert!(by_value(&secret).contains("[REDACTED]"));
+    }
 }
