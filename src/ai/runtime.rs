@@ -788,7 +788,13 @@ impl AiRuntime {
         let shared = Arc::clone(&info);
         let work = async move {
             let info = shared;
-            let model = match rt.resolve_model(&call.model) {
+            // A spec moves out of the call (the call's copy of it is not
+            // read again); an alias is resolved.
+            let model = match &mut call.model {
+                ModelRef::Spec(spec) => Ok(std::mem::take(spec)),
+                alias @ ModelRef::Alias(_) => rt.resolve_model(alias),
+            };
+            let model = match model {
                 Ok(model) => model,
                 Err(err) => return info.fail(err),
             };
