@@ -446,7 +446,39 @@ impl SanitizeLimits {
 /// );
 /// ```
 pub fn sanitize_with(value: &Value, limits: &SanitizeLimits) -> Value {
-    sanitize_at(value, 1, limits)
+    // A value sanitising would give back as it is (the common case: small
+    // arguments and results) is cloned: its maps are copied whole, no key
+    // is hashed again.
+    if is_clean(value, 1, limits) {
+        value.clone()
+    } else {
+        sanitize_at(value, 1, limits)
+    }
+}
+
+/// Whether [`sanitize_at`] gives `value` back unchanged at `depth`: no
+/// string to cut, no object or array too deep or too long, no secret or
+/// stack-trace key.
+fn is_clean(value: &Value, depth: usize, limits: &SanitizeLimits) -> bool {
+    match value {
+        // At most as many characters as bytes.
+        Value::String(s) => {
+            s.len() <= limits.max_string || s.chars().nth(limits.max_string).is_none()
+        }
+        Value::Object(map) => {
+            depth <= limits.max_depth
+                && map.len() <= limits.max_items
+                && map.iter().all(|(k, v)| {
+                    !is_secret_key(k) && !is_stacktrace_key(k) && is_clean(v, depth + 1, limits)
+                })
+        }
+        Value::Array(items) => {
+            depth <= limits.max_depth
+                && items.len() <= limits.max_items
+                && items.iter().all(|v| is_clean(v, depth + 1, limits))
+        }
+        _ => true,
+    }
 }
 
 fn sanitize_at(value: &Value, depth: usize, limits: &SanitizeLimits) -> Value {
@@ -742,5 +774,38 @@ mod tests {
     fn non_bool_hint_means_retryable() {
         let err = Error::internal("x").with_detail("retry", "maybe");
         assert!(err.retryable());
+    }
+
+    #[test]
+    fn clean_values_are_cloned_as_the_full_walk_would_give_them() {
+        let limits = SanitizeLimits {
+            max_depth: 2,
+            max_items: 2,
+            max_string: 3,
+        };
+        for value in [
+            json!({"a": 6, "b": 7}),
+            json!({"a": "abc", "b": [1, "é€x"]}),
+            json!({"a": "abcd"}),
+            json!({"a": "é€xy"}),
+            json!({"a": 1, "b": 2, "c": 3}),
+            json!([1, 2, 3]),
+            json!({"a": {"b": {"c": 1}}}),
+            json!({"a": [[1]]}),
+            json!({"api_key": "k"}),
+            json!({"stacktrace": 1}),
+            json!({"max_tokens": 1}),
+            json!("abcd"),
+            json!(null),
+        ] {
+            assert_eq!(
+                sanitize_with(&value, &limits),
+                sanitize_at(&value, 1, &limits),
+                "{value}"
+            );
+        }
+        assert!(is_clean(&json!({"a": "é€x", "b": [1]}), 1, &limits));
+        assert!(!is_clean(&json!({"a": "é€xy"}), 1, &limits));
+        assert!(!is_clean(&json!({"a": {"b": {"c": 1}}}), 1, &limits));
     }
 }

@@ -59,8 +59,8 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use ractor::ActorId;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::client::{EmbedRequest, LlmClient, LlmEvent, LlmRequest, LlmResponse, Message};
@@ -71,7 +71,7 @@ use super::directive::{
 use super::effects::EffectPolicy;
 use super::envelope::{ResultEnvelope, llm_error};
 use super::signals::{
-    self, ChunkType, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
+    self, ChunkType, Correlation, EmbedResultData, LlmDeltaData, LlmResponseData, LlmResultData,
     RequestErrorData, SignalMetadata, ToolResultData, ToolStartedData, UsageData, sanitize_delta,
 };
 use super::telemetry::{LlmTelemetry, ORIGIN_DIRECTIVE, ToolTelemetry};
@@ -350,54 +350,50 @@ impl AiRuntime {
 // ---------------------------------------------------------------------------
 // Running calls, by agent, for cancellation.
 
+/// The running calls by agent, hashed with foldhash (seeded per process):
+/// every call that waits is registered and removed.
+type CallMap = HashMap<ActorId, Vec<Running>, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct Registry {
     next: AtomicU64,
-    calls: Mutex<HashMap<ActorId, Vec<Running>>>,
+    calls: Mutex<CallMap>,
 }
 
 struct Running {
     serial: u64,
-    call_id: String,
-    request_id: Option<String>,
-    cancel: Cancel,
+    /// The call's ids and cancellation (shared with its task: no id is
+    /// copied into the registry).
+    call: Arc<dyn Registered>,
 }
 
-#[derive(Clone, Default)]
-struct Cancel {
-    token: CancellationToken,
-    reason: Arc<OnceLock<String>>,
+/// What the registry reads of a running call.
+trait Registered: Send + Sync {
+    fn call_id(&self) -> &str;
+    fn request_id(&self) -> Option<&str>;
+    /// Cancels the call with `reason`; `false` when it was already
+    /// cancelled.
+    fn cancel(&self, reason: &str) -> bool;
 }
 
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ActorId, Vec<Running>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallMap> {
         self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn register(
-        self: &Arc<Self>,
-        agent: ActorId,
-        call_id: &str,
-        request_id: Option<&str>,
-    ) -> (Registration, Cancel) {
+    fn register(self: &Arc<Self>, agent: ActorId, call: Arc<dyn Registered>) -> Registration {
         let serial = self.next.fetch_add(1, Ordering::Relaxed);
-        let cancel = Cancel::default();
-        self.lock().entry(agent).or_default().push(Running {
+        self.lock()
+            .entry(agent)
+            .or_default()
+            .push(Running { serial, call });
+        Registration {
+            registry: Arc::clone(self),
+            agent,
             serial,
-            call_id: call_id.to_owned(),
-            request_id: request_id.map(str::to_owned),
-            cancel: cancel.clone(),
-        });
-        (
-            Registration {
-                registry: Arc::clone(self),
-                agent,
-                serial,
-            },
-            cancel,
-        )
+        }
     }
 
     fn cancel(&self, agent: &ActorId, id: &str, reason: &str) -> usize {
@@ -408,11 +404,9 @@ impl Registry {
         let mut n = 0;
         for call in list
             .iter()
-            .filter(|c| c.call_id == id || c.request_id.as_deref() == Some(id))
+            .filter(|c| c.call.call_id() == id || c.call.request_id() == Some(id))
         {
-            if !call.cancel.token.is_cancelled() {
-                let _ = call.cancel.reason.set(reason.to_owned());
-                call.cancel.token.cancel();
+            if call.call.cancel(reason) {
                 n += 1;
             }
         }
@@ -564,38 +558,125 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-type Terminal = Arc<dyn Fn(Error) -> Signal + Send + Sync>;
-
-/// What a call's work, its terminal and its registration share: the call
-/// id, the signals' metadata (the correlation and the operation, shared by
-/// every signal of the call: its JSON is built only if someone reads it),
-/// the start and the telemetry.
+/// What a call's work, its terminal and its registration share: the
+/// signals' metadata (the correlation and the operation, shared by every
+/// signal of the call: its JSON is built only if someone reads it), the
+/// start, the telemetry (which holds the call id), the maker of the
+/// call's error terminal (a plain function: nothing is allocated for a
+/// terminal that is never sent) and the reason of a cancellation.
 struct CallInfo<T> {
-    id: String,
     metadata: SignalMetadata,
     started: Instant,
     telemetry: T,
+    terminal: fn(&CallInfo<T>, Error) -> Signal,
+    /// Why the call was cancelled, set once by [`Registry::cancel`],
+    /// which then notifies `cancelled`.
+    reason: OnceLock<String>,
+    cancelled: Notify,
 }
 
-/// The error terminal of a model call (`ai.llm.response`, `ai.embed.result`):
-/// the signal `make` builds from the call id, the error's envelope, the
-/// model as resolved so far, the time since the start and the metadata.
-fn model_call_terminal<T>(
-    info: Arc<CallInfo<LlmTelemetry>>,
-    make: fn(String, ResultEnvelope, String, u64, SignalMetadata) -> T,
-) -> Terminal
-where
-    T: signals::Payload + 'static,
-{
-    Arc::new(move |error: Error| {
-        info.telemetry.exception(&error);
-        build(make(
-            info.id.clone(),
-            ResultEnvelope::error(&error),
-            info.telemetry.model_name(),
-            ms(info.started.elapsed()),
-            info.metadata.clone(),
-        ))
+/// The telemetry of a call, which knows the call's id.
+trait CallTelemetry: Send + Sync + 'static {
+    fn call_id(&self) -> &str;
+}
+
+impl CallTelemetry for LlmTelemetry {
+    fn call_id(&self) -> &str {
+        LlmTelemetry::call_id(self)
+    }
+}
+
+impl CallTelemetry for ToolTelemetry {
+    fn call_id(&self) -> &str {
+        ToolTelemetry::call_id(self)
+    }
+}
+
+impl<T: CallTelemetry> CallInfo<T> {
+    /// A call's info, its telemetry started by `telemetry` from the
+    /// call's metadata.
+    fn new(
+        correlation: Correlation,
+        operation: &'static str,
+        telemetry: impl FnOnce(&SignalMetadata) -> T,
+        terminal: fn(&CallInfo<T>, Error) -> Signal,
+    ) -> Arc<Self> {
+        let metadata = SignalMetadata::new(correlation, operation);
+        Arc::new(CallInfo {
+            telemetry: telemetry(&metadata),
+            metadata,
+            started: Instant::now(),
+            terminal,
+            reason: OnceLock::new(),
+            cancelled: Notify::new(),
+        })
+    }
+
+    fn id(&self) -> &str {
+        self.telemetry.call_id()
+    }
+
+    /// The call's error terminal (reporting the error to the telemetry).
+    fn fail(&self, error: Error) -> Signal {
+        (self.terminal)(self, error)
+    }
+}
+
+impl<T: CallTelemetry> Registered for CallInfo<T> {
+    fn call_id(&self) -> &str {
+        self.id()
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        self.metadata.request_id()
+    }
+
+    fn cancel(&self, reason: &str) -> bool {
+        if self.reason.set(reason.to_owned()).is_err() {
+            return false;
+        }
+        // A permit when the task is not waiting yet: it sees it when it
+        // does.
+        self.cancelled.notify_one();
+        true
+    }
+}
+
+/// The error terminal of an LLM call: `ai.llm.response` with the error's
+/// envelope, the model as resolved so far and the time since the start.
+fn llm_terminal(info: &CallInfo<LlmTelemetry>, error: Error) -> Signal {
+    info.telemetry.exception(&error);
+    build(LlmResponseData {
+        call_id: info.id().to_owned(),
+        result: ResultEnvelope::error(&error),
+        model: info.telemetry.model_name(),
+        duration_ms: ms(info.started.elapsed()),
+        metadata: info.metadata.clone(),
+    })
+}
+
+/// The error terminal of an embedding call: `ai.embed.result`, as
+/// [`llm_terminal`].
+fn embed_terminal(info: &CallInfo<LlmTelemetry>, error: Error) -> Signal {
+    info.telemetry.exception(&error);
+    build(EmbedResultData {
+        call_id: info.id().to_owned(),
+        result: ResultEnvelope::error(&error),
+        model: info.telemetry.model_name(),
+        duration_ms: ms(info.started.elapsed()),
+        metadata: info.metadata.clone(),
+    })
+}
+
+/// The error terminal of a tool call: `ai.tool.result` with the error's
+/// envelope.
+fn tool_terminal(info: &CallInfo<ToolTelemetry>, error: Error) -> Signal {
+    info.telemetry.exception(&error);
+    build(ToolResultData {
+        call_id: info.id().to_owned(),
+        tool_name: info.telemetry.tool_name().to_owned(),
+        result: ResultEnvelope::error(&error),
+        metadata: info.metadata.clone(),
     })
 }
 
@@ -609,17 +690,17 @@ impl AiRuntime {
     /// cancellation token is made. Otherwise the call is registered (for
     /// cancellation) and the polled work moves, boxed, into a task of the
     /// agent's task supervisor, which drives it to its end; when that task
-    /// cannot start (the supervisor is shut down), `terminal(error)` is
+    /// cannot start (the supervisor is shut down), `info.fail(error)` is
     /// sent at once, and the work is not polled at all.
     fn launch<T, F>(
         &self,
         ctx: &DirectiveContext<'_>,
-        info: &CallInfo<T>,
+        info: Arc<CallInfo<T>>,
         what: &'static str,
-        terminal: Terminal,
         work: F,
     ) -> DirectiveResult
     where
+        T: CallTelemetry,
         F: Future<Output = Signal> + Send + 'static,
     {
         let agent = ctx.myself();
@@ -633,19 +714,17 @@ impl AiRuntime {
             if let Poll::Ready(done) = work.as_mut().poll(&mut cx) {
                 let signal = match done {
                     Ok(signal) => signal,
-                    Err(panic) => terminal(panicked(what, &*panic)),
+                    Err(panic) => info.fail(panicked(what, &*panic)),
                 };
                 send(&agent, signal);
                 return DirectiveResult::Ok;
             }
         }
-        let (registration, cancel) = self.registry.register(
-            agent.actor_ref().get_id(),
-            &info.id,
-            info.metadata.request_id(),
-        );
+        let registration = self
+            .registry
+            .register(agent.actor_ref().get_id(), Arc::clone(&info) as _);
         let task_agent = agent.clone();
-        let task_terminal = Arc::clone(&terminal);
+        let task_info = Arc::clone(&info);
         // The call belongs to the agent: when the agent stops, the call is
         // dropped (its HTTP request or tool task ends) and its registry
         // entry goes, instead of running on until its timeout.
@@ -664,22 +743,22 @@ impl AiRuntime {
                     return;
                 }
                 done = &mut work => done.map_err(|panic| panicked(what, &*panic)),
-                () = cancel.token.cancelled() => {
-                    let reason = cancel.reason.get().cloned().unwrap_or_default();
+                () = task_info.cancelled.notified() => {
+                    let reason = task_info.reason.get().cloned().unwrap_or_default();
                     Err(Error::cancelled("request cancelled").with_detail("reason", reason))
                 }
             };
             let signal = match outcome {
                 Ok(signal) => signal,
-                Err(error) => task_terminal(error),
+                Err(error) => task_info.fail(error),
             };
             send(&task_agent, signal);
         };
         match supervisor.spawn(task) {
             Ok(_) => DirectiveResult::Async(None),
             Err(err) => {
-                let err = err.with_detail("call_id", info.id.clone());
-                send(&agent, terminal(err));
+                let err = err.with_detail("call_id", info.id().to_owned());
+                send(&agent, info.fail(err));
                 DirectiveResult::Ok
             }
         }
@@ -693,45 +772,38 @@ impl AiRuntime {
     ) -> DirectiveResult {
         let operation = if stream { OP_STREAM } else { OP_GENERATE };
         let correlation = std::mem::take(&mut call.correlation);
-        let info = Arc::new(CallInfo {
-            telemetry: LlmTelemetry::start(
+        let telemetry = |metadata: &SignalMetadata| {
+            LlmTelemetry::start_shared(
                 &call.id,
                 call.model.as_str(),
                 ORIGIN_DIRECTIVE,
                 operation,
-                &correlation,
-            ),
-            id: call.id.clone(),
-            metadata: SignalMetadata::new(correlation, operation),
-            started: Instant::now(),
-        });
-        let span = info.telemetry.span().clone();
-        let terminal = model_call_terminal(
-            Arc::clone(&info),
-            |call_id, result, model, duration_ms, metadata| LlmResponseData {
-                call_id,
-                result,
-                model,
-                duration_ms,
                 metadata,
-            },
-        );
+            )
+        };
+        let info = CallInfo::new(correlation, operation, telemetry, llm_terminal);
+        let span = info.telemetry.span().clone();
         let agent = ctx.myself();
         let rt = self.clone();
-        let fail = Arc::clone(&terminal);
         let shared = Arc::clone(&info);
         let work = async move {
             let info = shared;
-            let model = match rt.resolve_model(&call.model) {
+            // A spec moves out of the call (the call's copy of it is not
+            // read again); an alias is resolved.
+            let model = match &mut call.model {
+                ModelRef::Spec(spec) => Ok(std::mem::take(spec)),
+                alias @ ModelRef::Alias(_) => rt.resolve_model(alias),
+            };
+            let model = match model {
                 Ok(model) => model,
-                Err(err) => return fail(err),
+                Err(err) => return info.fail(err),
             };
             info.telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
-                return fail(Error::configuration("no llm client configured"));
+                return info.fail(Error::configuration("no llm client configured"));
             };
             let timeout = call.timeout.unwrap_or(rt.config.llm_timeout);
-            let req = llm_request(&call, model.clone(), timeout, stream);
+            let (call_id, req) = llm_request(call, model.clone(), timeout, stream);
             let answer = if stream {
                 stream_answer(client, req, timeout, &agent, &info).await
             } else {
@@ -744,7 +816,7 @@ impl AiRuntime {
             };
             let resp = match answer {
                 Ok(resp) => resp,
-                Err(err) => return fail(err),
+                Err(err) => return info.fail(err),
             };
             info.telemetry
                 .stop(resp.usage.as_ref(), Some(&resp.finish_reason));
@@ -755,7 +827,7 @@ impl AiRuntime {
                 send(
                     &agent,
                     build(UsageData {
-                        call_id: call.id.clone(),
+                        call_id: call_id.clone(),
                         model: if resp.model.is_empty() {
                             model.clone()
                         } else {
@@ -771,7 +843,7 @@ impl AiRuntime {
             }
             // Typed: the strategy reads the answer without JSON.
             LlmResultData {
-                call_id: call.id,
+                call_id,
                 result: Ok(resp),
                 model,
                 duration_ms: ms(info.started.elapsed()),
@@ -779,36 +851,23 @@ impl AiRuntime {
             }
             .into_signal()
         };
-        self.launch(ctx, &info, "llm call", terminal, work.instrument(span))
+        self.launch(ctx, info, "llm call", work.instrument(span))
     }
 
     fn start_embed(&self, d: &LlmEmbed, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
-        let info = Arc::new(CallInfo {
-            telemetry: LlmTelemetry::start(
+        let telemetry = |metadata: &SignalMetadata| {
+            LlmTelemetry::start_shared(
                 &d.id,
                 d.model.as_str(),
                 ORIGIN_DIRECTIVE,
                 OP_EMBED,
-                &correlation,
-            ),
-            id: d.id.clone(),
-            metadata: SignalMetadata::new(correlation, OP_EMBED),
-            started: Instant::now(),
-        });
-        let span = info.telemetry.span().clone();
-        let terminal = model_call_terminal(
-            Arc::clone(&info),
-            |call_id, result, model, duration_ms, metadata| EmbedResultData {
-                call_id,
-                result,
-                model,
-                duration_ms,
                 metadata,
-            },
-        );
+            )
+        };
+        let info = CallInfo::new(correlation, OP_EMBED, telemetry, embed_terminal);
+        let span = info.telemetry.span().clone();
         let rt = self.clone();
-        let fail = Arc::clone(&terminal);
         let shared = Arc::clone(&info);
         let (model, texts, dimensions, timeout) =
             (d.model.clone(), d.texts.clone(), d.dimensions, d.timeout);
@@ -816,11 +875,11 @@ impl AiRuntime {
             let info = shared;
             let model = match rt.resolve_model(&model) {
                 Ok(model) => model,
-                Err(err) => return fail(err),
+                Err(err) => return info.fail(err),
             };
             info.telemetry.set_model(&model);
             let Some(client) = rt.config.client.clone() else {
-                return fail(Error::configuration("no llm client configured"));
+                return info.fail(Error::configuration("no llm client configured"));
             };
             let timeout = timeout.unwrap_or(rt.config.llm_timeout);
             let req = EmbedRequest {
@@ -831,9 +890,9 @@ impl AiRuntime {
             };
             let resp = match tokio::time::timeout(timeout, client.embed(req)).await {
                 Ok(Ok(resp)) => resp,
-                Ok(Err(e)) => return fail(llm_error(&e)),
+                Ok(Err(e)) => return info.fail(llm_error(&e)),
                 Err(_) => {
-                    return fail(
+                    return info.fail(
                         Error::timeout("embedding request timed out")
                             .with_detail("timeout_ms", ms(timeout)),
                     );
@@ -841,7 +900,7 @@ impl AiRuntime {
             };
             info.telemetry.stop(resp.usage.as_ref(), None);
             build(EmbedResultData {
-                call_id: info.id.clone(),
+                call_id: info.id().to_owned(),
                 result: ResultEnvelope::ok(json!({
                     "embeddings": resp.embeddings,
                     "count": resp.embeddings.len(),
@@ -852,44 +911,17 @@ impl AiRuntime {
                 metadata: info.metadata.clone(),
             })
         };
-        self.launch(
-            ctx,
-            &info,
-            "embedding call",
-            terminal,
-            work.instrument(span),
-        )
+        self.launch(ctx, info, "embedding call", work.instrument(span))
     }
 
     fn start_tool(&self, d: &ToolExec, ctx: &DirectiveContext<'_>) -> DirectiveResult {
         let correlation = d.correlation();
-        let info = Arc::new(CallInfo {
-            telemetry: ToolTelemetry::start(
-                &d.id,
-                &d.tool_name,
-                ORIGIN_DIRECTIVE,
-                OP_TOOL,
-                &correlation,
-            ),
-            id: d.id.clone(),
-            metadata: SignalMetadata::new(correlation, OP_TOOL),
-            started: Instant::now(),
-        });
-        let span = info.telemetry.span().clone();
-        let terminal: Terminal = {
-            let info = Arc::clone(&info);
-            Arc::new(move |error: Error| {
-                info.telemetry.exception(&error);
-                build(ToolResultData {
-                    call_id: info.id.clone(),
-                    tool_name: info.telemetry.tool_name().to_owned(),
-                    result: ResultEnvelope::error(&error),
-                    metadata: info.metadata.clone(),
-                })
-            })
+        let telemetry = |metadata: &SignalMetadata| {
+            ToolTelemetry::start_shared(&d.id, &d.tool_name, ORIGIN_DIRECTIVE, OP_TOOL, metadata)
         };
+        let info = CallInfo::new(correlation, OP_TOOL, telemetry, tool_terminal);
+        let span = info.telemetry.span().clone();
         let agent = ctx.myself();
-        let fail = Arc::clone(&terminal);
         let rt = self.clone();
         let shared = Arc::clone(&info);
         // What the run needs of the directive (not the whole directive:
@@ -916,7 +948,7 @@ impl AiRuntime {
             send(
                 &agent,
                 build(ToolStartedData {
-                    call_id: info.id.clone(),
+                    call_id: info.id().to_owned(),
                     tool_name: tool_name.clone(),
                     arguments: sanitize(&arguments),
                     metadata: info.metadata.clone(),
@@ -927,12 +959,12 @@ impl AiRuntime {
                 (None, Some(action)) => Tool::from_action(action),
                 (None, None) => match rt.config.tools.get(&tool_name) {
                     Some(tool) => tool.clone(),
-                    None => return fail(unknown_tool_error(&tool_name)),
+                    None => return info.fail(unknown_tool_error(&tool_name)),
                 },
             };
             let arguments = match tool.normalize_arguments(Value::clone(&arguments)) {
                 Ok(args) => args,
-                Err(err) => return fail(err.with_detail("tool_name", tool_name)),
+                Err(err) => return info.fail(err.with_detail("tool_name", tool_name)),
             };
             let ctx = Context::from(values.unwrap_or_default())
                 .with_state(state)
@@ -955,7 +987,7 @@ impl AiRuntime {
                     target: "jido::ai",
                     agent_id = %agent_id,
                     tool_name = %tool_name,
-                    call_id = %info.id,
+                    call_id = %info.id(),
                     denied = ?denied,
                     "tool effects denied by the effect policy"
                 );
@@ -977,32 +1009,38 @@ impl AiRuntime {
                 }
             };
             build(ToolResultData {
-                call_id: info.id.clone(),
+                call_id: info.id().to_owned(),
                 tool_name,
                 result,
                 metadata: info.metadata.clone(),
             })
         };
-        self.launch(ctx, &info, "tool call", terminal, work.instrument(span))
+        self.launch(ctx, info, "tool call", work.instrument(span))
     }
 }
 
-fn llm_request(call: &LlmCall, model: String, timeout: Duration, stream: bool) -> LlmRequest {
-    let mut messages = call.context.clone();
-    if let Some(system) = &call.system_prompt {
-        messages.push_front(Message::system(system.clone()));
+/// The call's id and its request (the call's parts move into it).
+fn llm_request(
+    call: LlmCall,
+    model: String,
+    timeout: Duration,
+    stream: bool,
+) -> (String, LlmRequest) {
+    let mut messages = call.context;
+    if let Some(system) = call.system_prompt {
+        messages.push_front(Message::system(system));
     }
     let mut req = LlmRequest::new(model, messages);
-    req.tools = call.tools.clone();
-    req.tool_choice = call.tool_choice.clone();
+    req.tools = call.tools;
+    req.tool_choice = call.tool_choice;
     req.max_tokens = Some(call.max_tokens);
     req.temperature = Some(call.temperature as f32);
     req.timeout = Some(timeout);
-    req.response_format = call.response_format.clone();
+    req.response_format = call.response_format;
     if stream {
         req.stream_idle_timeout = Some(timeout);
     }
-    req
+    (call.id, req)
 }
 
 /// Consumes a stream: a delta per piece of text, the assembled response at
@@ -1055,7 +1093,7 @@ async fn stream_answer(
         send(
             agent,
             build(LlmDeltaData {
-                call_id: info.id.clone(),
+                call_id: info.id().to_owned(),
                 delta,
                 chunk_type,
                 seq,

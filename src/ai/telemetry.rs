@@ -42,7 +42,7 @@ use std::borrow::Cow;
 use tokio::time::Instant;
 
 use super::client::{FinishReason, Usage};
-use super::signals::Correlation;
+use super::signals::{Correlation, SignalMetadata};
 use crate::error::Error;
 
 /// `origin` of calls made by the runtime's directives.
@@ -82,13 +82,46 @@ fn finish_name(reason: &FinishReason) -> &str {
     }
 }
 
+/// The correlation ids a call's events carry (`request_id`: `""` when
+/// none, `iteration`: 0 when none).
+#[derive(Debug)]
+enum Ids {
+    /// Copied from the correlation given to `start`.
+    Own { request_id: String, iteration: u64 },
+    /// Read from the call's signal metadata (the runtime's calls: no id is
+    /// copied).
+    Shared(SignalMetadata),
+}
+
+impl Ids {
+    fn own(correlation: &Correlation) -> Self {
+        Ids::Own {
+            request_id: correlation.request_id.clone().unwrap_or_default(),
+            iteration: correlation.iteration.unwrap_or(0),
+        }
+    }
+
+    fn request_id(&self) -> &str {
+        match self {
+            Ids::Own { request_id, .. } => request_id,
+            Ids::Shared(metadata) => metadata.request_id().unwrap_or_default(),
+        }
+    }
+
+    fn iteration(&self) -> u64 {
+        match self {
+            Ids::Own { iteration, .. } => *iteration,
+            Ids::Shared(metadata) => metadata.iteration().unwrap_or(0),
+        }
+    }
+}
+
 /// One LLM call's telemetry: `jido.ai.llm.start` when made, then one
 /// `stop` or `exception` (see the [module docs](self)).
 #[derive(Debug)]
 pub struct LlmTelemetry {
     call_id: String,
-    request_id: String,
-    iteration: u64,
+    ids: Ids,
     model: std::sync::Mutex<String>,
     origin: Cow<'static, str>,
     operation: Cow<'static, str>,
@@ -106,13 +139,34 @@ impl LlmTelemetry {
         operation: &str,
         correlation: &Correlation,
     ) -> Self {
-        let request_id = correlation.request_id.clone().unwrap_or_default();
-        let iteration = correlation.iteration.unwrap_or(0);
+        Self::begin(call_id, model, origin, operation, Ids::own(correlation))
+    }
+
+    /// As [`start`](Self::start), the ids read from the call's signal
+    /// metadata.
+    pub(crate) fn start_shared(
+        call_id: &str,
+        model: &str,
+        origin: &str,
+        operation: &str,
+        metadata: &SignalMetadata,
+    ) -> Self {
+        Self::begin(
+            call_id,
+            model,
+            origin,
+            operation,
+            Ids::Shared(metadata.clone()),
+        )
+    }
+
+    fn begin(call_id: &str, model: &str, origin: &str, operation: &str, ids: Ids) -> Self {
+        let (request_id, iteration) = (ids.request_id(), ids.iteration());
         tracing::debug!(
             name: "jido.ai.llm.start",
             target: "jido::ai",
             call_id,
-            request_id = request_id.as_str(),
+            request_id,
             iteration,
             model,
             origin,
@@ -123,7 +177,7 @@ impl LlmTelemetry {
             target: "jido::ai",
             "jido.ai.llm",
             call_id,
-            request_id = request_id.as_str(),
+            request_id,
             iteration,
             model,
             origin,
@@ -131,8 +185,7 @@ impl LlmTelemetry {
         );
         LlmTelemetry {
             call_id: call_id.to_owned(),
-            request_id,
-            iteration,
+            ids,
             model: std::sync::Mutex::new(model.to_owned()),
             origin: known(origin),
             operation: known(operation),
@@ -150,6 +203,11 @@ impl LlmTelemetry {
     /// event.
     pub fn set_model(&self, model: &str) {
         model.clone_into(&mut self.model());
+    }
+
+    /// The call's id.
+    pub(crate) fn call_id(&self) -> &str {
+        &self.call_id
     }
 
     /// The model as resolved so far.
@@ -170,8 +228,8 @@ impl LlmTelemetry {
             name: "jido.ai.llm.stop",
             target: "jido::ai",
             call_id = self.call_id.as_str(),
-            request_id = self.request_id.as_str(),
-            iteration = self.iteration,
+            request_id = self.ids.request_id(),
+            iteration = self.ids.iteration(),
             model = self.model().as_str(),
             origin = &*self.origin,
             operation = &*self.operation,
@@ -190,8 +248,8 @@ impl LlmTelemetry {
             name: "jido.ai.llm.exception",
             target: "jido::ai",
             call_id = self.call_id.as_str(),
-            request_id = self.request_id.as_str(),
-            iteration = self.iteration,
+            request_id = self.ids.request_id(),
+            iteration = self.ids.iteration(),
             model = self.model().as_str(),
             origin = &*self.origin,
             operation = &*self.operation,
@@ -210,8 +268,7 @@ impl LlmTelemetry {
 pub struct ToolTelemetry {
     call_id: String,
     tool_name: String,
-    request_id: String,
-    iteration: u64,
+    ids: Ids,
     origin: Cow<'static, str>,
     operation: Cow<'static, str>,
     started: Instant,
@@ -227,14 +284,35 @@ impl ToolTelemetry {
         operation: &str,
         correlation: &Correlation,
     ) -> Self {
-        let request_id = correlation.request_id.clone().unwrap_or_default();
-        let iteration = correlation.iteration.unwrap_or(0);
+        Self::begin(call_id, tool_name, origin, operation, Ids::own(correlation))
+    }
+
+    /// As [`start`](Self::start), the ids read from the call's signal
+    /// metadata.
+    pub(crate) fn start_shared(
+        call_id: &str,
+        tool_name: &str,
+        origin: &str,
+        operation: &str,
+        metadata: &SignalMetadata,
+    ) -> Self {
+        Self::begin(
+            call_id,
+            tool_name,
+            origin,
+            operation,
+            Ids::Shared(metadata.clone()),
+        )
+    }
+
+    fn begin(call_id: &str, tool_name: &str, origin: &str, operation: &str, ids: Ids) -> Self {
+        let (request_id, iteration) = (ids.request_id(), ids.iteration());
         tracing::debug!(
             name: "jido.ai.tool.start",
             target: "jido::ai",
             call_id,
             tool_name,
-            request_id = request_id.as_str(),
+            request_id,
             iteration,
             origin,
             operation,
@@ -245,7 +323,7 @@ impl ToolTelemetry {
             "jido.ai.tool",
             call_id,
             tool_name,
-            request_id = request_id.as_str(),
+            request_id,
             iteration,
             origin,
             operation
@@ -253,8 +331,7 @@ impl ToolTelemetry {
         ToolTelemetry {
             call_id: call_id.to_owned(),
             tool_name: tool_name.to_owned(),
-            request_id,
-            iteration,
+            ids,
             origin: known(origin),
             operation: known(operation),
             started: Instant::now(),
@@ -265,6 +342,11 @@ impl ToolTelemetry {
     /// The run's span.
     pub fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// The run's id.
+    pub(crate) fn call_id(&self) -> &str {
+        &self.call_id
     }
 
     /// The tool's name.
@@ -279,8 +361,8 @@ impl ToolTelemetry {
             target: "jido::ai",
             call_id = self.call_id.as_str(),
             tool_name = self.tool_name.as_str(),
-            request_id = self.request_id.as_str(),
-            iteration = self.iteration,
+            request_id = self.ids.request_id(),
+            iteration = self.ids.iteration(),
             origin = &*self.origin,
             operation = &*self.operation,
             duration_ms = ms(self.started),
@@ -295,8 +377,8 @@ impl ToolTelemetry {
             target: "jido::ai",
             call_id = self.call_id.as_str(),
             tool_name = self.tool_name.as_str(),
-            request_id = self.request_id.as_str(),
-            iteration = self.iteration,
+            request_id = self.ids.request_id(),
+            iteration = self.ids.iteration(),
             origin = &*self.origin,
             operation = &*self.operation,
             duration_ms = ms(self.started),

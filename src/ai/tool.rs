@@ -341,6 +341,16 @@ pub fn normalize_arguments(schema: &Value, arguments: Value) -> Result<Value> {
         v @ Value::Object(_) => v,
         other => return Err(not_object(other)),
     };
+    // Numbers, booleans and null are never changed, so an object of them
+    // only is given back as it is, whatever the schema (its branches and
+    // properties all keep it): no key is looked up.
+    if let Value::Object(map) = &arguments
+        && map
+            .values()
+            .all(|v| matches!(v, Value::Number(_) | Value::Bool(_) | Value::Null))
+    {
+        return Ok(arguments);
+    }
     Ok(normalize_value(schema, schema, arguments, 0))
 }
 
@@ -457,5 +467,32 @@ fn normalize_value(root: &Value, schema: &Value, value: Value, depth: usize) -> 
             _ => Value::Array(items),
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn objects_of_numbers_booleans_and_nulls_are_kept_whatever_the_schema() {
+        let schema = json!({
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}},
+                {"$ref": "#/$defs/x"}
+            ],
+            "$defs": {"x": {"type": "object", "additionalProperties": {"type": "boolean"}}}
+        });
+        let args = json!({"a": 6, "b": true, "c": null, "d": 1.5});
+        let full = normalize_value(&schema, &schema, args.clone(), 0);
+        assert_eq!(full, args);
+        assert_eq!(normalize_arguments(&schema, args.clone()).ok(), Some(args));
+        // A string still goes through the schema.
+        let coerced = normalize_arguments(
+            &json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+            json!({"a": "6", "b": 1}),
+        );
+        assert_eq!(coerced.ok(), Some(json!({"a": 6, "b": 1})));
     }
 }

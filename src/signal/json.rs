@@ -182,7 +182,10 @@ pub(crate) fn validate(raw: RawSignal<'_>, wire: bool) -> Result<Signal> {
     };
     Ok(Signal {
         id,
-        source: (source != super::DEFAULT_SOURCE).then(|| boxed(source)),
+        source: (source != super::DEFAULT_SOURCE).then(|| match source {
+            Cow::Borrowed(s) => super::text::Short::new(s),
+            Cow::Owned(s) => super::text::Short::from_string(s),
+        }),
         ty: match ty {
             Cow::Borrowed(t) => super::text::Short::new(t),
             Cow::Owned(t) => super::text::Short::from_string(t),

@@ -18,10 +18,12 @@ pub(crate) enum Data {
 }
 
 /// A typed payload and its JSON form, built once when first asked for.
-pub(crate) struct Typed {
-    value: Box<dyn Any + Send + Sync>,
+/// The value is the last field, unsized behind the `Arc`: a payload is one
+/// allocation, the value in it.
+pub(crate) struct Typed<V: ?Sized = dyn Any + Send + Sync> {
     json: OnceLock<Value>,
     to_json: fn(&(dyn Any + Send + Sync)) -> Value,
+    value: V,
 }
 
 /// The JSON of a `T` behind `dyn Any`: what serde writes (`null` when it
@@ -36,11 +38,12 @@ fn json_of<T: Serialize + 'static>(value: &(dyn Any + Send + Sync)) -> Value {
 impl Data {
     /// A typed payload.
     pub(crate) fn typed<T: Serialize + Send + Sync + 'static>(value: T) -> Self {
-        Data::Typed(Arc::new(Typed {
-            value: Box::new(value),
+        let typed: Arc<Typed> = Arc::new(Typed {
             json: OnceLock::new(),
             to_json: json_of::<T>,
-        }))
+            value,
+        });
+        Data::Typed(typed)
     }
 
     /// The JSON form (built and cached on first call for a typed payload);
@@ -48,7 +51,7 @@ impl Data {
     pub(crate) fn json(&self) -> Option<&Value> {
         let value = match self {
             Data::Json(v) => v,
-            Data::Typed(t) => t.json.get_or_init(|| (t.to_json)(t.value.as_ref())),
+            Data::Typed(t) => t.json.get_or_init(|| (t.to_json)(&t.value)),
         };
         (!value.is_null()).then_some(value)
     }
@@ -57,13 +60,13 @@ impl Data {
     pub(crate) fn into_json(self) -> Option<Value> {
         match self {
             Data::Json(v) => Some(v),
-            Data::Typed(t) => {
-                let value = match Arc::try_unwrap(t) {
-                    Ok(t) => match t.json.into_inner() {
+            Data::Typed(mut t) => {
+                let value = match Arc::get_mut(&mut t) {
+                    Some(only) => match only.json.take() {
                         Some(v) => v,
-                        None => (t.to_json)(t.value.as_ref()),
+                        None => (only.to_json)(&only.value),
                     },
-                    Err(shared) => Data::Typed(shared).json().cloned().unwrap_or(Value::Null),
+                    None => Data::Typed(t).json().cloned().unwrap_or(Value::Null),
                 };
                 (!value.is_null()).then_some(value)
             }
