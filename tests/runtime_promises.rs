@@ -663,3 +663,117 @@ async fn a_strategy_panicking_after_an_await_is_an_execution_error_and_changes_n
     assert_eq!(log_of(&after), json!([0, 2]));
     jido.shutdown().await;
 }
+
+/// A strategy that runs its strategy commands inline
+/// (`strategy_commands_inline`): `"now"` records its `n`; `"boom"` records
+/// it, then panics; `"wait"` awaits a gate first, against its promise.
+struct Inline(Arc<Notify>);
+impl jido::strategy::Strategy for Inline {
+    async fn cmd(
+        &self,
+        agent: &mut jido::agent::AgentData,
+        commands: Vec<jido::strategy::Command>,
+        _: &jido::strategy::StrategyContext,
+    ) -> Vec<jido::directive::Directive> {
+        for command in commands {
+            let jido::strategy::Command::Strategy { name, params, .. } = command else {
+                continue;
+            };
+            if name == "wait" {
+                self.0.notified().await;
+            }
+            push_log(agent, params["n"].clone());
+            if name == "boom" {
+                panic!("inline strategy exploded");
+            }
+        }
+        Vec::new()
+    }
+    fn strategy_commands_inline(&self) -> bool {
+        true
+    }
+}
+
+struct InlineAgent(Arc<Notify>);
+impl Agent for InlineAgent {
+    const NAME: &'static str = "inline_agent";
+    type Schema = ();
+    fn strategy(&self) -> DynStrategy {
+        DynStrategy::new(Inline(Arc::clone(&self.0)))
+    }
+    fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
+        use jido::agent::{RouteTarget, SignalRoute};
+        ["wait", "boom", "now"]
+            .into_iter()
+            .map(|c| SignalRoute::new(c, RouteTarget::StrategyCmd(c.into())))
+            .collect()
+    }
+}
+
+async fn inline_agent(
+    id: &str,
+) -> (
+    AgentRef,
+    ractor::ActorRef<()>,
+    mpsc::UnboundedReceiver<Seen>,
+) {
+    under_probe(AgentServerArgs::new(
+        AgentState::new(
+            InlineAgent(Arc::new(Notify::new())),
+            AgentOptions::new().id(id),
+        ),
+        ServerOptions::new(),
+    ))
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_strategy_cmd_answers_its_call_with_the_changed_agent() {
+    let (agent, _probe, _rx) = inline_agent("inline-now").await;
+    let first = agent.call(sig("now", json!({"n": 1}))).await.unwrap();
+    assert_eq!(log_of(&first), json!([1]));
+    agent.cast(sig("now", json!({"n": 2}))).unwrap();
+    let third = agent.call(sig("now", json!({"n": 3}))).await.unwrap();
+    assert_eq!(log_of(&third), json!([1, 2, 3]));
+    assert_eq!(log_of(&agent.state().await.unwrap()), json!([1, 2, 3]));
+    // The copy the first call got is its own: later signals did not change it.
+    assert_eq!(log_of(&first), json!([1]));
+    agent.actor_ref().stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_strategy_cmd_that_panics_fails_the_agent_and_its_caller() {
+    let (agent, _probe, mut rx) = inline_agent("inline-boom").await;
+    agent.call(sig("now", json!({"n": 1}))).await.unwrap();
+    let err = agent.call(sig("boom", json!({"n": 2}))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Execution);
+    assert_eq!(
+        err.message(),
+        "agent cmd panicked: inline strategy exploded"
+    );
+    // The state may be half-changed: the agent does not go on with it.
+    match exit_of(&mut rx, agent.actor_ref().get_id()).await {
+        Seen::Failed(_, reason) => assert!(
+            reason.contains("agent cmd panicked: inline strategy exploded"),
+            "{reason}"
+        ),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_inline_strategy_cmd_that_waits_fails_the_agent_and_its_caller() {
+    let (agent, _probe, mut rx) = inline_agent("inline-wait").await;
+    let err = agent.call(sig("wait", json!({"n": 1}))).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Execution);
+    assert!(
+        err.message().starts_with("agent cmd waited: strategy")
+            && err.message().ends_with("runs its commands inline"),
+        "{}",
+        err.message()
+    );
+    assert!(matches!(
+        exit_of(&mut rx, agent.actor_ref().get_id()).await,
+        Seen::Failed(..)
+    ));
+}
