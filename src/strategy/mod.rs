@@ -666,8 +666,11 @@ pub trait Strategy: Send + Sync + 'static {
     /// **fails the agent** (`ActorFailed` "agent cmd panicked: …"; its
     /// supervisor restarts it by its policy), where a panic in a copied
     /// `cmd` is an execution error that leaves the agent as it was.
-    /// Commands that run actions ([`Command::Run`]) always go through the
-    /// copied path. The request strategies of the AI layer (ReAct and the
+    /// The runtime decides from the signal's commands as routed: commands
+    /// that run actions ([`Command::Run`]) always go through the copied
+    /// path, but an agent's `on_before_cmd` hook that adds actions to an
+    /// inline signal's commands makes its `cmd` wait, and fail the agent.
+    /// The request strategies of the AI layer (ReAct and the
     /// reasoning strategies) say `true`: their transitions never await and
     /// catch their own panics.
     fn strategy_commands_inline(&self) -> bool {
