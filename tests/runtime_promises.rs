@@ -580,12 +580,19 @@ impl Agent for GatedAgent {
     }
     fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
         use jido::agent::{RouteTarget, SignalRoute};
-        ["wait", "boom", "now"]
-            .into_iter()
-            .map(|c| SignalRoute::new(c, RouteTarget::StrategyCmd(c.into())))
-            .chain([SignalRoute::new("tick", RouteTarget::StrategyTick)])
-            .collect()
+        let mut routes = command_routes();
+        routes.push(SignalRoute::new("tick", RouteTarget::StrategyTick));
+        routes
     }
+}
+
+/// `"wait"`, `"boom"` and `"now"`, each to the strategy command of its name.
+fn command_routes() -> Vec<jido::agent::SignalRoute> {
+    use jido::agent::{RouteTarget, SignalRoute};
+    ["wait", "boom", "now"]
+        .into_iter()
+        .map(|c| SignalRoute::new(c, RouteTarget::StrategyCmd(c.into())))
+        .collect()
 }
 
 #[tokio::test(start_paused = true)]
@@ -702,11 +709,7 @@ impl Agent for InlineAgent {
         DynStrategy::new(Inline(Arc::clone(&self.0)))
     }
     fn signal_routes(&self) -> Vec<jido::agent::SignalRoute> {
-        use jido::agent::{RouteTarget, SignalRoute};
-        ["wait", "boom", "now"]
-            .into_iter()
-            .map(|c| SignalRoute::new(c, RouteTarget::StrategyCmd(c.into())))
-            .collect()
+        command_routes()
     }
 }
 
