@@ -16,8 +16,8 @@
 //! `LlmStream`, `LlmGenerate`, `LlmEmbed` and `ToolExec` never make the
 //! agent wait. The executor polls the call's work once, in place: work
 //! ready at once (a client answering from memory, a tool run inline)
-//! completes there and sends its signals, with no task, registration or
-//! cancellation token. Work that waits is registered (for
+//! completes there and sends its signals, with no task and no
+//! registration. Work that waits is registered (for
 //! [`CancelRequest`]) and moves into a task of the instance's task
 //! supervisor, which finishes it: the agent's mailbox is never blocked by
 //! a slow client (a client or tool doing long synchronous work before its
@@ -686,8 +686,8 @@ impl AiRuntime {
     ///
     /// The work is polled once here, in the directive's handler: when it
     /// is ready at once (a client answering from memory, a tool run
-    /// inline) its signal goes out now and no task, registration or
-    /// cancellation token is made. Otherwise the call is registered (for
+    /// inline) its signal goes out now and neither a task nor a
+    /// registration is made. Otherwise the call is registered (for
     /// cancellation) and the polled work moves, boxed, into a task of the
     /// agent's task supervisor, which drives it to its end; when that task
     /// cannot start (the supervisor is shut down), `info.fail(error)` is
